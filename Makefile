@@ -1,0 +1,37 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-slow bench install check-java clean
+
+demo: $(STAMP)
+	$(BIN)/streamapp demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+install: $(STAMP)
+
+check-java:
+	@command -v java >/dev/null 2>&1 || { echo "Java 17 or newer is required (for Spark and the Java partitioner oracle): install it, e.g. 'apt-get install openjdk-17-jdk-headless'." >&2; exit 1; }
+	@command -v javac >/dev/null 2>&1 || { echo "javac (a JDK, not only a JRE) 17 or newer is required: install 'openjdk-17-jdk-headless'." >&2; exit 1; }
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	  [ "$${v:-0}" -ge 17 ] || { echo "Java $$v found, Java 17 or newer is required: install 'openjdk-17-jdk-headless'." >&2; exit 1; }
+
+$(STAMP): setup.cfg setup.py pyproject.toml | check-java
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required, found " + sys.version.split()[0]'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) build *.egg-info data .pytest_cache

@@ -1,0 +1,1 @@
+"""Faust agents of the streamapp worker, discovered by ``autodiscover=["agents"]``."""

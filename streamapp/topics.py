@@ -1,0 +1,68 @@
+"""Topic administration: create the topics streamapp owns, explicitly, with the configured count.
+
+streamapp never relies on broker auto-creation: Apache Kafka's default is one
+partition and the embedded broker's is four, and either silently breaks a join.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .errors import StreamappError
+
+ADMIN_TIMEOUT = 15.0
+
+
+class TopicError(StreamappError):
+    """A topic is missing, or exists with a partition count that breaks the join."""
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: int
+
+
+def admin_client(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+
+
+def describe(bootstrap: str, names: Iterable[str] | None = None) -> dict[str, TopicInfo]:
+    """Partition counts of the named topics (all topics when ``names`` is None); missing ones left out."""
+    metadata = admin_client(bootstrap).list_topics(timeout=ADMIN_TIMEOUT)
+    wanted = None if names is None else set(names)
+    return {
+        name: TopicInfo(name, len(topic.partitions))
+        for name, topic in metadata.topics.items()
+        if (wanted is None or name in wanted) and topic.error is None
+    }
+
+
+def ensure_topics(bootstrap: str, wanted: Mapping[str, int], replication_factor: int = 1) -> dict[str, TopicInfo]:
+    """Create each topic that does not exist; fail naming every topic whose count differs."""
+    existing = describe(bootstrap, wanted)
+    missing = [
+        NewTopic(name, num_partitions=count, replication_factor=replication_factor)
+        for name, count in wanted.items()
+        if name not in existing
+    ]
+    if missing:
+        admin = admin_client(bootstrap)
+        futures = admin.create_topics(missing, operation_timeout=ADMIN_TIMEOUT)
+        for name, future in futures.items():
+            try:
+                future.result(ADMIN_TIMEOUT)
+            except KafkaException as exc:
+                if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                    raise TopicError(f"could not create topic {name}: {exc.args[0].str()}") from None
+    result = describe(bootstrap, wanted)
+    wrong = {name: info for name, info in result.items() if info.partitions != wanted[name]}
+    if wrong:
+        details = "; ".join(
+            f"{name} has {info.partitions} partitions, expected {wanted[name]}" for name, info in wrong.items()
+        )
+        raise TopicError(f"existing topics have the wrong partition count: {details}")
+    return result

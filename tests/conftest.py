@@ -1,0 +1,70 @@
+"""Shared fixtures: one embedded broker and one SparkSession for the whole test session.
+
+Nothing here mocks Kafka: every Kafka test talks to a real Tansu broker on a
+loopback port, started once per session.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from typing import Callable, Iterator
+
+import pytest
+
+from streamapp.broker import EmbeddedBroker
+from streamapp.settings import Settings
+from streamapp.topics import ensure_topics
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def bootstrap(broker: EmbeddedBroker) -> str:
+    return broker.bootstrap
+
+
+_counter = itertools.count()
+
+
+@pytest.fixture
+def new_topic(bootstrap: str, request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Create a uniquely named topic with an explicit partition count and return its name."""
+
+    def create(prefix: str = "t", partitions: int = 6) -> str:
+        test = request.node.name.split("[")[0][-30:]
+        name = f"{prefix}_{test}_{next(_counter)}_{uuid.uuid4().hex[:6]}"
+        ensure_topics(bootstrap, {name: partitions})
+        return name
+
+    return create
+
+
+@pytest.fixture
+def embedded_settings(broker: EmbeddedBroker, tmp_path) -> Settings:
+    """Settings pointing at the session broker, with a private data dir and unique app id."""
+    return broker.settings(Settings()).replace(
+        data_dir=str(tmp_path / "data"), app_id=f"streamapp-test-{uuid.uuid4().hex[:8]}"
+    )
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One real local SparkSession for the run (Spark start-up costs seconds)."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("streamapp-tests")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()

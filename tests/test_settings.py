@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import pytest
+
+from streamapp.application import EMBEDDED_BROKER_OVERRIDES, faust_config
+from streamapp.cli import build_parser
+from streamapp.settings import Settings, SettingsError, documentation_table
+
+
+def test_defaults_are_the_demo_topics() -> None:
+    s = Settings()
+    assert (s.users_topic, s.orders_topic, s.partitions, s.partitioner) == (
+        "demo_user",
+        "demo_user_orders",
+        6,
+        "murmur2",
+    )
+    assert s.web_host == "127.0.0.1"
+
+
+def test_environment_overrides_defaults() -> None:
+    s = Settings.from_env(
+        {
+            "STREAMAPP_BOOTSTRAP_SERVERS": "k1:9092,k2:9092",
+            "STREAMAPP_PARTITIONS": "12",
+            "STREAMAPP_BROKER_SESSION_TIMEOUT": "7.5",
+            "STREAMAPP_WEB_TABLE_BLUEPRINT": "yes",
+            "STREAMAPP_USERS_TOPIC": "users",
+        }
+    )
+    assert s.bootstrap_list == ["k1:9092", "k2:9092"]
+    assert s.partitions == 12
+    assert s.broker_session_timeout == 7.5
+    assert s.web_table_blueprint is True
+    assert s.users_topic == "users"
+
+
+def test_cli_flags_override_environment() -> None:
+    env = Settings.from_env({"STREAMAPP_PARTITIONS": "12", "STREAMAPP_USERS_TOPIC": "from_env"})
+    args = build_parser().parse_args(["broker", "--port", "0"])
+    assert env.with_args(args).partitions == 12
+    from streamapp.settings import add_arguments
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--partitions", "3", "--guard-policy", "fail"])
+    s = env.with_args(args)
+    assert (s.partitions, s.guard_policy, s.users_topic) == (3, "fail", "from_env")
+
+
+@pytest.mark.parametrize(
+    "env, fragment",
+    [
+        ({"STREAMAPP_PARTITIONS": "six"}, "STREAMAPP_PARTITIONS='six': expected a int"),
+        ({"STREAMAPP_PARTITIONS": "0"}, "partitions=0"),
+        ({"STREAMAPP_GUARD_POLICY": "explode"}, "guard_policy='explode'"),
+        ({"STREAMAPP_BROKER_PROFILE": "redpanda"}, "broker_profile='redpanda'"),
+        ({"STREAMAPP_WEB_TABLE_BLUEPRINT": "maybe"}, "STREAMAPP_WEB_TABLE_BLUEPRINT='maybe'"),
+    ],
+)
+def test_bad_values_name_the_setting(env: dict[str, str], fragment: str) -> None:
+    with pytest.raises(SettingsError, match=fragment.replace("(", r"\(")):
+        Settings.from_env(env)
+
+
+def test_embedded_workarounds_only_on_the_embedded_broker() -> None:
+    real = faust_config(Settings())
+    embedded = faust_config(Settings(broker_profile="embedded"))
+    for key, value in EMBEDDED_BROKER_OVERRIDES.items():
+        assert embedded[key] == value
+        assert real.get(key) != value
+    assert real["broker"] == "kafka://127.0.0.1:9092"
+
+
+def test_readme_settings_table_is_current() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert documentation_table() in readme, "regenerate: python -c 'from streamapp.settings import documentation_table as d; print(d())'"
