@@ -68,3 +68,9 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def java_build_dir(tmp_path_factory: pytest.TempPathFactory):
+    """Where test-time Java oracles are compiled (see tests/javatools.py)."""
+    return tmp_path_factory.mktemp("java")
