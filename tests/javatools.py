@@ -7,7 +7,7 @@ from pathlib import Path
 import pyflink
 
 JAVA_SOURCES = Path(__file__).parent / "java"
-LIB = Path(pyflink.__file__).parent / "lib"
+LIB = Path(list(pyflink.__path__)[0]) / "lib"
 #: kafka-clients and what KafkaProducer needs at run time (logging API, compression codecs).
 CLASSPATH_JARS = [LIB / name for name in ("kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar")]
 
