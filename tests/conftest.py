@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import uuid
 from typing import Callable, Iterator
 
@@ -57,7 +58,7 @@ def spark():
     """One real local SparkSession for the run (Spark start-up costs seconds)."""
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("streamapp-tests")
