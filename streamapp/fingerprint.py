@@ -1,0 +1,315 @@
+"""Which partitioner wrote a topic: score every known partitioner against (key, partition) samples.
+
+A stream-table join is partition-local, so two topics written by clients with
+different partitioners (or the same partitioner over differently serialized
+keys) silently miss most joins.  ``score`` is a pure function over samples, so
+its verdicts are tested without a broker; ``fingerprint_topic`` is the thin
+adapter that reads a sample from Kafka first.
+
+Scoring rules: NULL keys are never scored (every client treats them specially,
+mostly at random); a key a partitioner places at random (``is_deterministic``
+False, e.g. an empty key under ``consistent_random``) is left out for that
+partitioner only.  Besides the keys as stored, every partitioner is scored on
+the keys JSON-quoted (``user1`` -> ``"user1"``, Python ``json.dumps`` as Faust
+and Quix Streams write them) and, when the stored keys are JSON strings, on the
+keys with the quotes removed: that is how a key-serialization mismatch shows.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from .errors import StreamappError
+from .keyed_sample import read_keyed_sample
+from .partitioners import LIBRDKAFKA_NAMES, PARTITIONERS, PROFILES, partition_batch
+
+__all__ = ["Fingerprint", "FingerprintError", "Score", "fingerprint_topic", "read_keyed_sample", "score"]
+
+#: A sample "proves" a partitioner when chance alone reproduces it with at most this probability.
+CHANCE_LIMIT = 1e-6
+#: Keys used to tell whether two partitioners are the same hash (compared modulo a large prime).
+_PROBES: tuple[bytes, ...] = tuple(f"probe-{i}".encode() for i in range(48)) + tuple(
+    bytes(range(i, i + 7 + i % 5)) for i in range(0, 240, 15)
+)
+_PROBE_MODULUS = 2_147_483_629
+
+Samples = Sequence[tuple[bytes | None, int]]
+
+
+class FingerprintError(StreamappError):
+    """Samples or arguments that cannot be fingerprinted; the message names the value."""
+
+
+@dataclass(frozen=True)
+class Score:
+    """How many of the keys a partitioner places deterministically land where the sample says."""
+
+    matched: int
+    scored: int
+
+    @property
+    def share(self) -> float:
+        return self.matched / self.scored if self.scored else 0.0
+
+    @property
+    def explains(self) -> bool:
+        return self.scored > 0 and self.matched == self.scored
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """The verdict on one sample; ``scores`` are shares of the samples each partitioner was scored on."""
+
+    sample_size: int
+    num_partitions: int
+    keyed: int
+    scores: dict[str, float]
+    scored: dict[str, int]
+    explaining: list[str]
+    quoted_scores: dict[str, float]
+    quoted_explaining: list[str]
+    unquoted_scores: dict[str, float]
+    unquoted_explaining: list[str]
+    json_keys: bool
+    families: list[list[str]]
+    min_sample: int | None
+    ambiguous: bool
+    verdict: str
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def json_quoted(key: bytes) -> bytes | None:
+    """The key as a JSON string (what a JSON key serializer writes); None when it is not UTF-8."""
+    try:
+        return json.dumps(key.decode("utf-8")).encode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def json_unquoted(key: bytes) -> bytes | None:
+    """The UTF-8 string inside a JSON-string key; None when the key is not a JSON string."""
+    if len(key) < 2 or key[:1] != b'"' or key[-1:] != b'"':
+        return None
+    try:
+        value = json.loads(key.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return value.encode("utf-8") if isinstance(value, str) else None
+
+
+def min_sample_size(num_partitions: int) -> int | None:
+    """Keyed records needed before a full match cannot be chance (None: no sample can tell, one partition)."""
+    if num_partitions < 2:
+        return None
+    return math.ceil(-math.log(CHANCE_LIMIT) / math.log(num_partitions))
+
+
+def score(
+    samples: Iterable[tuple[bytes | None, int]],
+    num_partitions: int,
+    candidates: Sequence[str] | None = None,
+) -> Fingerprint:
+    """Score every known partitioner (or ``candidates``) against (key, partition) samples."""
+    samples = list(samples)
+    _validate(samples, num_partitions)
+    names = list(candidates) if candidates is not None else list(PARTITIONERS)
+    keyed = [(key, part) for key, part in samples if key is not None]
+    stored = _score_form(names, keyed, num_partitions, lambda k: k)
+    quoted = _score_form(names, keyed, num_partitions, json_quoted)
+    json_keys = bool(keyed) and all(json_unquoted(key) is not None for key, _ in keyed)
+    unquoted = _score_form(names, keyed, num_partitions, json_unquoted) if json_keys else {}
+    explaining = _explaining(stored)
+    quoted_explaining = _explaining(quoted)
+    unquoted_explaining = _explaining(unquoted)
+    form, winning = next(
+        ((form, scores) for form, scores in (("stored", stored), ("quoted", quoted), ("unquoted", unquoted))
+         if _explaining(scores)),
+        ("stored", stored),
+    )
+    families = _families(_explaining(winning))
+    scored_by_family = [min(winning[name].scored for name in family) for family in families]
+    needed = min_sample_size(num_partitions)
+    ambiguous, verdict = _verdict(
+        num_partitions, len(keyed), families, scored_by_family, needed, stored, form, json_keys
+    )
+    notes = _notes(families, stored, unquoted, explaining, json_keys, len(samples) - len(keyed))
+    return Fingerprint(
+        sample_size=len(samples),
+        num_partitions=num_partitions,
+        keyed=len(keyed),
+        scores={n: s.share for n, s in stored.items() if s.scored},
+        scored={n: s.scored for n, s in stored.items()},
+        explaining=explaining,
+        quoted_scores={n: s.share for n, s in quoted.items() if s.scored},
+        quoted_explaining=quoted_explaining,
+        unquoted_scores={n: s.share for n, s in unquoted.items() if s.scored},
+        unquoted_explaining=unquoted_explaining,
+        json_keys=json_keys,
+        families=families,
+        min_sample=needed,
+        ambiguous=ambiguous,
+        verdict=verdict,
+        notes=notes,
+    )
+
+
+def _validate(samples: Samples, num_partitions: int) -> None:
+    if not isinstance(num_partitions, int) or num_partitions < 1:
+        raise FingerprintError(f"num_partitions={num_partitions!r}: must be a positive integer")
+    for index, (key, part) in enumerate(samples):
+        if key is not None and not isinstance(key, (bytes, bytearray)):
+            raise FingerprintError(f"sample {index}: key={key!r} must be bytes or None")
+        if not isinstance(part, int) or not 0 <= part < num_partitions:
+            raise FingerprintError(
+                f"sample {index}: partition={part!r} is outside 0..{num_partitions - 1} (num_partitions={num_partitions})"
+            )
+
+
+def _score_form(
+    names: Sequence[str], keyed: Samples, n: int, transform: Callable[[bytes], bytes | None]
+) -> dict[str, Score]:
+    transformed = [(form, part) for key, part in keyed if (form := transform(key)) is not None]
+    result = {}
+    for name in names:
+        chooser = PARTITIONERS.get(name)
+        eligible = [(k, p) for k, p in transformed if chooser is None or chooser.is_deterministic(k)]
+        predicted = partition_batch(name, [k for k, _ in eligible], n) if eligible else []
+        matched = sum(1 for guess, (_, actual) in zip(predicted, eligible) if guess == actual)
+        result[name] = Score(matched, len(eligible))
+    return result
+
+
+def _explaining(scores: dict[str, Score]) -> list[str]:
+    return [name for name, s in scores.items() if s.explains]
+
+
+def _families(names: Sequence[str]) -> list[list[str]]:
+    """Group partitioners that compute the same hash (they may still differ on NULL/empty keys)."""
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for name in names:
+        signature = tuple(partition_batch(name, list(_PROBES), _PROBE_MODULUS))
+        groups.setdefault(signature, []).append(name)
+    return sorted(groups.values(), key=lambda g: _rank(g[0]))
+
+
+def _rank(name: str) -> tuple[int, str]:
+    return (LIBRDKAFKA_NAMES.index(name), name) if name in LIBRDKAFKA_NAMES else (len(LIBRDKAFKA_NAMES), name)
+
+
+def _label(family: Sequence[str]) -> str:
+    return "/".join(family)
+
+
+def clients_of(names: Iterable[str]) -> list[str]:
+    """Client profiles whose default partitioner is one of ``names``."""
+    wanted = set(names)
+    return [client for client, target in PROFILES.items() if target in wanted]
+
+
+def _verdict(
+    n: int,
+    keyed: int,
+    families: list[list[str]],
+    scored_by_family: list[int],
+    needed: int | None,
+    stored: dict[str, Score],
+    form: str,
+    json_keys: bool,
+) -> tuple[bool, str]:
+    if n == 1:
+        return True, "With 1 partition every partitioner picks partition 0: no sample can tell them apart."
+    if keyed == 0:
+        return True, "No keyed records in the sample: nothing to fingerprint (NULL keys are placed at random)."
+    if not families:
+        return False, _unexplained(n, stored)
+    labels = [_label(f) for f in families]
+    scored = min(scored_by_family)
+    if len(families) > 1:
+        return True, (
+            f"Ambiguous: {' and '.join(labels)} all explain 100% of the {scored:,} keyed records scored, "
+            f"so this sample cannot tell them apart (with {n} partitions about {needed} keyed records usually can)."
+        )
+    if needed is not None and scored < needed:
+        chance = n ** -scored
+        return True, (
+            f"Sample too small: {labels[0]} explains all {scored:,} keyed records scored, but a random "
+            f"partitioner would do so with probability {chance:.2%} over {n} partitions; read at least {needed:,}."
+        )
+    clients = ", ".join(clients_of(families[0])) or "no known client default"
+    if form == "quoted":
+        return False, (
+            f"Key-format mismatch: no partitioner explains the keys as stored, but {labels[0]} explains 100% of "
+            f"{scored:,} keyed records once they are JSON-quoted (user1 -> \"user1\"): the producer hashed a "
+            f"JSON-serialized key but wrote the raw one (clients: {clients})."
+        )
+    if form == "unquoted":
+        return False, (
+            f"Key-format mismatch: the keys are stored JSON-quoted, but {labels[0]} explains 100% of {scored:,} "
+            f"keyed records only with the quotes removed: the producer hashed the raw key and wrote a JSON one "
+            f"(clients: {clients})."
+        )
+    sentence = f"{labels[0]} explains 100% of {scored:,} keyed records (clients: {clients})."
+    if json_keys:
+        sentence += (
+            " Key format: the keys are JSON-quoted strings (\"user1\", not user1), so a topic keyed by the raw "
+            "strings puts most keys on other partitions and its keys do not join with these."
+        )
+    return False, sentence
+
+
+def _unexplained(n: int, stored: dict[str, Score]) -> str:
+    ranked = sorted((s.share, name) for name, s in stored.items() if s.scored)
+    if not ranked:
+        return "No partitioner places these keys deterministically: nothing to score."
+    best_share, best = ranked[-1]
+    scored = stored[best].scored
+    expected = 1 / n
+    spread = 4 * math.sqrt(expected * (1 - expected) / scored)
+    if best_share <= expected + spread:
+        return (
+            f"No known partitioner explains the keys: the best, {best}, matches {best_share:.2%} of {scored:,}, "
+            f"about what random placement gives over {n} partitions ({expected:.2%}): records were placed at "
+            f"random (librdkafka `random`), by explicit partition, or by an unknown partitioner."
+        )
+    return (
+        f"No known partitioner explains the keys: the best, {best}, matches {best_share:.2%} of {scored:,} "
+        f"(random placement would give {expected:.2%}): a different partition count when written (partitions "
+        f"added later?), explicit partitions, or a custom partitioner."
+    )
+
+
+def _notes(
+    families: list[list[str]],
+    stored: dict[str, Score],
+    unquoted: dict[str, Score],
+    explaining: list[str],
+    json_keys: bool,
+    null_keys: int,
+) -> list[str]:
+    notes = []
+    for family in families:
+        if len(family) > 1:
+            notes.append(
+                f"{', '.join(family)} compute the same hash; they differ only in how NULL or empty keys are "
+                f"placed, which this sample does not show."
+            )
+    if null_keys:
+        notes.append(f"{null_keys:,} records with NULL keys were left out (clients place them at random).")
+    if json_keys and explaining:
+        moved = 1 - max(unquoted[name].share for name in explaining if name in unquoted)
+        notes.append(
+            f"With the JSON quotes removed, {moved:.2%} of these keys would land on a different partition "
+            f"under the same partitioner."
+        )
+    return notes
+
+
+def fingerprint_topic(bootstrap: str, topic: str, sample: int = 1000) -> Fingerprint:
+    """Read up to ``sample`` keyed records of ``topic`` and score them."""
+    samples, num_partitions = read_keyed_sample(bootstrap, topic, sample)
+    return score(samples, num_partitions)
