@@ -1,0 +1,68 @@
+"""Send a request on to the worker that owns the data, or ask every worker: HTTP between workers.
+
+The owner is decided by Faust's table routing (``app.router``); the request is
+forwarded once, marked with :data:`ROUTED_FROM`, so two workers that briefly
+disagree about the assignment cannot bounce a request between them forever.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Iterable
+
+import aiohttp
+from aiohttp import web
+from faust.types import AppT
+from yarl import URL
+
+ROUTED_FROM = "X-Streamapp-Routed-From"
+FORWARD_TIMEOUT = aiohttp.ClientTimeout(total=10)
+
+
+def same_url(a: str | URL, b: str | URL) -> bool:
+    ua, ub = URL(str(a)), URL(str(b))
+    return (ua.host, ua.port) == (ub.host, ub.port)
+
+
+def self_url(app: AppT) -> str:
+    return str(app.conf.canonical_url)
+
+
+def routed_from(request: web.Request) -> str | None:
+    return request.headers.get(ROUTED_FROM)
+
+
+def _headers(app: AppT, request: web.Request) -> dict[str, str]:
+    headers = {ROUTED_FROM: self_url(app), "Accept": "application/json"}
+    if "Authorization" in request.headers:
+        headers["Authorization"] = request.headers["Authorization"]
+    return headers
+
+
+async def forward(app: AppT, request: web.Request, owner: str) -> web.Response:
+    """Ask ``owner`` the same question and return its answer unchanged."""
+    target = URL(owner).with_path(request.path).with_query(request.query)
+    async with app.http_client.get(target, headers=_headers(app, request), timeout=FORWARD_TIMEOUT) as response:
+        return web.Response(body=await response.read(), status=response.status, content_type=response.content_type)
+
+
+async def _ask(app: AppT, request: web.Request, url: str, path: str, query: dict[str, str]) -> tuple[str, Any]:
+    target = URL(url).with_path(path).with_query(query)
+    try:
+        async with app.http_client.get(target, headers=_headers(app, request), timeout=FORWARD_TIMEOUT) as response:
+            if response.status != 200:
+                return url, {"error": f"HTTP {response.status}", "status": response.status}
+            return url, await response.json()
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        return url, {"error": f"unreachable: {type(exc).__name__}"}
+
+
+async def gather(app: AppT, request: web.Request, urls: Iterable[str], path: str, query: dict[str, str]) -> dict[str, Any]:
+    """``GET path?query`` on each of ``urls`` at once; a worker that fails answers ``{"error": ...}``."""
+    answers = await asyncio.gather(*(_ask(app, request, url, path, query) for url in urls))
+    return dict(answers)
+
+
+def other_workers(app: AppT) -> list[str]:
+    """Every other worker in the group that holds table partitions, from the assignment metadata."""
+    me = self_url(app)
+    return sorted(url for url in app.router.tables_metadata() if not same_url(url, me))

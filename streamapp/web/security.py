@@ -1,0 +1,72 @@
+"""aiohttp middlewares for the worker's web server: bearer token, read-only, JSON errors.
+
+They wrap every route of the server, Faust's own blueprints included, so the
+token also guards ``/router`` and (when enabled) ``/table``.  The HTML page and
+its static files carry no data and stay public so a browser can load them and
+then send the token with each API call.
+"""
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Awaitable, Callable
+
+from aiohttp import web
+
+from .params import WebInputError
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+PUBLIC_PATHS = frozenset({"/", "/favicon.ico"})
+PUBLIC_PREFIX = "/static/"
+
+
+def json_error(status: int, message: str, **extra: object) -> web.Response:
+    return web.json_response({"error": message, "status": status, **extra}, status=status)
+
+
+def token_ok(header: str | None, token: str) -> bool:
+    """True when ``header`` is ``Bearer <token>``; constant-time so the token cannot be guessed by timing."""
+    if not header or not header.startswith("Bearer "):
+        return False
+    return hmac.compare_digest(header[len("Bearer "):].strip().encode(), token.encode())
+
+
+def is_public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIX)
+
+
+def middlewares(token: str) -> list[Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]]:
+    """The middlewares, outermost first: errors as JSON, then read-only, then the token."""
+
+    @web.middleware
+    async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except WebInputError as exc:
+            return json_error(exc.status, str(exc), field=exc.field)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            return json_error(exc.status, f"{exc.reason}: {request.method} {request.path}")
+        except Exception as exc:
+            log.exception("web request %s %s failed", request.method, request.path)
+            return json_error(500, f"internal error ({type(exc).__name__}); see the worker log")
+
+    @web.middleware
+    async def read_only(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method not in READ_METHODS:
+            return json_error(405, f"{request.method} is not allowed: this server is read-only (GET only)")
+        return await handler(request)
+
+    @web.middleware
+    async def bearer_token(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if token and not is_public(request.path) and not token_ok(request.headers.get("Authorization"), token):
+            response = json_error(401, "missing or wrong bearer token: send 'Authorization: Bearer <token>'")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="streamapp"'
+            return response
+        return await handler(request)
+
+    return [json_errors, read_only, bearer_token]
