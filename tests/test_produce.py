@@ -1,0 +1,172 @@
+"""`streamapp produce` and its parts: demo records, librdkafka's partitioners on the real broker, the reports.
+
+Expected partitions are computed here from the hash definitions (zlib's CRC-32,
+the murmur2 reference), never taken from the code under test.
+"""
+from __future__ import annotations
+
+import json
+import random
+import uuid
+import zlib
+
+import pytest
+
+from streamapp.cli import main
+from streamapp.demo_data import CHANNELS, key, make_orders, make_users, order_value, user_value
+from streamapp.partitioners.hashes import murmur2, to_positive
+from streamapp.produce import produce_orders, produce_users
+from streamapp.records import decode_order, decode_user
+from streamapp.report import join_results, match_partitions
+from streamapp.topic_reader import Record, read_topic
+from streamapp.topics import describe, ensure_topics
+
+
+def java(k: bytes, n: int) -> int:
+    return to_positive(murmur2(k)) % n
+
+
+def crc(k: bytes, n: int) -> int:
+    return zlib.crc32(k) % n
+
+
+def test_users_have_distinct_32_hex_ids_and_decode_as_the_worker_reads_them() -> None:
+    users = make_users(500, random.Random(7))
+    assert len({u.user_id for u in users}) == 500
+    for user in users:
+        assert len(user.user_id) == 32 and int(user.user_id, 16) >= 0
+        assert 18 <= user.age <= 90 and " " in user.name
+        assert decode_user(key(user), user_value(user)) == user
+
+
+def test_one_order_per_user_in_timestamp_order_and_decodable() -> None:
+    users = make_users(50, random.Random(1))
+    orders = make_orders(users, random.Random(2), 1_700_000_000_000)
+    assert [o.user_id for o in orders] == [u.user_id for u in users]
+    assert [o.ts for o in orders] == sorted(o.ts for o in orders)
+    for order in orders:
+        assert order.channel in CHANNELS and order.qty >= 1
+        assert decode_order(key(order), order_value(order)) == order
+
+
+def test_match_report_counts_and_lists_every_mismatch() -> None:
+    users = {"a": 0, "b": 1, "c": 2, "d": 3}
+    orders = {"a": 0, "b": 2, "c": 2}
+    report = match_partitions("u", users, "o", orders)
+    assert (report.total, report.matched) == (4, 2)
+    assert f"{report.matched_pct:.2f}" == "50.00"
+    assert [(e.user_id, e.users_partition, e.orders_partition) for e in report.exceptions] == [("b", 1, 2), ("d", 3, None)]
+    assert report.to_dict()["matched_pct"] == 50.0
+
+
+def test_join_results_mark_misses_and_absent_orders() -> None:
+    def rec(user: str, value: object) -> Record:
+        raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+        return Record("m", 0, 0, user.encode(), raw, 0)
+
+    hit = {"NAME": "Ada", "AGE": 36, "PRODUCT_ID": 1, "QTY": 2, "UNIT_PRICE": 3.5, "CHANNEL": "web", "TS": 9}
+    miss = {**hit, "NAME": None, "AGE": None}
+    records = [rec("u1", hit), rec("u2", miss), rec("other", hit), rec("u4", b"not json")]
+    results = join_results("m", records, ["u1", "u2", "u3", "u4"])
+    assert (results.hits, results.misses, results.absent, results.undecodable) == (1, 1, 2, 1)
+
+
+@pytest.mark.parametrize("partitioner, expected", [("consistent_random", crc), ("murmur2_random", java), ("consistent", crc)])
+def test_users_land_where_librdkafka_puts_them(bootstrap: str, new_topic, partitioner: str, expected) -> None:
+    topic = new_topic("users", partitions=6)
+    users = make_users(60, random.Random(3))
+    delivered = produce_users(bootstrap, topic, users, partitioner, "test")
+    read_back = {r.key.decode(): r.partition for r in read_topic(bootstrap, topic)}
+    assert delivered == read_back == {u.user_id: expected(key(u), 6) for u in users}
+
+
+def test_orders_land_where_the_java_client_puts_them_with_ts_as_timestamp(bootstrap: str, new_topic) -> None:
+    topic = new_topic("orders", partitions=5)
+    orders = make_orders(make_users(40, random.Random(4)), random.Random(5), 1_700_000_000_000)
+    produce_orders(bootstrap, topic, orders, "test")
+    records = {r.key.decode(): r for r in read_topic(bootstrap, topic)}
+    assert {k: r.partition for k, r in records.items()} == {o.user_id: java(key(o), 5) for o in orders}
+    assert {k: r.timestamp for k, r in records.items()} == {o.user_id: o.ts for o in orders}
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_json_report_matches_independently_computed_partitions(bootstrap: str, capsys) -> None:
+    topic = f"demo_user_{uuid.uuid4().hex[:8]}"
+    argv = ["produce", "--bootstrap_server", bootstrap, "--topic", topic, "--partitions", "6", "--messages", "60",
+            "--partitioner", "consistent_random", "--seed", "11", "--wait", "1", "--json"]
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    report = json.loads(out)
+    users = make_users(60, random.Random(11))
+    mismatched = sorted((u.user_id, crc(key(u), 6), java(key(u), 6)) for u in users if crc(key(u), 6) != java(key(u), 6))
+    direct = report["reports"]["Direct"]
+    assert (direct["users_topic"], direct["orders_topic"]) == (topic, f"{topic}_orders")
+    assert direct["matched"] == 60 - len(mismatched)
+    assert direct["matched_pct"] == round(100 * (60 - len(mismatched)) / 60, 2)
+    assert [(e["user_id"], e["users_partition"], e["orders_partition"]) for e in direct["exceptions"]] == mismatched
+    assert report["worker_running"] is False and "No Faust worker is running" in report["notes"][0]
+    assert describe(bootstrap, [topic, f"{topic}_orders"]) and report["orders_via"].startswith("confluent-kafka")
+
+
+def test_cli_people_output_with_murmur2_random_matches_all(bootstrap: str, capsys) -> None:
+    topic = f"demo_user_{uuid.uuid4().hex[:8]}"
+    code, out, _ = run_cli(capsys, "produce", "--bootstrap_server", bootstrap, "--topic", topic, "--messages", "25",
+                           "--wait", "1")
+    assert code == 0
+    assert f"Kafka at {bootstrap}: reachable" in out
+    assert f"{topic} vs {topic}_orders (25 users)" in out
+    assert " - Matched partitions: 100.00%" in out and "exceptions" not in out
+
+
+def test_cli_progress_bar_run_reports_all_messages(bootstrap: str, capsys) -> None:
+    topic = f"demo_user_{uuid.uuid4().hex[:8]}"
+    code, out, _ = run_cli(capsys, "produce", "--bootstrap_server", bootstrap, "--topic", topic, "--messages", "2000",
+                           "--partitioner", "fnv1a", "--seed", "3", "--wait", "1")
+    assert code == 0
+    users = make_users(2000, random.Random(3))
+    matched = sum(_fnv(key(u)) % 6 == java(key(u), 6) for u in users)
+    assert f" - Matched partitions: {100 * matched / 2000:.2f}%" in out
+
+
+def _fnv(data: bytes) -> int:
+    h = 0x811C9DC5
+    for b in data:
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h & 0x80000000 else h
+    return (-signed if signed < 0 else signed) & 0xFFFFFFFF
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--messages", "0"], "--messages=0: must be at least 1"),
+        (["--ksqldb_endpoint", "localhost:8088"], "ksqldb_endpoint='localhost:8088': expected http://host:port or https://host:port"),
+        (["--c3_endpoint", "ftp://x"], "c3_endpoint='ftp://x': expected http://host:port or https://host:port"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(bootstrap: str, capsys, argv: list[str], message: str) -> None:
+    code, _, err = run_cli(capsys, "produce", "--bootstrap_server", bootstrap, "--topic", f"bad_{uuid.uuid4().hex[:6]}", *argv)
+    assert code == 2
+    assert err.strip().splitlines() == [f"streamapp produce: {message}"]
+
+
+def test_cli_unreachable_kafka_is_named(capsys) -> None:
+    from streamapp.broker import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    code, _, err = run_cli(capsys, "produce", "--bootstrap_server", address)
+    assert code == 2
+    assert f"bootstrap_server={address!r} is unreachable" in err
+
+
+def test_cli_existing_topic_with_other_count_is_refused(bootstrap: str, capsys) -> None:
+    topic = f"demo_user_{uuid.uuid4().hex[:8]}"
+    ensure_topics(bootstrap, {topic: 3})
+    code, _, err = run_cli(capsys, "produce", "--bootstrap_server", bootstrap, "--topic", topic, "--wait", "1")
+    assert code == 2
+    assert f"{topic} has 3 partitions, expected 6" in err
