@@ -1,9 +1,12 @@
 """Keyed partitioners of every Kafka client: pure functions, a registry, and client adapters."""
-from .hashes import crc32, fnv1a, fnv1a_raw, murmur2, to_positive
+from .hashes import crc32, fnv1a, fnv1a_raw, kafkajs_legacy_murmur2, murmur2, to_positive
 from .registry import (
+    FAST,
     LIBRDKAFKA_NAMES,
     PARTITIONERS,
+    PROFILE_NOTES,
     PROFILES,
+    REFERENCE_PARTITIONERS,
     Partitioner,
     PartitionerError,
     get_partitioner,
@@ -12,6 +15,7 @@ from .registry import (
 )
 
 __all__ = [
-    "LIBRDKAFKA_NAMES", "PARTITIONERS", "PROFILES", "Partitioner", "PartitionerError",
-    "crc32", "fnv1a", "fnv1a_raw", "get_partitioner", "murmur2", "partition", "partition_batch", "to_positive",
+    "FAST", "LIBRDKAFKA_NAMES", "PARTITIONERS", "PROFILES", "PROFILE_NOTES", "Partitioner", "PartitionerError",
+    "REFERENCE_PARTITIONERS", "crc32", "fnv1a", "fnv1a_raw", "get_partitioner", "kafkajs_legacy_murmur2", "murmur2",
+    "partition", "partition_batch", "to_positive",
 ]

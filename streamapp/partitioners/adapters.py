@@ -1,6 +1,7 @@
 """Adapters that plug a streamapp partitioner into each Python Kafka client."""
 from __future__ import annotations
 
+import random
 from typing import Callable, Sequence
 
 from .registry import Partitioner, PartitionerError, get_partitioner
@@ -17,11 +18,15 @@ def client_partitioner(partitioner: str | Partitioner) -> ClientPartitioner:
     """For Faust's ``producer_partitioner`` and aiokafka's / kafka-python's ``partitioner=``.
 
     Keyed records are hashed over *all* partitions, as the Java client does, so a
-    key's partition never depends on which brokers are up.
+    key's partition never depends on which brokers are up; keys the partitioner
+    places at random (NULL keys, mostly) go to an available partition, as
+    aiokafka's and kafka-python's DefaultPartitioner do.
     """
     chosen = _resolve(partitioner)
 
     def choose(key: bytes | None, all_partitions: Sequence[int], available: Sequence[int]) -> int:
+        if available and not chosen.is_deterministic(key):
+            return random.choice(list(available))
         ordered = sorted(all_partitions)
         return ordered[chosen(key, len(ordered))]
 
