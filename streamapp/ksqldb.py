@@ -122,7 +122,17 @@ def demo_statements(settings: Settings) -> list[str]:
 
 def schema_columns(schema: str) -> list[str]:
     """Column names from a ``/query`` header schema such as ```USER_ID` STRING KEY, `NAME` STRING``."""
-    return re.findall(r"`((?:[^`]|``)+)`\s+[A-Z]", schema)
+    names, depth, part = [], 0, ""
+    for char in schema + ",":
+        depth += {"<": 1, ">": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            found = re.match(r"\s*`((?:[^`]|``)+)`", part)
+            if found:
+                names.append(found.group(1))
+            part = ""
+        else:
+            part += char
+    return names
 
 
 def parse_query_lines(lines: Sequence[str]) -> QueryResult:

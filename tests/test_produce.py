@@ -170,3 +170,16 @@ def test_cli_existing_topic_with_other_count_is_refused(bootstrap: str, capsys) 
     code, _, err = run_cli(capsys, "produce", "--bootstrap_server", bootstrap, "--topic", topic, "--wait", "1")
     assert code == 2
     assert f"{topic} has 3 partitions, expected 6" in err
+
+
+def test_cli_unreachable_ksqldb_falls_back_to_the_java_compatible_producer(bootstrap: str, capsys) -> None:
+    from streamapp.broker import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    topic = f"demo_user_{uuid.uuid4().hex[:8]}"
+    code, out, _ = run_cli(capsys, "produce", "--bootstrap_server", bootstrap, "--topic", topic, "--messages", "5",
+                           "--ksqldb_endpoint", url, "--c3_endpoint", url, "--wait", "1")
+    assert code == 0
+    assert f"ksqlDB at {url}: UNREACHABLE" in out and f"Control Center at {url}: UNREACHABLE" in out
+    assert "orders via confluent-kafka partitioner=murmur2 (Java-compatible)" in out
+    assert " - Matched partitions: 100.00%" in out
