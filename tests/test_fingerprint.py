@@ -1,0 +1,205 @@
+"""The pure scoring function: samples built from the reference hashes, verdicts checked without a broker.
+
+Expected partitions are computed here from ``streamapp.partitioners.hashes``
+(and ``zlib`` for crc32), not through the registry that ``score`` uses.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamapp.fingerprint import Fingerprint, FingerprintError, json_quoted, json_unquoted, min_sample_size, score
+from streamapp.partitioners import PARTITIONERS, PROFILES, hashes, partition
+
+
+def java(key: bytes, n: int) -> int:
+    return hashes.to_positive(hashes.murmur2(key)) % n
+
+
+def crc(key: bytes, n: int) -> int:
+    return zlib.crc32(key) % n
+
+
+def fnv(key: bytes, n: int) -> int:
+    return hashes.fnv1a(key) % n
+
+
+def keys(count: int, prefix: str = "user") -> list[bytes]:
+    return [f"{prefix}{i}".encode() for i in range(count)]
+
+
+def family_of(result: Fingerprint, name: str) -> list[str]:
+    return next(f for f in result.families if name in f)
+
+
+@pytest.mark.parametrize(
+    ("place", "expected", "others"),
+    [(java, "murmur2", ("consistent", "fnv1a")), (crc, "consistent", ("murmur2", "fnv1a")), (fnv, "fnv1a", ("murmur2", "consistent"))],
+)
+def test_each_hash_is_recognised_and_only_it(place, expected, others) -> None:
+    sample = [(k, place(k, 6)) for k in keys(300)]
+    result = score(sample, 6)
+    assert expected in result.explaining
+    assert not set(others) & set(result.explaining)
+    assert len(result.families) == 1 and expected in result.families[0]
+    assert not result.ambiguous
+    assert result.scores[expected] == 1.0
+    assert f"explains 100% of {len(sample)} keyed records" in result.verdict
+    assert expected in result.verdict
+
+
+def test_murmur2_family_groups_java_and_the_librdkafka_variants() -> None:
+    result = score([(k, java(k, 12)) for k in keys(200)], 12)
+    assert {"murmur2", "murmur2_random", PROFILES["java"]} <= set(family_of(result, "murmur2"))
+    assert any("same hash" in note for note in result.notes)
+    assert "java" in result.verdict and "kafka-python" in result.verdict
+
+
+def test_empty_keys_tell_consistent_from_consistent_random() -> None:
+    n = 6
+    keyed = [(k, crc(k, n)) for k in keys(100)]
+    on_zero = score(keyed + [(b"", 0)] * 5, n)
+    assert {"consistent", "consistent_random"} <= set(on_zero.explaining)
+    assert on_zero.scored["consistent"] == 105 and on_zero.scored["consistent_random"] == 100
+
+    spread = score(keyed + [(b"", p) for p in (1, 3, 5, 2)], n)
+    assert "consistent_random" in spread.explaining
+    assert "consistent" not in spread.explaining
+    assert spread.scores["consistent"] == pytest.approx(100 / 104)
+
+
+def test_null_keys_are_left_out_and_counted() -> None:
+    rng = random.Random(7)
+    sample = [(k, java(k, 6)) for k in keys(50)] + [(None, rng.randrange(6)) for _ in range(30)]
+    result = score(sample, 6)
+    assert (result.sample_size, result.keyed) == (80, 50)
+    assert "murmur2" in result.explaining and result.scored["murmur2"] == 50
+    assert any("30 records with NULL keys" in note for note in result.notes)
+
+
+def test_random_placement_claims_no_hash() -> None:
+    rng = random.Random(42)
+    n = 6
+    result = score([(k, rng.randrange(n)) for k in keys(600)], n)
+    assert result.explaining == [] and result.quoted_explaining == [] and result.families == []
+    assert "explains 100%" not in result.verdict
+    assert "random" in result.verdict
+    best = max(result.scores.values())
+    assert f"{best:.2%}" in result.verdict
+    assert f"{1 / n:.2%}" in result.verdict
+
+
+def test_different_partition_count_is_not_called_random() -> None:
+    sample = [(k, java(k, 4)) for k in keys(600)]
+    result = score(sample, 6)
+    assert result.explaining == []
+    expected_share = sum(java(k, 4) == java(k, 6) for k, _ in sample) / len(sample)
+    assert result.scores["murmur2"] == pytest.approx(expected_share)
+    assert "partition count" in result.verdict
+
+
+def test_keys_that_land_alike_under_two_hashes_are_ambiguous() -> None:
+    n = 2
+    alike = [k for k in keys(400) if java(k, n) == crc(k, n)][:40]
+    result = score([(k, java(k, n)) for k in alike], n)
+    assert "murmur2" in result.explaining and "consistent" in result.explaining
+    assert result.ambiguous
+    assert "cannot tell" in result.verdict
+    assert "murmur2" in result.verdict and "consistent" in result.verdict
+
+
+def test_a_tiny_sample_says_how_many_records_are_needed() -> None:
+    n = 6
+    murmur2_family = set(score([(k, java(k, n)) for k in keys(300)], n).explaining)
+    others = [name for name in PARTITIONERS if name not in murmur2_family and name != "random"]
+    distinct = [k for k in keys(300) if all(partition(name, k, n) != java(k, n) for name in others)]
+    result = score([(k, java(k, n)) for k in distinct[:3]], n)
+    needed = next(k for k in range(1, 100) if n ** -k <= 1e-6)
+    assert result.min_sample == needed == min_sample_size(n)
+    assert result.ambiguous
+    assert "too small" in result.verdict and f"at least {needed}" in result.verdict
+    assert f"{n ** -3:.2%}" in result.verdict
+
+
+def test_one_partition_and_no_keys_cannot_be_fingerprinted() -> None:
+    one = score([(k, 0) for k in keys(20)], 1)
+    assert one.ambiguous and one.min_sample is None and "1 partition" in one.verdict
+    nulls = score([(None, 2), (None, 0)], 3)
+    assert nulls.ambiguous and nulls.keyed == 0 and "No keyed records" in nulls.verdict
+
+
+def test_json_quoted_keys_stored_as_such_name_the_key_format() -> None:
+    n = 6
+    raw = keys(300)
+    quoted = [json.dumps(k.decode()).encode() for k in raw]
+    result = score([(q, java(q, n)) for q in quoted], n)
+    assert result.json_keys
+    assert "murmur2" in result.explaining and not result.ambiguous
+    assert "JSON-quoted" in result.verdict
+    moved = sum(java(r, n) != java(q, n) for r, q in zip(raw, quoted)) / len(raw)
+    assert any(f"{moved:.2%} of these keys would land on a different partition" in note for note in result.notes)
+
+
+def test_raw_keys_hashed_json_quoted_is_a_key_format_mismatch() -> None:
+    n = 6
+    raw = keys(300)
+    result = score([(k, java(json.dumps(k.decode()).encode(), n)) for k in raw], n)
+    assert result.explaining == []
+    assert "murmur2" in result.quoted_explaining
+    assert "Key-format mismatch" in result.verdict and "JSON-quoted" in result.verdict
+
+
+def test_quoted_keys_hashed_raw_is_a_key_format_mismatch() -> None:
+    n = 6
+    raw = keys(300)
+    result = score([(json.dumps(k.decode()).encode(), fnv(k, n)) for k in raw], n)
+    assert "fnv1a" in result.unquoted_explaining and result.explaining == []
+    assert "Key-format mismatch" in result.verdict and "quotes removed" in result.verdict
+
+
+def test_json_quoting_follows_python_json_and_undoes_itself() -> None:
+    for text in ("user1", "é", 'a"b', "tab\t"):
+        quoted = json_quoted(text.encode())
+        assert quoted == json.dumps(text).encode()
+        assert json_unquoted(quoted) == text.encode()
+    assert json_quoted(b"\xff\xfe") is None
+    assert json_unquoted(b"42") is None and json_unquoted(b'"') is None and json_unquoted(b'"a"b"') is None
+
+
+@pytest.mark.parametrize(
+    ("sample", "n", "message"),
+    [
+        ([(b"a", 6)], 6, "partition=6"),
+        ([(b"a", -1)], 6, "partition=-1"),
+        ([(b"a", 0)], 0, "num_partitions=0"),
+        ([("a", 0)], 6, "key='a'"),
+    ],
+)
+def test_bad_samples_are_named(sample, n, message) -> None:
+    with pytest.raises(FingerprintError, match=message.replace("(", r"\(")):
+        score(sample, n)
+
+
+def test_binary_keys_and_the_dict_form() -> None:
+    rng = random.Random(3)
+    binary = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))) for _ in range(200)]
+    result = score([(k, fnv(k, 9)) for k in binary], 9)
+    assert "fnv1a" in result.explaining
+    assert json.loads(json.dumps(result.to_dict()))["explaining"] == result.explaining
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.binary(min_size=1, max_size=64), min_size=20, max_size=60, unique=True),
+    st.integers(min_value=2, max_value=64),
+)
+def test_any_murmur2_sample_is_explained_by_murmur2(sample_keys: list[bytes], n: int) -> None:
+    result = score([(k, java(k, n)) for k in sample_keys], n)
+    assert "murmur2" in result.explaining and PROFILES["java"] in result.explaining
+    assert math.isclose(result.scores["murmur2"], 1.0)
