@@ -1,15 +1,24 @@
 """The Faust application, built from :class:`~streamapp.settings.Settings`.
 
 Agents live in the top-level ``agents`` package and are found by Faust's
-autodiscovery, so this module knows nothing about any particular agent.
+autodiscovery; the topics and tables they share are in :mod:`streamapp.tables`.
+Before any consumer subscribes, the app creates the topics it owns with the
+configured partition count (the embedded broker would auto-create them with 4)
+and runs the co-partitioning guard.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 import faust
 
+from .partitioners.adapters import client_partitioner
 from .settings import Settings
+from .topics import describe, ensure_topics
+
+logger = logging.getLogger(__name__)
 
 #: What the embedded broker (Tansu) needs for Faust to be correct on it; see README.
 EMBEDDED_BROKER_OVERRIDES: dict[str, Any] = {
@@ -25,7 +34,7 @@ def faust_config(settings: Settings) -> dict[str, Any]:
         "broker": ";".join(f"kafka://{server}" for server in settings.bootstrap_list),
         "store": "rocksdb://",
         "datadir": settings.data_dir,
-        "autodiscover": ["agents"],
+        "autodiscover": ["agents", "streamapp.web.views"],
         "origin": "streamapp",
         "topic_partitions": settings.partitions,
         "topic_replication_factor": settings.replication_factor,
@@ -34,18 +43,60 @@ def faust_config(settings: Settings) -> dict[str, Any]:
         "web_tables_enabled": settings.web_table_blueprint,
         "broker_session_timeout": settings.broker_session_timeout,
         "table_cleanup_interval": 30.0,
+        "producer_partitioner": client_partitioner(settings.partitioner),
     }
     if settings.embedded:
         config.update(EMBEDDED_BROKER_OVERRIDES)
     return config
 
 
-def create_app(settings: Settings | None = None) -> faust.App:
+def owned_topics(settings: Settings) -> dict[str, int]:
+    """The topics the worker reads or writes, each with the configured partition count."""
+    names = (
+        settings.users_topic,
+        settings.orders_topic,
+        settings.users_repartition_topic,
+        settings.merged_topic,
+        settings.merged_repartition_topic,
+        settings.dead_letter_topic,
+    )
+    return {name: settings.partitions for name in names}
+
+
+def create_missing_topics(settings: Settings) -> list[str]:
+    """Create the owned topics that do not exist; existing ones are left for the guard to judge."""
+    wanted = owned_topics(settings)
+    existing = describe(settings.bootstrap_servers, wanted)
+    missing = {name: count for name, count in wanted.items() if name not in existing}
+    if missing:
+        ensure_topics(settings.bootstrap_servers, missing, settings.replication_factor)
+    return sorted(missing)
+
+
+class StreamappApp(faust.App):
+    """Faust's App plus streamapp's start-up: explicit topics, then the co-partitioning guard."""
+
+    streamapp_settings: Settings
+
+    async def on_first_start(self) -> None:
+        await super().on_first_start()
+        settings = self.streamapp_settings
+        loop = asyncio.get_running_loop()
+        created = await loop.run_in_executor(None, create_missing_topics, settings)
+        if created:
+            logger.info("Created topics with %d partitions: %s", settings.partitions, ", ".join(created))
+        from .guard import run_guard
+        from .tables import key_serializers
+
+        await loop.run_in_executor(None, run_guard, settings, key_serializers())
+
+
+def create_app(settings: Settings | None = None) -> StreamappApp:
     settings = settings or Settings.from_env()
-    app = faust.App(settings.app_id, **faust_config(settings))
-    app.streamapp_settings = settings  # type: ignore[attr-defined]
+    app = StreamappApp(settings.app_id, **faust_config(settings))
+    app.streamapp_settings = settings
     return app
 
 
 app = create_app()
-settings: Settings = app.streamapp_settings  # type: ignore[attr-defined]
+settings: Settings = app.streamapp_settings

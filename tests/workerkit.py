@@ -1,0 +1,133 @@
+"""Helpers for the worker's integration tests: isolated settings, real producers, reading outputs, log counters.
+
+Everything talks to the session's real embedded broker; the worker is the real
+``faust -A streamapp worker`` child process.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from streamapp.broker import free_port
+from streamapp.settings import Settings
+from streamapp.worker_process import WorkerProcess
+
+COUNTERS = re.compile(r"Counters: users ([\d,]+) · repartitioned users ([\d,]+) · orders ([\d,]+)")
+CHANNELS = ("store", "web", "partner", "catalog")
+
+
+def isolated(settings: Settings, **changes: object) -> Settings:
+    """Settings with topic names private to one test and a free web port."""
+    tag = uuid.uuid4().hex[:8]
+    names = {
+        f: f"{getattr(settings, f)}_{tag}"
+        for f in ("users_topic", "orders_topic", "users_repartition_topic", "merged_topic",
+                  "merged_repartition_topic", "dead_letter_topic")
+    }
+    return settings.replace(web_port=free_port(), **names, **changes)
+
+
+@dataclass(frozen=True)
+class Record:
+    key: bytes | None
+    value: bytes | None
+    partition: int
+    offset: int
+    timestamp: int
+    headers: dict[str, bytes]
+
+
+def make_users(count: int, seed: int) -> dict[str, dict[str, object]]:
+    rng = random.Random(seed)
+    return {
+        uuid.UUID(int=rng.getrandbits(128)).hex: {"name": f"User {i}", "age": rng.randint(18, 90)}
+        for i in range(count)
+    }
+
+
+def make_order(user_id: str, rng: random.Random) -> dict[str, object]:
+    return {
+        "ts": 1_677_844_000_000 + rng.randint(0, 10**8),
+        "product_id": rng.randint(1, 5000),
+        "qty": rng.randint(1, 9),
+        "unit_price": round(rng.uniform(1, 100), 2),
+        "channel": rng.choice(CHANNELS),
+    }
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]], partitioner: str) -> None:
+    """Produce with real librdkafka and the named librdkafka partitioner."""
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": partitioner, "linger.ms": 5})
+    for key, value in records:
+        producer.produce(topic, value=value, key=key)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0) -> list[Record]:
+    """Read ``topic`` from the beginning until ``expected`` records arrived (or the timeout)."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
+        "enable.auto.commit": False, "enable.partition.eof": False,
+    })
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    records: list[Record] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(records) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                continue
+            records.append(Record(msg.key(), msg.value(), msg.partition(), msg.offset(),
+                                  msg.timestamp()[1], dict(msg.headers() or [])))
+        # A short grace period shows extra (duplicate or stray) records too.
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                records.append(Record(msg.key(), msg.value(), msg.partition(), msg.offset(),
+                                      msg.timestamp()[1], dict(msg.headers() or [])))
+    finally:
+        consumer.close()
+    return records
+
+
+def counters_from_log(text: str) -> tuple[int, int, int]:
+    """(users, repartitioned users, orders) from the last counters line of one worker's log."""
+    matches = COUNTERS.findall(text)
+    if not matches:
+        return (0, 0, 0)
+    return tuple(int(n.replace(",", "")) for n in matches[-1])  # type: ignore[return-value]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what()}")
+
+
+def wait_for_users(workers: Sequence[WorkerProcess], count: int, timeout: float = 90.0) -> None:
+    """Until the workers together loaded ``count`` users into both tables."""
+    def totals() -> tuple[int, int]:
+        per = [counters_from_log(w.log()) for w in workers]
+        return sum(p[0] for p in per), sum(p[1] for p in per)
+
+    wait_until(lambda: totals() == (count, count), timeout,
+               lambda: f"{count} users in both tables, have {totals()}: {workers[0].tail(5)}")
+
+
+def to_json(value: dict[str, object]) -> bytes:
+    return json.dumps(value).encode()
