@@ -1,0 +1,159 @@
+"""``streamapp topics list | describe | create | delete | add-partitions``: the class notebook's admin client."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.table import Table
+
+from ..admin import (
+    PartitionImpact,
+    add_partitions,
+    add_partitions_impact,
+    check_new_count,
+    create_topic,
+    delete_topic,
+    describe_topic,
+    list_topics,
+)
+from ..settings import Settings, add_arguments
+from ..topics import TopicError
+from .produce import people_console
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser("topics", help="list, describe, create, delete topics and add partitions (with impact)")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    listing = actions.add_parser("list", help="topics and their partition counts")
+    listing.add_argument("--all", action="store_true", help="include internal topics (__...)")
+    listing.set_defaults(func=run_list)
+
+    described = actions.add_parser("describe", help="partitions, leaders, replicas, ISR and record counts")
+    described.add_argument("topic")
+    described.set_defaults(func=run_describe)
+
+    create = actions.add_parser("create", help="create a topic with an explicit partition count")
+    create.add_argument("topic")
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config, repeatable")
+    create.set_defaults(func=run_create)
+
+    delete = actions.add_parser("delete", help="delete topics (their data is gone)")
+    delete.add_argument("topics", nargs="+", metavar="topic")
+    delete.set_defaults(func=run_delete)
+
+    grow = actions.add_parser("add-partitions", help="print how many keys would move, then add partitions")
+    grow.add_argument("topic")
+    grow.add_argument("--count", type=int, required=True, help="the new total partition count")
+    grow.add_argument("--partitioner", default=None,
+                      help="the topic's partitioner (default: fingerprinted from the topic's records)")
+    grow.add_argument("--dry-run", action="store_true", help="print the impact only")
+    grow.set_defaults(func=run_add_partitions)
+
+    for action in (listing, described, create, delete, grow):
+        action.add_argument("--json", action="store_true", help="print JSON for programs")
+        add_arguments(action, only=("bootstrap_servers",))
+    add_arguments(create, only=("partitions", "replication_factor"))
+
+
+def _emit(args: argparse.Namespace, data: object, line: str, table: Table | None = None) -> None:
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return
+    console = people_console()
+    console.print(line, markup=False)
+    if table is not None:
+        console.print(table)
+
+
+def run_list(args: argparse.Namespace, settings: Settings) -> int:
+    topics = list_topics(settings.bootstrap_servers, include_internal=args.all)
+    table = Table("topic", "partitions")
+    for topic in topics:
+        table.add_row(topic.name, str(topic.partitions))
+    _emit(args, [{"name": t.name, "partitions": t.partitions} for t in topics],
+          f"{len(topics)} topics on {settings.bootstrap_servers}", table)
+    return 0
+
+
+def run_describe(args: argparse.Namespace, settings: Settings) -> int:
+    detail = describe_topic(settings.bootstrap_servers, args.topic)
+    total = sum(p.records for p in detail.partitions)
+    table = Table("partition", "leader", "replicas", "ISR", "records")
+    for p in detail.partitions:
+        table.add_row(str(p.partition), str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isr)),
+                      str(p.records))
+    _emit(args, detail.to_dict(), f"{detail.name}: {len(detail.partitions)} partitions, {total} records", table)
+    return 0
+
+
+def parse_config(items: list[str]) -> dict[str, str]:
+    config = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise TopicError(f"--config {item!r}: expected KEY=VALUE, e.g. cleanup.policy=compact")
+        config[name] = value
+    return config
+
+
+def run_create(args: argparse.Namespace, settings: Settings) -> int:
+    info = create_topic(settings.bootstrap_servers, args.topic, settings.partitions, settings.replication_factor,
+                        parse_config(args.config))
+    _emit(args, {"name": info.name, "partitions": info.partitions},
+          f"Created topic {info.name} with {info.partitions} partitions")
+    return 0
+
+
+def run_delete(args: argparse.Namespace, settings: Settings) -> int:
+    for topic in args.topics:
+        delete_topic(settings.bootstrap_servers, topic)
+    _emit(args, {"deleted": args.topics}, f"Deleted topics: {', '.join(args.topics)}")
+    return 0
+
+
+def topic_partitioner(bootstrap: str, topic: str, given: str | None) -> tuple[str, str]:
+    """The partitioner to measure with, and how it was chosen (given, or fingerprinted)."""
+    if given:
+        return given, "given with --partitioner"
+    from ..fingerprint import fingerprint_topic
+
+    fingerprint = fingerprint_topic(bootstrap, topic)
+    if fingerprint.keyed == 0:
+        return "murmur2_random", "no keyed records, so no key can move"
+    if len(fingerprint.families) == 1:
+        return fingerprint.families[0][0], f"fingerprinted: {fingerprint.verdict}"
+    raise TopicError(f"cannot tell which partitioner wrote {topic}: {fingerprint.verdict} Give --partitioner NAME.")
+
+
+def render_impact(impact: PartitionImpact, how: str) -> str:
+    return (
+        f"Adding partitions to {impact.topic}: {impact.old_count} -> {impact.new_count} "
+        f"(partitioner {impact.partitioner}, {how})\n"
+        f" - Keys that would change partition: {impact.moved} of {impact.keys} ({impact.moved_pct:.2f}%)"
+        + (f"; {impact.unscored} keys placed at random not counted" if impact.unscored else "")
+    )
+
+
+def run_add_partitions(args: argparse.Namespace, settings: Settings) -> int:
+    bootstrap = settings.bootstrap_servers
+    check_new_count(bootstrap, args.topic, args.count)
+    name, how = topic_partitioner(bootstrap, args.topic, args.partitioner)
+    impact = add_partitions_impact(bootstrap, args.topic, args.count, name)
+    result: dict[str, object] = {"impact": impact.to_dict(), "partitioner_source": how, "applied": False}
+    if not args.json:
+        people_console().print(render_impact(impact, how), markup=False)
+    if args.dry_run:
+        if args.json:
+            print(json.dumps(result, indent=2))
+        return 0
+    try:
+        info = add_partitions(bootstrap, args.topic, args.count)
+    except TopicError as exc:
+        if args.json:
+            print(json.dumps({**result, "error": str(exc)}, indent=2))
+        raise
+    result["applied"] = True
+    _emit(args, result, f"{info.name} now has {info.partitions} partitions")
+    return 0
