@@ -29,8 +29,8 @@ __all__ = ["Fingerprint", "FingerprintError", "Score", "fingerprint_topic", "rea
 
 #: A sample "proves" a partitioner when chance alone reproduces it with at most this probability.
 CHANCE_LIMIT = 1e-6
-#: Keys used to tell whether two partitioners are the same hash (compared modulo a large prime).
-_PROBES: tuple[bytes, ...] = tuple(f"probe-{i}".encode() for i in range(48)) + tuple(
+#: Keys used to tell whether two partitioners agree in general, not only on the sample.
+_PROBES: tuple[bytes, ...] = tuple(f"probe-{i}".encode() for i in range(80)) + tuple(
     bytes(range(i, i + 7 + i % 5)) for i in range(0, 240, 15)
 )
 _PROBE_MODULUS = 2_147_483_629
@@ -131,13 +131,13 @@ def score(
          if _explaining(scores)),
         ("stored", stored),
     )
-    families = _families(_explaining(winning))
+    families = _families(_explaining(winning), num_partitions)
     scored_by_family = [min(winning[name].scored for name in family) for family in families]
     needed = min_sample_size(num_partitions)
     ambiguous, verdict = _verdict(
         num_partitions, len(keyed), families, scored_by_family, needed, stored, form, json_keys
     )
-    notes = _notes(families, stored, unquoted, explaining, json_keys, len(samples) - len(keyed))
+    notes = _notes(num_partitions, families, stored, unquoted, explaining, json_keys, len(samples) - len(keyed))
     return Fingerprint(
         sample_size=len(samples),
         num_partitions=num_partitions,
@@ -188,11 +188,17 @@ def _explaining(scores: dict[str, Score]) -> list[str]:
     return [name for name, s in scores.items() if s.explains]
 
 
-def _families(names: Sequence[str]) -> list[list[str]]:
-    """Group partitioners that compute the same hash (they may still differ on NULL/empty keys)."""
+def _families(names: Sequence[str], num_partitions: int) -> list[list[str]]:
+    """Group partitioners that put every non-empty key on the same partition for this partition count.
+
+    No sample can tell such partitioners apart: either they are the same hash (and
+    differ only on NULL or empty keys), or different hashes that coincide modulo
+    this count (uint32 vs sign-masked FNV-1a over a power of two).  96 probe keys
+    make a chance coincidence of two unrelated hashes negligible (at most 2**-96).
+    """
     groups: dict[tuple[int, ...], list[str]] = {}
     for name in names:
-        signature = tuple(partition_batch(name, list(_PROBES), _PROBE_MODULUS))
+        signature = tuple(partition_batch(name, list(_PROBES), num_partitions))
         groups.setdefault(signature, []).append(name)
     return sorted(groups.values(), key=lambda g: _rank(g[0]))
 
@@ -283,7 +289,12 @@ def _unexplained(n: int, stored: dict[str, Score]) -> str:
     )
 
 
+def _same_hash(family: Sequence[str]) -> bool:
+    return len({tuple(partition_batch(name, list(_PROBES), _PROBE_MODULUS)) for name in family}) == 1
+
+
 def _notes(
+    num_partitions: int,
     families: list[list[str]],
     stored: dict[str, Score],
     unquoted: dict[str, Score],
@@ -293,10 +304,17 @@ def _notes(
 ) -> list[str]:
     notes = []
     for family in families:
-        if len(family) > 1:
+        if len(family) < 2:
+            continue
+        if _same_hash(family):
             notes.append(
                 f"{', '.join(family)} compute the same hash; they differ only in how NULL or empty keys are "
                 f"placed, which this sample does not show."
+            )
+        else:
+            notes.append(
+                f"{', '.join(family)} compute different hashes that put every key on the same partition when "
+                f"there are {num_partitions} partitions: no sample of this topic can tell them apart."
             )
     if null_keys:
         notes.append(f"{null_keys:,} records with NULL keys were left out (clients place them at random).")

@@ -203,3 +203,16 @@ def test_any_murmur2_sample_is_explained_by_murmur2(sample_keys: list[bytes], n:
     result = score([(k, java(k, n)) for k in sample_keys], n)
     assert "murmur2" in result.explaining and PROFILES["java"] in result.explaining
     assert math.isclose(result.scores["murmur2"], 1.0)
+
+
+def test_hashes_that_coincide_for_this_partition_count_are_one_family() -> None:
+    """uint32 FNV-1a and its sign-masked form agree modulo any power of two, never modulo 6."""
+    sample8 = [(k, hashes.fnv1a_raw(k) % 8) for k in keys(300)]
+    result = score(sample8, 8)
+    assert {"fnv1a_unsigned", "fnv1a_reference"} <= set(result.explaining)
+    assert {"fnv1a_unsigned", "fnv1a_reference"} <= set(family_of(result, "fnv1a_unsigned"))
+    assert not result.ambiguous
+    assert any("different hashes" in note and "8 partitions" in note for note in result.notes)
+
+    sample6 = [(k, hashes.fnv1a_raw(k) % 6) for k in keys(300)]
+    assert "fnv1a_reference" not in score(sample6, 6).explaining

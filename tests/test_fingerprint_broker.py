@@ -116,6 +116,16 @@ def test_sample_is_spread_over_skewed_partitions(bootstrap, new_topic) -> None:
     assert [k for k, p in samples if p == 0] == [f"hot{i}".encode() for i in range(per_partition[0])]
 
 
+def test_partitions_ending_exactly_at_their_share_do_not_stall_the_sample(bootstrap, new_topic) -> None:
+    topic = new_topic("fp_edge", 3)
+    produce(bootstrap, topic, [(f"k{p}-{i}".encode(), p) for p, count in ((0, 2), (1, 4), (2, 100)) for i in range(count)])
+    for limit in (11, 12, 13, 500):
+        started = time.monotonic()
+        samples, _ = read_keyed_sample(bootstrap, topic, limit, timeout=20)
+        assert time.monotonic() - started < 10
+        assert Counter(p for _, p in samples) == {0: 2, 1: 4, 2: min(limit, 106) - 6}
+
+
 def test_fair_shares_give_short_partitions_rest_to_the_others() -> None:
     shares = fair_shares([100, 3, 0, 50], 60)
     assert shares[1:3] == [3, 0] and sum(shares) == 60 and abs(shares[0] - shares[3]) <= 1
