@@ -192,7 +192,18 @@ class CopartitionView(web.View):
         report = guard.latest_report()
         if report is None:
             return self.json({"available": False, "verdict": "The co-partitioning guard has not reported yet."})
-        return self.json({"available": True, **report.to_dict()})
+        data = report.to_dict()
+        return self.json({"available": True, **data, "verdict": copartition_verdict(data)})
+
+
+def copartition_verdict(report: dict[str, Any]) -> str:
+    """One sentence over the guard's checks, for the page."""
+    checks = report.get("checks", [])
+    skipped = sum(1 for check in checks if check.get("ok") is None)
+    note = f" ({skipped} could not run yet)" if skipped else ""
+    if report.get("problems"):
+        return f"Not co-partitioned: {'; '.join(report['problems'])}."
+    return f"Co-partitioned: {len(checks) - skipped} of {len(checks)} checks passed{note}."
 
 
 @app.page("/stats", name="streamapp_stats")

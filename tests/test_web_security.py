@@ -1,0 +1,117 @@
+"""Input validation and the web server's middlewares, on a real aiohttp server (no worker needed)."""
+from __future__ import annotations
+
+from typing import AsyncIterator
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from streamapp.web import params
+from streamapp.web.params import MAX_KEY_BYTES, MAX_LIMIT, WebInputError
+from streamapp.web.security import middlewares, token_ok
+
+TOKEN = "s3cret-token"
+
+
+@pytest.mark.parametrize(
+    ("call", "field", "fragment"),
+    [
+        (lambda: params.partitions(None), "partitions", "partitions is required"),
+        (lambda: params.partitions("six"), "partitions", "partitions='six': expected an integer"),
+        (lambda: params.partitions("0"), "partitions", "partitions=0: must be between 1"),
+        (lambda: params.partition("6", 6), "partition", "partition=6: must be between 0 and 5"),
+        (lambda: params.partition("-1", 6), "partition", "partition=-1"),
+        (lambda: params.limit(str(MAX_LIMIT + 1)), "limit", f"limit={MAX_LIMIT + 1}: must be between 1 and {MAX_LIMIT}"),
+        (lambda: params.limit("0"), "limit", "limit=0"),
+        (lambda: params.table("orders"), "table", "table='orders': expected one of users, users_repartition"),
+        (lambda: params.key("zz", "hex"), "key", "key='zz': not hex"),
+        (lambda: params.key("a", "base64"), "encoding", "encoding='base64'"),
+        (lambda: params.key("", None), "key", "key is empty"),
+        (lambda: params.key("x" * (MAX_KEY_BYTES + 1)), "key", f"at most {MAX_KEY_BYTES}"),
+        (lambda: params.required({}, "partition"), "partition", "partition is required"),
+    ],
+)
+def test_bad_input_names_field_and_value(call, field: str, fragment: str) -> None:
+    with pytest.raises(WebInputError) as info:
+        call()
+    assert info.value.field == field
+    assert fragment in str(info.value)
+
+
+def test_good_input() -> None:
+    assert params.partitions(" 12 ") == 12
+    assert params.partition("5", 6) == 5
+    assert params.limit(None) == params.DEFAULT_LIMIT and params.limit(str(MAX_LIMIT)) == MAX_LIMIT
+    assert params.key("00ff", "hex") == b"\x00\xff"
+    assert params.key("ü") == "ü".encode()
+    assert params.after("") is None and params.after("u1") == b"u1"
+    assert params.table(None) == "users"
+
+
+def test_token_compare() -> None:
+    assert token_ok(f"Bearer {TOKEN}", TOKEN)
+    assert not token_ok(f"Bearer {TOKEN}x", TOKEN)
+    assert not token_ok(TOKEN, TOKEN)
+    assert not token_ok(None, TOKEN)
+
+
+async def _data(request: web.Request) -> web.Response:
+    return web.json_response({"data": 1})
+
+
+async def _bad(request: web.Request) -> web.Response:
+    params.partitions(request.query.get("partitions"))
+    return web.json_response({})
+
+
+async def _bug(request: web.Request) -> web.Response:
+    raise RuntimeError("secret internal detail")
+
+
+async def _page(request: web.Request) -> web.Response:
+    return web.Response(text="<html></html>", content_type="text/html")
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[TestServer]:
+    app = web.Application(middlewares=middlewares(TOKEN))
+    app.router.add_get("/", _page)
+    app.router.add_get("/data", _data)
+    app.router.add_get("/bad", _bad)
+    app.router.add_get("/bug", _bug)
+    async with TestServer(app, host="127.0.0.1") as running:
+        yield running
+
+
+async def _get(server: TestServer, path: str, token: str | None = TOKEN, method: str = "GET") -> tuple[int, dict]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with aiohttp.ClientSession() as session:
+        async with session.request(method, server.make_url(path), headers=headers) as response:
+            body = await response.json(content_type=None) if response.content_type == "application/json" else {}
+            return response.status, body
+
+
+async def test_token_required_except_for_the_page(server: TestServer) -> None:
+    assert await _get(server, "/data") == (200, {"data": 1})
+    for token in (None, "wrong"):
+        status, body = await _get(server, "/data", token)
+        assert status == 401 and "bearer token" in body["error"]
+    assert (await _get(server, "/", None))[0] == 200
+
+
+async def test_read_only(server: TestServer) -> None:
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        status, body = await _get(server, "/data", method=method)
+        assert status == 405 and "read-only" in body["error"] and method in body["error"]
+
+
+async def test_errors_are_json_without_traceback(server: TestServer) -> None:
+    status, body = await _get(server, "/bad?partitions=x")
+    assert status == 400 and body["field"] == "partitions" and "'x'" in body["error"]
+    status, body = await _get(server, "/missing")
+    assert status == 404 and "/missing" in body["error"]
+    status, body = await _get(server, "/bug")
+    assert status == 500 and "RuntimeError" in body["error"]
+    assert "secret internal detail" not in body["error"] and "Traceback" not in body["error"]
