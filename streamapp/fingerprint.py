@@ -78,6 +78,8 @@ class Fingerprint:
     ambiguous: bool
     verdict: str
     notes: list[str] = field(default_factory=list)
+    #: The key form ``families`` explain: "stored", "quoted" or "unquoted" ("stored" when none explains).
+    families_key_form: str = "stored"
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -155,6 +157,7 @@ def score(
         ambiguous=ambiguous,
         verdict=verdict,
         notes=notes,
+        families_key_form=form,
     )
 
 

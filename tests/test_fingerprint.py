@@ -153,6 +153,7 @@ def test_raw_keys_hashed_json_quoted_is_a_key_format_mismatch() -> None:
     assert result.explaining == []
     assert "murmur2" in result.quoted_explaining
     assert "Key-format mismatch" in result.verdict and "JSON-quoted" in result.verdict
+    assert result.families_key_form == "quoted" and "murmur2" in result.families[0]
 
 
 def test_quoted_keys_hashed_raw_is_a_key_format_mismatch() -> None:
@@ -161,6 +162,7 @@ def test_quoted_keys_hashed_raw_is_a_key_format_mismatch() -> None:
     result = score([(json.dumps(k.decode()).encode(), fnv(k, n)) for k in raw], n)
     assert "fnv1a" in result.unquoted_explaining and result.explaining == []
     assert "Key-format mismatch" in result.verdict and "quotes removed" in result.verdict
+    assert result.families_key_form == "unquoted"
 
 
 def test_json_quoting_follows_python_json_and_undoes_itself() -> None:
