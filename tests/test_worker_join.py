@@ -39,7 +39,10 @@ def run_scenario(settings: Settings, tmp_path: Path, users_partitioner: str, wor
     rng = random.Random(7)
     orders = {user_id: make_order(user_id, rng) for user_id in users}
     procs = [
-        WorkerProcess(settings.replace(web_port=free_port()) if i else settings, tmp_path / f"w{i}.log")
+        WorkerProcess(
+            settings.replace(web_port=free_port() if i else settings.web_port, data_dir=str(tmp_path / f"data{i}")),
+            tmp_path / f"w{i}.log",
+        )
         for i in range(workers)
     ]
     try:
