@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Sequence
 
 from .errors import StreamappError
 from .keyed_sample import read_keyed_sample
-from .partitioners import LIBRDKAFKA_NAMES, PARTITIONERS, PROFILES, partition_batch
+from .partitioners import LIBRDKAFKA_NAMES, PARTITIONERS, PROFILES, get_partitioner, partition_batch
 
 __all__ = ["Fingerprint", "FingerprintError", "Score", "fingerprint_topic", "read_keyed_sample", "score"]
 
@@ -116,10 +116,10 @@ def score(
     num_partitions: int,
     candidates: Sequence[str] | None = None,
 ) -> Fingerprint:
-    """Score every known partitioner (or ``candidates``) against (key, partition) samples."""
+    """Score every known partitioner (or ``candidates``: names, profiles, ``package.module:callable``)."""
     samples = list(samples)
     _validate(samples, num_partitions)
-    names = list(candidates) if candidates is not None else list(PARTITIONERS)
+    names = list(dict.fromkeys(candidates)) if candidates is not None else list(PARTITIONERS)
     keyed = [(key, part) for key, part in samples if key is not None]
     stored = _score_form(names, keyed, num_partitions, lambda k: k)
     quoted = _score_form(names, keyed, num_partitions, json_quoted)
@@ -179,8 +179,8 @@ def _score_form(
     transformed = [(form, part) for key, part in keyed if (form := transform(key)) is not None]
     result = {}
     for name in names:
-        chooser = PARTITIONERS.get(name)
-        eligible = [(k, p) for k, p in transformed if chooser is None or chooser.is_deterministic(k)]
+        deterministic = get_partitioner(name).is_deterministic
+        eligible = [(k, p) for k, p in transformed if deterministic(k)]
         predicted = partition_batch(name, [k for k, _ in eligible], n) if eligible else []
         matched = sum(1 for guess, (_, actual) in zip(predicted, eligible) if guess == actual)
         result[name] = Score(matched, len(eligible))
@@ -330,7 +330,11 @@ def _notes(
     return notes
 
 
-def fingerprint_topic(bootstrap: str, topic: str, sample: int = 1000) -> Fingerprint:
-    """Read up to ``sample`` keyed records of ``topic`` and score them."""
+def fingerprint_topic(
+    bootstrap: str, topic: str, sample: int = 1000, extra: Sequence[str] = ()
+) -> Fingerprint:
+    """Read up to ``sample`` keyed records of ``topic`` and score every known partitioner plus ``extra``."""
+    for spec in extra:
+        get_partitioner(spec)
     samples, num_partitions = read_keyed_sample(bootstrap, topic, sample)
-    return score(samples, num_partitions)
+    return score(samples, num_partitions, [*PARTITIONERS, *extra])

@@ -218,3 +218,15 @@ def test_hashes_that_coincide_for_this_partition_count_are_one_family() -> None:
 
     sample6 = [(k, hashes.fnv1a_raw(k) % 6) for k in keys(300)]
     assert "fnv1a_reference" not in score(sample6, 6).explaining
+
+
+def first_byte(key: bytes | None, n: int) -> int:
+    """A user's own partitioner, reached by dotted path (tests/ is on sys.path under pytest)."""
+    return (key or b"\0")[0] % n
+
+
+def test_a_user_partitioner_by_dotted_path_can_be_the_verdict() -> None:
+    sample = [(bytes([b]) + b"-key", b % 5) for b in range(40, 140)]
+    result = score(sample, 5, [*PARTITIONERS, "test_fingerprint:first_byte"])
+    assert result.explaining == ["test_fingerprint:first_byte"]
+    assert "test_fingerprint:first_byte explains 100% of 100 keyed records" in result.verdict

@@ -163,3 +163,13 @@ def test_cli_unknown_topic_is_one_line_and_not_created(bootstrap) -> None:
     assert topic not in describe(bootstrap)
     with pytest.raises(SampleError, match="sample=0"):
         read_keyed_sample(bootstrap, topic, 0)
+
+
+def test_cli_scores_a_user_partitioner_and_rejects_a_bad_one(bootstrap, new_topic, capsys) -> None:
+    topic = new_topic("fp_user", 5)
+    produce(bootstrap, topic, [(bytes([b]) + b"-key", b % 5) for b in range(40, 140)])
+    assert main(["fingerprint", "--topic", topic, "--json", "--partitioner", "test_fingerprint:first_byte",
+                 "--bootstrap-servers", bootstrap]) == 0
+    assert json.loads(capsys.readouterr().out)["explaining"] == ["test_fingerprint:first_byte"]
+    assert main(["fingerprint", "--topic", topic, "--partitioner", "no_such_module:f", "--bootstrap-servers", bootstrap]) == 2
+    assert "no_such_module:f" in capsys.readouterr().err

@@ -24,12 +24,16 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--topic", required=True, help="topic to fingerprint (it is never created)")
     parser.add_argument("--sample", type=int, default=1000, metavar="N", help="keyed records to read (default 1000)")
     parser.add_argument("--json", action="store_true", help="print the fingerprint as one JSON object")
+    parser.add_argument(
+        "--partitioner", dest="extra_partitioners", action="append", default=[], metavar="SPEC",
+        help="also score this partitioner (package.module:callable); every known one is always scored",
+    )
     add_arguments(parser, only=("bootstrap_servers",))
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    result = fingerprint_topic(settings.bootstrap_servers, args.topic, args.sample)
+    result = fingerprint_topic(settings.bootstrap_servers, args.topic, args.sample, args.extra_partitioners)
     if args.json:
         print(json.dumps({"topic": args.topic, **result.to_dict()}))
         return 0
