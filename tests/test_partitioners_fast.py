@@ -153,6 +153,10 @@ def test_bad_input_is_a_clear_streamapp_error(table) -> None:
             chooser(b"k", bad)
     with pytest.raises(PartitionerError, match=r"keys\[1\]|key must be bytes"):
         chooser.partition_batch([b"ok", 17], 6)
+    with pytest.raises(PartitionerError, match=r"partitioner 'murmur2': key must be bytes or None, got str"):
+        partition("murmur2", "user_1", 6)
+    with pytest.raises(PartitionerError, match=r"num_partitions must be"):
+        partition_batch("murmur2", [b"a"], 0)
     assert issubclass(PartitionerError, StreamappError)
 
 
