@@ -13,7 +13,7 @@ import time
 import uuid
 from typing import Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from .errors import StreamappError
 from .topics import describe
@@ -55,7 +55,10 @@ def read_keyed_sample(
     """
     if limit < 1:
         raise SampleError(f"sample={limit}: must be at least 1")
-    info = describe(bootstrap, [topic])
+    try:
+        info = describe(bootstrap, [topic])
+    except KafkaException as exc:
+        raise SampleError(f"cannot read topic {topic!r}: no answer from bootstrap servers {bootstrap} ({exc.args[0].str()})") from None
     if topic not in info:
         raise SampleError(f"topic {topic!r} does not exist on {bootstrap} (it was not created)")
     count = info[topic].partitions

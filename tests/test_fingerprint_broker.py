@@ -173,3 +173,13 @@ def test_cli_scores_a_user_partitioner_and_rejects_a_bad_one(bootstrap, new_topi
     assert json.loads(capsys.readouterr().out)["explaining"] == ["test_fingerprint:first_byte"]
     assert main(["fingerprint", "--topic", topic, "--partitioner", "no_such_module:f", "--bootstrap-servers", bootstrap]) == 2
     assert "no_such_module:f" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_unreachable_bootstrap_is_one_line(capsys) -> None:
+    from streamapp.broker import free_port
+
+    bootstrap = f"127.0.0.1:{free_port()}"
+    assert main(["fingerprint", "--topic", "t", "--bootstrap-servers", bootstrap]) == 2
+    err = capsys.readouterr().err
+    assert f"no answer from bootstrap servers {bootstrap}" in err and "Traceback" not in err
