@@ -28,6 +28,10 @@ EMBEDDED_BROKER_OVERRIDES: dict[str, Any] = {
 }
 
 
+#: Exit status of a worker stopped by the guard (``guard_policy=fail``), like the CLI's errors.
+GUARD_EXIT_CODE = 2
+
+
 def faust_config(settings: Settings) -> dict[str, Any]:
     """Faust keyword settings for ``settings``; pure, so it is tested without Faust."""
     config: dict[str, Any] = {
@@ -85,10 +89,14 @@ class StreamappApp(faust.App):
         created = await loop.run_in_executor(None, create_missing_topics, settings)
         if created:
             logger.info("Created topics with %d partitions: %s", settings.partitions, ", ".join(created))
-        from .guard import run_guard
+        from .guard import GuardError, run_guard
         from .tables import key_serializers
 
-        await loop.run_in_executor(None, run_guard, settings, key_serializers())
+        try:
+            await loop.run_in_executor(None, run_guard, settings, key_serializers())
+        except GuardError as exc:
+            logger.error("Worker not started: %s", exc)
+            raise SystemExit(GUARD_EXIT_CODE) from None
 
 
 def create_app(settings: Settings | None = None) -> StreamappApp:

@@ -1,0 +1,79 @@
+"""Bad input never stops the worker and is never lost: malformed records go to the dead-letter topic with the reason.
+
+Real worker process, real embedded broker, records produced by librdkafka.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from streamapp.dead_letters import from_record
+from streamapp.settings import Settings
+from streamapp.worker_process import WorkerProcess
+
+from workerkit import isolated, make_order, make_users, produce, read_all, to_json, wait_for_users
+
+BAD_USERS: list[tuple[bytes | None, bytes | None, str]] = [
+    (b"bad-user-1", b'{"name": "no age"}', "'age' is missing"),
+    (b"bad-user-2", b'{"name": "x", "age": "old"}', "'age' is 'old', expected an integer"),
+    (b"bad-user-3", b"{broken", "not valid JSON"),
+    (None, b'{"name": "nobody", "age": 1}', "key is null"),
+    (b"", b'{"name": "empty", "age": 2}', "key is empty"),
+]
+BAD_ORDERS: list[tuple[bytes | None, bytes | None, str]] = [
+    (b"bad-order-1", b"not json at all", "not valid JSON"),
+    (b"bad-order-2", b'{"product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web"}', "'ts' is missing"),
+    (b"bad-order-3", b'{"ts": 5, "product_id": 1, "qty": "two", "unit_price": 1.0, "channel": "web"}',
+     "'qty' is 'two', expected an integer"),
+    (b"bad-order-4", None, "value is null"),
+    (b"bad-order-5", b"[1,2,3]", "JSON list, expected an object"),
+    (None, b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web"}', "key is null"),
+    (b"\xff\xfe\xfd", b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web"}', "not UTF-8"),
+]
+
+
+def test_malformed_records_are_dead_lettered_and_valid_orders_joined(embedded_settings: Settings, tmp_path: Path) -> None:
+    settings = isolated(embedded_settings)
+    n = settings.partitions
+    users = make_users(40, seed=3)
+    rng = random.Random(5)
+    orders = {user_id: make_order(user_id, rng) for user_id in users}
+    good_users = [(uid.encode(), to_json(row)) for uid, row in users.items()]
+    good_orders = [(uid.encode(), to_json(order)) for uid, order in orders.items()]
+    mixed_users = good_users[:20] + [(k, v) for k, v, _ in BAD_USERS] + good_users[20:]
+    mixed_orders = good_orders[:20] + [(k, v) for k, v, _ in BAD_ORDERS] + good_orders[20:]
+
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start(timeout=120)
+    try:
+        produce(settings.bootstrap_servers, settings.users_topic, mixed_users, "murmur2")
+        wait_for_users([worker], len(users))
+        produce(settings.bootstrap_servers, settings.orders_topic, mixed_orders, "murmur2")
+
+        for topic in (settings.merged_topic, settings.merged_repartition_topic):
+            records = read_all(settings.bootstrap_servers, topic, n, len(orders))
+            assert len(records) == len(orders), topic
+            for rec in records:
+                user_id = rec.key.decode()
+                value = json.loads(rec.value)
+                assert (value["NAME"], value["AGE"]) == (users[user_id]["name"], users[user_id]["age"])
+                assert value["TS"] == orders[user_id]["ts"]
+
+        expected = len(BAD_USERS) + len(BAD_ORDERS)
+        letters = [from_record(r.key, r.value, r.headers)
+                   for r in read_all(settings.bootstrap_servers, settings.dead_letter_topic, n, expected)]
+        assert len(letters) == expected
+        for source, bad in ((settings.users_topic, BAD_USERS), (settings.orders_topic, BAD_ORDERS)):
+            got = sorted(((d.key, d.value, d.reason) for d in letters if d.source_topic == source),
+                         key=repr)
+            assert len(got) == len(bad), got
+            for key, value, words in bad:
+                match = [g for g in got if g[0] == key and g[1] == value]
+                assert len(match) == 1, (key, value, got)
+                assert words in match[0][2], (words, match[0][2])
+        assert all(d.source_partition in range(n) and d.source_offset >= 0 for d in letters)
+        assert worker.proc is not None and worker.proc.poll() is None, worker.tail()
+        assert "Dead letter from" in worker.log()
+        assert "Traceback" not in worker.log()
+    finally:
+        assert worker.stop() == 0, worker.tail()
