@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench install check-java clean
+.PHONY: demo test test-slow bench install check-java check-cc clean
 
 demo: $(STAMP)
 	$(BIN)/streamapp demo
@@ -26,12 +26,16 @@ check-java:
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
 	  [ "$${v:-0}" -ge 17 ] || { echo "Java $$v found, Java 17 or newer is required: install 'openjdk-17-jdk-headless'." >&2; exit 1; }
 
-$(STAMP): setup.cfg setup.py pyproject.toml | check-java
+check-cc:
+	@command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || { echo "A C compiler is required for the partitioners' fast path: install one, e.g. 'apt-get install build-essential python3-dev'." >&2; exit 1; }
+
+$(STAMP): setup.cfg setup.py pyproject.toml streamapp/partitioners/_fast.c | check-java check-cc
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required, found " + sys.version.split()[0]'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/python -c 'from streamapp.partitioners import FAST; assert FAST, "the partitioners C extension did not build: see the pip output above"'
 	touch $(STAMP)
 
 clean:
-	rm -rf $(VENV) build *.egg-info data .pytest_cache
+	rm -rf $(VENV) build *.egg-info data .pytest_cache streamapp/partitioners/*.so
