@@ -17,7 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafka import KafkaProducer
 from kafka.partitioner import Partitioner as KafkaPythonPartitioner
 
-from streamapp.partitioners import LIBRDKAFKA_NAMES, PartitionerError, get_partitioner, partition
+from streamapp.partitioners import LIBRDKAFKA_NAMES, Partitioner, PartitionerError, get_partitioner, partition
 from streamapp.partitioners.adapters import client_partitioner, confluent_config
 
 PARTITIONS = 7
@@ -106,6 +106,12 @@ def test_client_partitioner_matches_client_conventions() -> None:
     assert all(choose(None, list(range(6)), [4]) == 4 for _ in range(20))
     assert choose.__name__ == "streamapp_murmur2_random"
     assert client_partitioner(get_partitioner("java"))(b"user_7", list(range(6)), []) == expected
+
+
+def test_client_partitioner_rejects_out_of_range_user_partitioners() -> None:
+    rogue = Partitioner("rogue", "returns a partition that does not exist", lambda key, n: n, lambda key: True)
+    with pytest.raises(PartitionerError, match=r"'rogue' returned 6 for 6 partitions; expected 0..5"):
+        client_partitioner(rogue)(b"k", list(range(6)), list(range(6)))
 
 
 def test_confluent_config_names_librdkafka_setting() -> None:

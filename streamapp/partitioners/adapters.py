@@ -35,7 +35,12 @@ class ClientPartitioner:
         if available and not self.chosen.is_deterministic(key):
             return random.choice(list(available))
         ordered = sorted(all_partitions)
-        return ordered[self.chosen(key, len(ordered))]
+        index = self.chosen(key, len(ordered))
+        if not (type(index) is int and 0 <= index < len(ordered)):
+            raise PartitionerError(
+                f"partitioner {self.chosen.name!r} returned {index!r} for {len(ordered)} partitions; expected 0..{len(ordered) - 1}"
+            )
+        return ordered[index]
 
     def partition(self, topic: str, *args: Any) -> int:
         serialized_key, cluster = (args[1], args[4]) if len(args) == 5 else (args[0], args[1])

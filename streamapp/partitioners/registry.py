@@ -196,7 +196,7 @@ PROFILE_NOTES: dict[str, str] = {
     "kafkajs-legacy": "LegacyPartitioner, the default before 2.0: not compatible with Java",
     "kafka-python": "DefaultPartitioner; None key random among available partitions",
     "aiokafka": "DefaultPartitioner; None key random among available partitions",
-    "faust": "aiokafka's DefaultPartitioner; keys are JSON-serialized by default (b'\"k\"')",
+    "faust": "aiokafka driver (the default): aiokafka's DefaultPartitioner; keys are JSON-serialized by default (b'\"k\"')",
     "franz-go": "StickyKeyPartitioner(nil) = KafkaHasher(murmur2); NULL key sticky",
     "quixstreams": "librdkafka with partitioner=murmur2; keys are JSON-serialized by default",
 }
