@@ -202,7 +202,7 @@ def copartition_verdict(report: dict[str, Any]) -> str:
     skipped = sum(1 for check in checks if check.get("ok") is None)
     note = f" ({skipped} could not run yet)" if skipped else ""
     if report.get("problems"):
-        return f"Not co-partitioned: {'; '.join(report['problems'])}."
+        return "Not co-partitioned: " + " ".join(p if p.endswith(".") else p + "." for p in report["problems"])
     return f"Co-partitioned: {len(checks) - skipped} of {len(checks)} checks passed{note}."
 
 

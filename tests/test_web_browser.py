@@ -1,0 +1,138 @@
+"""A real browser (Debian's headless Chromium, driven over the DevTools protocol) uses the worker's page.
+
+It opens ``/`` on a running worker, types a user id into the lookup box, clicks
+"Look up", and the test reads the row and its partition from the rendered page.
+The screenshot is saved under the test's temporary directory.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import aiohttp
+import pytest
+
+from test_web_placement import rdkafka_partition
+from test_web_views import PARTITIONS, Running, wait_loaded, web_worker  # noqa: F401  (module fixture)
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--remote-debugging-port=0", "--window-size=1200,1400",
+]
+
+
+class Page:
+    """The one page of a headless Chromium, over its DevTools websocket."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self._ids = itertools.count(1)
+
+    async def send(self, method: str, **params: Any) -> dict[str, Any]:
+        call_id = next(self._ids)
+        await self.ws.send_json({"id": call_id, "method": method, "params": params})
+        while True:
+            message = await asyncio.wait_for(self.ws.receive_json(), 30)
+            if message.get("id") == call_id:
+                if "error" in message:
+                    raise AssertionError(f"{method}: {message['error']}")
+                return message["result"]
+
+    async def eval(self, expression: str) -> Any:
+        result = await self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise AssertionError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    async def wait(self, expression: str, timeout: float = 30.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = await self.eval(expression)
+            if value:
+                return value
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {expression}")
+
+
+@pytest.fixture
+async def page(tmp_path: Path) -> AsyncIterator[Page]:
+    assert shutil.which(CHROMIUM), f"{CHROMIUM} is missing: run `make test-deps` (apt-get install chromium)"
+    profile = tmp_path / "chromium-profile"
+    proc = subprocess.Popen(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert proc.poll() is None and time.monotonic() < deadline, "chromium did not start its DevTools server"
+            await asyncio.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{port}/json/list") as response:
+                targets = json.loads(await response.text())
+            (target,) = [t for t in targets if t["type"] == "page"]
+            async with session.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+                yield Page(ws)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+async def test_browser_looks_up_a_user(web_worker: Running, page: Page, tmp_path: Path) -> None:  # noqa: F811
+    await wait_loaded(web_worker, web_worker.url())
+    user_id, (partition, value) = next(
+        (u, pv) for u, pv in web_worker.users.items() if pv[0] != rdkafka_partition("murmur2", u.encode(), PARTITIONS)
+    )
+    await page.send("Page.navigate", url=f"{web_worker.url()}/#token={web_worker.settings.web_token}")
+    await page.wait("document.readyState === 'complete' && !!document.getElementById('user-input')")
+    await page.wait("document.getElementById('copartition').textContent.startsWith('Co-partitioned') "
+                    "|| document.getElementById('copartition').textContent.startsWith('Not co-partitioned')")
+    await page.eval(f"document.getElementById('user-input').value = {json.dumps(user_id)}; "
+                    "document.getElementById('lookup-button').click(); true")
+    await page.wait("!document.getElementById('result').hidden")
+    shown = await page.eval(
+        "({user: document.getElementById('result-user').textContent,"
+        " partition: document.getElementById('partition-users').textContent,"
+        " repartition: document.getElementById('partition-users_repartition').textContent,"
+        " row: document.getElementById('value-users').textContent,"
+        " verdict: document.getElementById('verdict').textContent,"
+        " error: document.getElementById('error').textContent})"
+    )
+    screenshot = tmp_path / "lookup.png"
+    shot = await page.send("Page.captureScreenshot", format="png")
+    screenshot.write_bytes(base64.b64decode(shot["data"]))
+    assert shown["error"] == ""
+    assert shown["user"] == user_id
+    assert shown["partition"] == str(partition)
+    assert shown["repartition"] == str(rdkafka_partition("murmur2", user_id.encode(), PARTITIONS))
+    assert json.loads(shown["row"]) == value
+    assert user_id in shown["verdict"] and "direct join misses it" in shown["verdict"]
+    users_in_partition = sum(1 for p, _ in web_worker.users.values() if p == partition)
+    cells = await page.eval(f"[...document.getElementById('stats-partition-{partition}').cells].map(c => c.textContent)")
+    assert cells[:2] == [str(partition), str(users_in_partition)]
+    assert screenshot.stat().st_size > 10_000 and screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+async def test_browser_shows_the_error_for_a_wrong_token(web_worker: Running, page: Page) -> None:  # noqa: F811
+    await page.send("Page.navigate", url=f"{web_worker.url()}/#token=wrong")
+    await page.wait("document.readyState === 'complete' && !!document.getElementById('user-input')")
+    await page.eval("document.getElementById('user-input').value = 'someone'; "
+                    "document.getElementById('lookup-button').click(); true")
+    error = await page.wait("document.getElementById('error').textContent")
+    assert "bearer token" in error
+    assert await page.eval("document.getElementById('result').hidden") is True

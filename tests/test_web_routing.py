@@ -1,0 +1,116 @@
+"""Two real workers in one group: a question sent to either is answered by the worker that owns the key."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from streamapp.broker import EmbeddedBroker, free_port
+from streamapp.worker_process import WorkerProcess
+from test_web_placement import rdkafka_partition
+from test_web_views import PARTITIONS, TOKEN, Running, get, produce_users, unique_settings, wait_for, wait_loaded
+
+USERS = 30
+
+
+@pytest.fixture(scope="module")
+def two_workers(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    tmp: Path = tmp_path_factory.mktemp("web2")
+    base = unique_settings(broker, tmp, TOKEN)
+    users = produce_users(base, USERS)
+    workers: list[WorkerProcess] = []
+    try:
+        for name in ("a", "b"):
+            settings = base.replace(web_port=free_port(), data_dir=str(tmp / name))
+            workers.append(WorkerProcess(settings, tmp / f"{name}.log").start(timeout=120))
+        yield Running(base, workers, users)
+    finally:
+        codes = [(w.stop(), w.tail()) for w in workers]
+        assert all(code == 0 for code, _ in codes), codes
+
+
+async def assignment(running: Running, table: str) -> dict[int, str]:
+    """Partition -> owner URL of ``table``'s changelog, once both workers report the same two owners."""
+
+    async def agreed() -> Any:
+        views = []
+        for i in range(2):
+            status, body = await get(f"{running.url(i)}/router/")
+            if status != 200:
+                return None
+            owners = {
+                partition: url.rstrip("/")
+                for url, topics in body.items()
+                for topic, partitions in topics.items()
+                if topic.endswith(f"-{table}-changelog")
+                for partition in partitions
+            }
+            views.append(owners)
+        one = views[0]
+        if one == views[1] and len(one) == PARTITIONS and set(one.values()) == {running.url(0), running.url(1)}:
+            return one
+        return None
+
+    return await wait_for(agreed, "both workers to agree on a two-worker assignment", timeout=120)
+
+
+async def test_lookup_sent_to_the_non_owner_is_answered_by_the_owner(two_workers: Running) -> None:
+    rep_owners = await assignment(two_workers, "users_repartition")
+    direct_owners = await assignment(two_workers, "users")
+    await wait_loaded(two_workers, two_workers.url(0))
+    urls = [two_workers.url(0), two_workers.url(1)]
+    answered_by = set()
+    for user_id, (partition, value) in two_workers.users.items():
+        murmur = rdkafka_partition("murmur2", user_id.encode(), PARTITIONS)
+        owner = rep_owners[murmur]
+        other = urls[1 - urls.index(owner)]
+        status, routed = await get(f"{other}/users/{user_id}")
+        assert status == 200, routed
+        assert (routed["answered_by"], routed["routed_from"]) == (owner, other)
+        direct, rep = routed["tables"]["users"], routed["tables"]["users_repartition"]
+        assert (direct["partition"], direct["row"], direct["owner"]) == (partition, value, direct_owners[partition])
+        assert (rep["partition"], rep["row"], rep["owner"]) == (murmur, value, owner)
+        assert routed["unreachable"] == []
+        status, straight = await get(f"{owner}/users/{user_id}")
+        assert status == 200 and straight["routed_from"] is None
+        assert {**routed, "routed_from": None} == straight
+        answered_by.add(owner)
+    assert answered_by == set(urls)
+
+
+async def test_local_scope_marks_active_and_standby_copies(two_workers: Running) -> None:
+    owners = await assignment(two_workers, "users")
+    await wait_loaded(two_workers, two_workers.url(0))
+    for i in range(2):
+        url = two_workers.url(i)
+        for user_id, (partition, value) in list(two_workers.users.items())[:10]:
+            status, body = await get(f"{url}/users/{user_id}?scope=local")
+            assert status == 200 and body["worker"] == url
+            for copy in body["tables"]["users"]:
+                assert (copy["partition"], copy["row"]) == (partition, value)
+                assert copy["active"] == (owners[partition] == url)
+            if owners[partition] == url:
+                assert [c["active"] for c in body["tables"]["users"]] == [True]
+
+
+async def test_partition_page_sent_to_the_non_owner_is_answered_by_the_owner(two_workers: Running) -> None:
+    owners = await assignment(two_workers, "users")
+    await wait_loaded(two_workers, two_workers.url(1))
+    urls = [two_workers.url(0), two_workers.url(1)]
+    for partition, owner in owners.items():
+        other = urls[1 - urls.index(owner)]
+        status, body = await get(f"{other}/users?partition={partition}&limit=500")
+        assert status == 200, body
+        assert body["answered_by"] == body["owner"] == owner
+        expected = sorted(u for u, (p, _) in two_workers.users.items() if p == partition)
+        assert [row["user_id"] for row in body["rows"]] == expected
+
+
+async def test_stats_add_up_both_workers(two_workers: Running) -> None:
+    await assignment(two_workers, "users")
+    await wait_loaded(two_workers, two_workers.url(0))
+    status, body = await get(f"{two_workers.url(1)}/stats")
+    assert status == 200 and set(body["workers"]) == {two_workers.url(0), two_workers.url(1)}
+    per_worker = [w["totals"]["users"] for w in body["workers"].values()]
+    assert body["group"]["totals"]["users"] == sum(per_worker) >= USERS
