@@ -4,13 +4,19 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench install check-java check-cc clean
+.PHONY: demo test test-slow bench install check-java check-cc test-deps clean
 
 demo: $(STAMP)
 	$(BIN)/streamapp demo
 
-test: $(STAMP)
+test: $(STAMP) test-deps
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# The web views' browser test drives Debian's headless Chromium (CI runs as root).
+test-deps:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	  else echo "Chromium is required by the browser test: run 'sudo apt-get install -y chromium' (or 'make test-deps' as root)." >&2; exit 1; fi; }
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
