@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import types
 
+import numpy
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -148,11 +149,13 @@ def test_bad_input_is_a_clear_streamapp_error(table) -> None:
     chooser = table["murmur2"]
     with pytest.raises(PartitionerError, match=r"key must be bytes or None, got str 'user_1'"):
         chooser("user_1", 6)
-    for bad in (0, -3, 2**31, "6"):
+    for bad in (0, -3, 2**31, "6", True, 6.0):
         with pytest.raises(PartitionerError, match=r"num_partitions must be"):
             chooser(b"k", bad)
-    with pytest.raises(PartitionerError, match=r"keys\[1\]|key must be bytes"):
+    with pytest.raises(PartitionerError, match=r"keys\[1\]: key must be bytes or None, got int 17"):
         chooser.partition_batch([b"ok", 17], 6)
+    assert chooser(b"k", numpy.int64(6)) == chooser(b"k", 6)
+    assert chooser.partition_batch([b"k"], numpy.int32(6)) == [chooser(b"k", 6)]
     with pytest.raises(PartitionerError, match=r"partitioner 'murmur2': key must be bytes or None, got str"):
         partition("murmur2", "user_1", 6)
     with pytest.raises(PartitionerError, match=r"num_partitions must be"):

@@ -136,6 +136,10 @@ typedef struct {
 } Chooser;
 
 static long parse_partitions(PyObject *obj) {
+    if (PyBool_Check(obj)) {
+        PyErr_Format(PyExc_ValueError, "num_partitions must be an int between 1 and 2147483647, got %R", obj);
+        return -1;
+    }
     long n = PyLong_AsLong(obj);
     if (n == -1 && PyErr_Occurred()) {
         PyErr_Clear();

@@ -12,6 +12,7 @@ specification in ``hashes.py``; it is used when it was built (``FAST``).
 from __future__ import annotations
 
 import importlib
+import operator
 import random as _random
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
@@ -67,15 +68,36 @@ class Partitioner:
                 return self.batch(keys, num_partitions)
             return [self.choose(key, num_partitions) for key in keys]
         except (TypeError, ValueError) as exc:
-            raise PartitionerError(f"partitioner {self.name!r}: {exc}") from None
+            raise PartitionerError(f"partitioner {self.name!r}: {_first_problem(keys, num_partitions) or exc}") from None
+
+
+def _count(num_partitions: object) -> int | None:
+    """The partition count as an int (numpy ints too), or None when it is not a usable count."""
+    if isinstance(num_partitions, bool):
+        return None
+    try:
+        count = operator.index(num_partitions)
+    except TypeError:
+        return None
+    return count if 1 <= count <= MAX_PARTITIONS else None
 
 
 def _checked(key: object, num_partitions: object) -> str | None:
     """Why (key, num_partitions) is bad input, in words naming the field; None if it is fine."""
-    if isinstance(num_partitions, bool) or not isinstance(num_partitions, int) or not 1 <= num_partitions <= MAX_PARTITIONS:
+    if _count(num_partitions) is None:
         return f"num_partitions must be an int between 1 and {MAX_PARTITIONS}, got {num_partitions!r}"
     if key is not None and not isinstance(key, (bytes, bytearray, memoryview)):
         return f"key must be bytes or None, got {type(key).__name__} {key!r} (encode text keys, e.g. key.encode())"
+    return None
+
+
+def _first_problem(keys: Iterable[object], num_partitions: object) -> str | None:
+    if _count(num_partitions) is None:
+        return _checked(None, num_partitions)
+    for index, key in enumerate(keys):
+        problem = _checked(key, num_partitions)
+        if problem:
+            return f"keys[{index}]: {problem}"
     return None
 
 
@@ -127,9 +149,10 @@ def _reference_choose(spec: _Spec) -> KeyPartitioner:
         problem = _checked(key, n)
         if problem:
             raise ValueError(problem)
+        count = operator.index(n)
         if (key is None and spec.null_random) or (key is not None and len(key) == 0 and spec.empty_random):
-            return _random.randrange(n)
-        return spec.key_hash(bytes(key or b"")) % n
+            return _random.randrange(count)
+        return spec.key_hash(bytes(key or b"")) % count
 
     return choose
 
