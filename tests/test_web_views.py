@@ -107,7 +107,8 @@ async def wait_loaded(running: Running, url: str) -> None:
     try:
         await wait_for(all_found, "all users in both tables")
     except AssertionError:
-        raise AssertionError(f"not all users are in both tables; last answer: {missing[-1:]}") from None
+        logs = "\n".join(w.tail(25) for w in running.workers)
+        raise AssertionError(f"not all users are in both tables; last answer: {missing[-1:]}\n{logs}") from None
 
 
 @pytest.fixture(scope="module")

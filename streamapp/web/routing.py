@@ -41,8 +41,11 @@ def _headers(app: AppT, request: web.Request) -> dict[str, str]:
 async def forward(app: AppT, request: web.Request, owner: str) -> web.Response:
     """Ask ``owner`` the same question and return its answer unchanged."""
     target = URL(owner).with_path(request.path).with_query(request.query)
-    async with app.http_client.get(target, headers=_headers(app, request), timeout=FORWARD_TIMEOUT) as response:
-        return web.Response(body=await response.read(), status=response.status, content_type=response.content_type)
+    try:
+        async with app.http_client.get(target, headers=_headers(app, request), timeout=FORWARD_TIMEOUT) as response:
+            return web.Response(body=await response.read(), status=response.status, content_type=response.content_type)
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        raise web.HTTPBadGateway(reason=f"the owner {owner} did not answer ({type(exc).__name__})") from None
 
 
 async def _ask(app: AppT, request: web.Request, url: str, path: str, query: dict[str, str]) -> tuple[str, Any]:
