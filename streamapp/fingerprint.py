@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
+from itertools import compress
+from operator import eq
 from typing import Callable, Iterable, Sequence
 
 from .errors import StreamappError
@@ -34,6 +37,8 @@ _PROBES: tuple[bytes, ...] = tuple(f"probe-{i}".encode() for i in range(80)) + t
     bytes(range(i, i + 7 + i % 5)) for i in range(0, 240, 15)
 )
 _PROBE_MODULUS = 2_147_483_629
+#: Bytes that JSON (Python's ``json.dumps``) would escape; a key without them is quoted as is.
+_PLAIN = re.compile(rb'[\x00-\x1f"\\\x7f-\xff]')
 
 Samples = Sequence[tuple[bytes | None, int]]
 
@@ -87,6 +92,8 @@ class Fingerprint:
 
 def json_quoted(key: bytes) -> bytes | None:
     """The key as a JSON string (what a JSON key serializer writes); None when it is not UTF-8."""
+    if _PLAIN.search(key) is None:
+        return b'"' + key + b'"'
     try:
         return json.dumps(key.decode("utf-8")).encode("utf-8")
     except UnicodeDecodeError:
@@ -97,6 +104,8 @@ def json_unquoted(key: bytes) -> bytes | None:
     """The UTF-8 string inside a JSON-string key; None when the key is not a JSON string."""
     if len(key) < 2 or key[:1] != b'"' or key[-1:] != b'"':
         return None
+    if _PLAIN.search(key, 1, len(key) - 1) is None:
+        return key[1:-1]
     try:
         value = json.loads(key.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -121,10 +130,12 @@ def score(
     _validate(samples, num_partitions)
     names = list(dict.fromkeys(candidates)) if candidates is not None else list(PARTITIONERS)
     keyed = [(key, part) for key, part in samples if key is not None]
-    stored = _score_form(names, keyed, num_partitions, lambda k: k)
-    quoted = _score_form(names, keyed, num_partitions, json_quoted)
-    json_keys = bool(keyed) and all(json_unquoted(key) is not None for key, _ in keyed)
-    unquoted = _score_form(names, keyed, num_partitions, json_unquoted) if json_keys else {}
+    parts = [part for _, part in keyed]
+    stored = _score_form(names, [key for key, _ in keyed], parts, num_partitions)
+    quoted = _score_form(names, [json_quoted(key) for key, _ in keyed], parts, num_partitions)
+    inner = [json_unquoted(key) for key, _ in keyed]
+    json_keys = bool(keyed) and None not in inner
+    unquoted = _score_form(names, inner, parts, num_partitions) if json_keys else {}
     explaining = _explaining(stored)
     quoted_explaining = _explaining(quoted)
     unquoted_explaining = _explaining(unquoted)
@@ -173,18 +184,43 @@ def _validate(samples: Samples, num_partitions: int) -> None:
             )
 
 
-def _score_form(
-    names: Sequence[str], keyed: Samples, n: int, transform: Callable[[bytes], bytes | None]
-) -> dict[str, Score]:
-    transformed = [(form, part) for key, part in keyed if (form := transform(key)) is not None]
+def _score_form(names: Sequence[str], keys: Sequence[bytes | None], parts: Sequence[int], n: int) -> dict[str, Score]:
+    """Score each partitioner on ``keys`` (None: the key has no such form, left out) against ``parts``."""
+    if None in keys:
+        kept = [i for i, key in enumerate(keys) if key is not None]
+        keys, parts = [keys[i] for i in kept], [parts[i] for i in kept]
+    empty = [len(key) == 0 for key in keys]
+    any_empty = any(empty)
     result = {}
     for name in names:
-        deterministic = get_partitioner(name).is_deterministic
-        eligible = [(k, p) for k, p in transformed if deterministic(k)]
-        predicted = partition_batch(name, [k for k, _ in eligible], n) if eligible else []
-        matched = sum(1 for guess, (_, actual) in zip(predicted, eligible) if guess == actual)
-        result[name] = Score(matched, len(eligible))
+        eligible = _eligible(get_partitioner(name).is_deterministic, keys, empty, any_empty)
+        chosen_keys, actual = (keys, parts) if eligible is None else (
+            list(compress(keys, eligible)), list(compress(parts, eligible))
+        )
+        predicted = partition_batch(name, chosen_keys, n) if chosen_keys else []
+        matched = len(actual) if predicted == actual else sum(map(eq, predicted, actual))
+        result[name] = Score(matched, len(chosen_keys))
     return result
+
+
+def _eligible(
+    deterministic: Callable[[bytes], bool], keys: Sequence[bytes], empty: Sequence[bool], any_empty: bool
+) -> list[bool] | None:
+    """Which keys the partitioner places by hash (None: all of them).
+
+    Clients go random by key class (NULL, empty, non-empty), not by content, so
+    the answer for a few probe keys stands for every non-empty key; a partitioner
+    whose answer differs between probes is asked key by key.
+    """
+    answers = {deterministic(probe) for probe in _PROBES[:8]}
+    if len(answers) > 1:
+        mask = list(map(deterministic, keys))
+        return None if all(mask) else mask
+    nonempty = answers.pop()
+    for_empty = deterministic(b"") if any_empty else nonempty
+    if nonempty and for_empty:
+        return None
+    return [for_empty if is_empty else nonempty for is_empty in empty]
 
 
 def _explaining(scores: dict[str, Score]) -> list[str]:

@@ -230,3 +230,19 @@ def test_a_user_partitioner_by_dotted_path_can_be_the_verdict() -> None:
     result = score(sample, 5, [*PARTITIONERS, "test_fingerprint:first_byte"])
     assert result.explaining == ["test_fingerprint:first_byte"]
     assert "test_fingerprint:first_byte explains 100% of 100 keyed records" in result.verdict
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=12), st.text(max_size=12).map(lambda t: json.dumps(t, ensure_ascii=False).encode())))
+def test_json_key_forms_equal_the_json_module(key: bytes) -> None:
+    """The fast paths of json_quoted/json_unquoted give exactly what json.dumps/json.loads give."""
+    try:
+        expected_quoted = json.dumps(key.decode("utf-8")).encode("utf-8")
+    except UnicodeDecodeError:
+        expected_quoted = None
+    assert json_quoted(key) == expected_quoted
+    try:
+        value = json.loads(key.decode("utf-8")) if key[:1] == b'"' and key[-1:] == b'"' else None
+    except (UnicodeDecodeError, ValueError):
+        value = None
+    assert json_unquoted(key) == (value.encode("utf-8") if isinstance(value, str) else None)
