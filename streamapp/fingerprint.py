@@ -16,19 +16,21 @@ keys with the quotes removed: that is how a key-serialization mismatch shows.
 """
 from __future__ import annotations
 
-import json
 import math
-import re
 from dataclasses import asdict, dataclass, field
 from itertools import compress
 from operator import eq
 from typing import Callable, Iterable, Sequence
 
 from .errors import StreamappError
+from .key_forms import json_quoted, json_unquoted
 from .keyed_sample import read_keyed_sample
 from .partitioners import LIBRDKAFKA_NAMES, PARTITIONERS, PROFILES, get_partitioner, partition_batch
 
-__all__ = ["Fingerprint", "FingerprintError", "Score", "fingerprint_topic", "read_keyed_sample", "score"]
+__all__ = [
+    "Fingerprint", "FingerprintError", "Score", "clients_of", "fingerprint_topic", "json_quoted", "json_unquoted",
+    "read_keyed_sample", "score",
+]
 
 #: A sample "proves" a partitioner when chance alone reproduces it with at most this probability.
 CHANCE_LIMIT = 1e-6
@@ -37,8 +39,8 @@ _PROBES: tuple[bytes, ...] = tuple(f"probe-{i}".encode() for i in range(80)) + t
     bytes(range(i, i + 7 + i % 5)) for i in range(0, 240, 15)
 )
 _PROBE_MODULUS = 2_147_483_629
-#: Bytes that JSON (Python's ``json.dumps``) would escape; a key without them is quoted as is.
-_PLAIN = re.compile(rb'[\x00-\x1f"\\\x7f-\xff]')
+#: Partition counts above this are not searched for an earlier, smaller count (cost grows with the count).
+MAX_RESIZE_SEARCH = 256
 
 Samples = Sequence[tuple[bytes | None, int]]
 
@@ -85,32 +87,12 @@ class Fingerprint:
     notes: list[str] = field(default_factory=list)
     #: The key form ``families`` explain: "stored", "quoted" or "unquoted" ("stored" when none explains).
     families_key_form: str = "stored"
+    #: When no partitioner explains the sample over ``num_partitions`` alone but one explains every record
+    #: as placed over either an earlier, smaller count or the current one: (partitioner, earlier count).
+    resized: tuple[str, int] | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
-
-
-def json_quoted(key: bytes) -> bytes | None:
-    """The key as a JSON string (what a JSON key serializer writes); None when it is not UTF-8."""
-    if _PLAIN.search(key) is None:
-        return b'"' + key + b'"'
-    try:
-        return json.dumps(key.decode("utf-8")).encode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def json_unquoted(key: bytes) -> bytes | None:
-    """The UTF-8 string inside a JSON-string key; None when the key is not a JSON string."""
-    if len(key) < 2 or key[:1] != b'"' or key[-1:] != b'"':
-        return None
-    if _PLAIN.search(key, 1, len(key) - 1) is None:
-        return key[1:-1]
-    try:
-        value = json.loads(key.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    return value.encode("utf-8") if isinstance(value, str) else None
 
 
 def min_sample_size(num_partitions: int) -> int | None:
@@ -147,10 +129,11 @@ def score(
     families = _families(_explaining(winning), num_partitions)
     scored_by_family = [min(winning[name].scored for name in family) for family in families]
     needed = min_sample_size(num_partitions)
+    resized = None if families or not keyed else _resized(names, [k for k, _ in keyed], parts, num_partitions)
     ambiguous, verdict = _verdict(
-        num_partitions, len(keyed), families, scored_by_family, needed, stored, form, json_keys
+        num_partitions, len(keyed), families, scored_by_family, needed, stored, form, json_keys, resized
     )
-    notes = _notes(num_partitions, families, stored, unquoted, explaining, json_keys, len(samples) - len(keyed))
+    notes = _notes(num_partitions, families, unquoted, explaining, json_keys, len(samples) - len(keyed))
     return Fingerprint(
         sample_size=len(samples),
         num_partitions=num_partitions,
@@ -169,6 +152,7 @@ def score(
         verdict=verdict,
         notes=notes,
         families_key_form=form,
+        resized=resized,
     )
 
 
@@ -193,14 +177,21 @@ def _score_form(names: Sequence[str], keys: Sequence[bytes | None], parts: Seque
     any_empty = any(empty)
     result = {}
     for name in names:
-        eligible = _eligible(get_partitioner(name).is_deterministic, keys, empty, any_empty)
-        chosen_keys, actual = (keys, parts) if eligible is None else (
-            list(compress(keys, eligible)), list(compress(parts, eligible))
-        )
+        chosen_keys, actual = _scorable(name, keys, parts, empty, any_empty)
         predicted = partition_batch(name, chosen_keys, n) if chosen_keys else []
         matched = len(actual) if predicted == actual else sum(map(eq, predicted, actual))
         result[name] = Score(matched, len(chosen_keys))
     return result
+
+
+def _scorable(
+    name: str, keys: Sequence[bytes], parts: Sequence[int], empty: Sequence[bool], any_empty: bool
+) -> tuple[Sequence[bytes], Sequence[int]]:
+    """The keys ``name`` places by hash, with their partitions."""
+    eligible = _eligible(get_partitioner(name).is_deterministic, keys, empty, any_empty)
+    if eligible is None:
+        return keys, parts
+    return list(compress(keys, eligible)), list(compress(parts, eligible))
 
 
 def _eligible(
@@ -265,13 +256,14 @@ def _verdict(
     stored: dict[str, Score],
     form: str,
     json_keys: bool,
+    resized: tuple[str, int] | None,
 ) -> tuple[bool, str]:
     if n == 1:
         return True, "With 1 partition every partitioner picks partition 0: no sample can tell them apart."
     if keyed == 0:
         return True, "No keyed records in the sample: nothing to fingerprint (NULL keys are placed at random)."
     if not families:
-        return False, _unexplained(n, stored)
+        return False, _unexplained(n, stored, resized)
     labels = [_label(f) for f in families]
     scored = min(scored_by_family)
     if len(families) > 1:
@@ -307,7 +299,15 @@ def _verdict(
     return False, sentence
 
 
-def _unexplained(n: int, stored: dict[str, Score]) -> str:
+def _unexplained(n: int, stored: dict[str, Score], resized: tuple[str, int] | None) -> str:
+    if resized is not None:
+        name, earlier = resized
+        clients = ", ".join(clients_of([name])) or "no known client default"
+        return (
+            f"Partitions were added: {name} explains every keyed record as placed over either {earlier} "
+            f"partitions (written before the change) or {n} (after); keys written before it sit on partitions "
+            f"their key no longer maps to (clients: {clients})."
+        )
     ranked = sorted((s.share, name) for name, s in stored.items() if s.scored)
     if not ranked:
         return "No partitioner places these keys deterministically: nothing to score."
@@ -323,9 +323,32 @@ def _unexplained(n: int, stored: dict[str, Score]) -> str:
         )
     return (
         f"No known partitioner explains the keys: the best, {best}, matches {best_share:.2%} of {scored:,} "
-        f"(random placement would give {expected:.2%}): a different partition count when written (partitions "
-        f"added later?), explicit partitions, or a custom partitioner."
+        f"(random placement would give {expected:.2%}): some records were placed otherwise (another client, "
+        f"explicit partitions, a custom partitioner) or the partition count changed more than once."
     )
+
+
+def _resized(names: Sequence[str], keys: list[bytes], parts: list[int], n: int) -> tuple[str, int] | None:
+    """A partitioner and smaller count ``m`` such that every record sits where it maps over ``m`` or ``n`` partitions.
+
+    Only claimed when chance cannot do it: a random partition matches one of the
+    two with probability about 2/n per key, so at least log(CHANCE_LIMIT)/log(2/n) keys are needed.
+    """
+    if not 2 < n <= MAX_RESIZE_SEARCH:
+        return None
+    needed = math.log(CHANCE_LIMIT) / math.log(2 / n)
+    empty = [len(key) == 0 for key in keys]
+    any_empty = any(empty)
+    for name in names:
+        chosen, actual = _scorable(name, keys, parts, empty, any_empty)
+        if len(chosen) < needed:
+            continue
+        now = partition_batch(name, chosen, n)
+        for earlier in range(1, n):
+            before = partition_batch(name, chosen, earlier)
+            if all(a == b or a == c for a, b, c in zip(actual, before, now)):
+                return name, earlier
+    return None
 
 
 def _same_hash(family: Sequence[str]) -> bool:
@@ -335,7 +358,6 @@ def _same_hash(family: Sequence[str]) -> bool:
 def _notes(
     num_partitions: int,
     families: list[list[str]],
-    stored: dict[str, Score],
     unquoted: dict[str, Score],
     explaining: list[str],
     json_keys: bool,

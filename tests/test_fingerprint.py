@@ -95,13 +95,23 @@ def test_random_placement_claims_no_hash() -> None:
     assert f"{1 / n:.2%}" in result.verdict
 
 
-def test_different_partition_count_is_not_called_random() -> None:
+def test_a_topic_written_entirely_before_partitions_were_added() -> None:
     sample = [(k, java(k, 4)) for k in keys(600)]
     result = score(sample, 6)
     assert result.explaining == []
     expected_share = sum(java(k, 4) == java(k, 6) for k, _ in sample) / len(sample)
     assert result.scores["murmur2"] == pytest.approx(expected_share)
-    assert "partition count" in result.verdict
+    assert result.resized is not None and result.resized[1] == 4 and "murmur2" in result.resized[0]
+    assert "Partitions were added" in result.verdict
+
+
+def test_mostly_hashed_records_are_not_called_random() -> None:
+    rng = random.Random(5)
+    sample = [(k, java(k, 6) if i % 5 else rng.randrange(6)) for i, k in enumerate(keys(600))]
+    result = score(sample, 6)
+    assert result.explaining == [] and result.resized is None
+    assert result.scores["murmur2"] == pytest.approx(sum(java(k, 6) == p for k, p in sample) / len(sample))
+    assert f"{result.scores['murmur2']:.2%}" in result.verdict and "partition count" in result.verdict
 
 
 def test_keys_that_land_alike_under_two_hashes_are_ambiguous() -> None:
@@ -246,3 +256,19 @@ def test_json_key_forms_equal_the_json_module(key: bytes) -> None:
     except (UnicodeDecodeError, ValueError):
         value = None
     assert json_unquoted(key) == (value.encode("utf-8") if isinstance(value, str) else None)
+
+
+def test_partitions_added_later_are_recognised() -> None:
+    old, new = keys(150, "old"), keys(150, "new")
+    sample = [(k, fnv(k, 4)) for k in old] + [(k, fnv(k, 6)) for k in new]
+    result = score(sample, 6)
+    assert result.explaining == [] and result.resized is not None
+    name, earlier = result.resized
+    assert earlier == 4 and name in ("fnv1a", "fnv1a_random")
+    assert "Partitions were added" in result.verdict and "4 partitions" in result.verdict
+
+
+def test_random_placement_is_not_taken_for_added_partitions() -> None:
+    rng = random.Random(11)
+    result = score([(k, rng.randrange(8)) for k in keys(400)], 8)
+    assert result.resized is None and "random" in result.verdict
