@@ -1,4 +1,9 @@
-"""Two real workers in one group: a question sent to either is answered by the worker that owns the key."""
+"""Two real workers in one group: a question sent to either is answered by the worker that owns the key.
+
+Standby replicas are off (Faust's ``TABLE_STANDBY_REPLICAS=0``), so each worker
+holds only the partitions it owns: a users row written by crc32 into the other
+worker's partition can only be found by asking that worker.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,7 +28,8 @@ def two_workers(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
     try:
         for name in ("a", "b"):
             settings = base.replace(web_port=free_port(), data_dir=str(tmp / name))
-            workers.append(WorkerProcess(settings, tmp / f"{name}.log").start(timeout=120))
+            worker = WorkerProcess(settings, tmp / f"{name}.log", extra_env={"TABLE_STANDBY_REPLICAS": "0"})
+            workers.append(worker.start(timeout=120))
         yield Running(base, workers, users)
     finally:
         codes = [(w.stop(), w.tail()) for w in workers]
@@ -61,6 +67,7 @@ async def test_lookup_sent_to_the_non_owner_is_answered_by_the_owner(two_workers
     await wait_loaded(two_workers, two_workers.url(0))
     urls = [two_workers.url(0), two_workers.url(1)]
     answered_by = set()
+    fanned_out = 0
     for user_id, (partition, value) in two_workers.users.items():
         murmur = rdkafka_partition("murmur2", user_id.encode(), PARTITIONS)
         owner = rep_owners[murmur]
@@ -72,11 +79,14 @@ async def test_lookup_sent_to_the_non_owner_is_answered_by_the_owner(two_workers
         assert (direct["partition"], direct["row"], direct["owner"]) == (partition, value, direct_owners[partition])
         assert (rep["partition"], rep["row"], rep["owner"]) == (murmur, value, owner)
         assert routed["unreachable"] == []
+        assert [c["worker"] for c in direct["copies"]] == [direct_owners[partition]]
+        fanned_out += direct_owners[partition] != owner
         status, straight = await get(f"{owner}/users/{user_id}")
         assert status == 200 and straight["routed_from"] is None
         assert {**routed, "routed_from": None} == straight
         answered_by.add(owner)
     assert answered_by == set(urls)
+    assert fanned_out > 0
 
 
 async def test_local_scope_marks_active_and_standby_copies(two_workers: Running) -> None:
@@ -90,8 +100,7 @@ async def test_local_scope_marks_active_and_standby_copies(two_workers: Running)
             for copy in body["tables"]["users"]:
                 assert (copy["partition"], copy["row"]) == (partition, value)
                 assert copy["active"] == (owners[partition] == url)
-            if owners[partition] == url:
-                assert [c["active"] for c in body["tables"]["users"]] == [True]
+            assert [c["active"] for c in body["tables"]["users"]] == ([True] if owners[partition] == url else [])
 
 
 async def test_partition_page_sent_to_the_non_owner_is_answered_by_the_owner(two_workers: Running) -> None:
