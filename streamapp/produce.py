@@ -56,6 +56,7 @@ class ProduceRun:
     users: list[User]
     orders: list[Order]
     worker_running: bool
+    seed: int | None = None
     reports: list[tuple[str, MatchReport]] = field(default_factory=list)
     joins: list[tuple[str, JoinResults]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -65,6 +66,7 @@ class ProduceRun:
             "partitioner": self.partitioner,
             "orders_via": self.orders_via,
             "messages": len(self.users),
+            "seed": self.seed,
             "endpoints": [e.to_dict() for e in self.endpoints],
             "worker_running": self.worker_running,
             "reports": {title: r.to_dict() for title, r in self.reports},
@@ -128,7 +130,7 @@ def insert_orders(client: KsqlDBClient, stream: str, orders: Sequence[Order], pr
 
 def group_active(bootstrap: str, group_id: str) -> bool:
     """True when the consumer group has a live member (a running worker)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
     try:
         described = admin.describe_consumer_groups([group_id])[group_id].result(10)
     except Exception:
@@ -212,7 +214,7 @@ def run(settings: Settings, options: ProduceOptions, progress: Progress | None =
     else:
         produce_orders(bootstrap, settings.orders_topic, orders, options.client_id, progress)
         orders_via = "confluent-kafka partitioner=murmur2 (Java-compatible)"
-    result = ProduceRun(options.partitioner, orders_via, endpoints, users, orders, worker, notes=notes)
+    result = ProduceRun(options.partitioner, orders_via, endpoints, users, orders, worker, options.seed, notes=notes)
     orders_partitions = _only(key_partitions(wait_for_keys(bootstrap, settings.orders_topic, ids, options.wait)), ids)
     users_partitions = _only(key_partitions(read_topic(bootstrap, settings.users_topic)), ids)
     result.reports.append(("Direct", match_partitions(settings.users_topic, users_partitions,

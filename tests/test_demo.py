@@ -1,0 +1,93 @@
+"""`streamapp demo` end to end: real embedded broker, real Faust worker, both runs' reports checked.
+
+Each run's users are regenerated from its seed and their partitions computed
+here from zlib's CRC-32 (librdkafka's consistent_random) and the murmur2
+reference (the Java client / ksqlDB), independently of the code under test.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import zlib
+
+import pytest
+
+from streamapp.demo_data import key, make_users
+from streamapp.partitioners.hashes import murmur2, to_positive
+
+PARTITIONS = 6
+MESSAGES = 30
+SEED = 20261122
+
+
+def java(k: bytes) -> int:
+    return to_positive(murmur2(k)) % PARTITIONS
+
+
+def expected_users_partition(partitioner: str, k: bytes) -> int:
+    return zlib.crc32(k) % PARTITIONS if partitioner == "consistent_random" else java(k)
+
+
+def run_demo(*extra: str, timeout: float) -> tuple[dict, str]:
+    env = {**os.environ, "STREAMAPP_PARTITIONS": str(PARTITIONS)}
+    done = subprocess.run(
+        [sys.executable, "-m", "streamapp", "demo", "--json", "--seed", str(SEED), "--messages", str(MESSAGES), *extra],
+        capture_output=True, text=True, timeout=timeout, env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout), done.stderr
+
+
+def check_run(run: dict, seed: int, partitioner: str) -> list[str]:
+    """Assert one run's reports against independently computed partitions; return the expected misses."""
+    users = make_users(MESSAGES, random.Random(seed))
+    assert run["partitioner"] == partitioner and run["seed"] == seed and run["worker_running"] is True
+    mismatched = sorted(
+        (u.user_id, expected_users_partition(partitioner, key(u)), java(key(u)))
+        for u in users if expected_users_partition(partitioner, key(u)) != java(key(u))
+    )
+    direct = run["reports"]["Direct"]
+    assert direct["total"] == MESSAGES and direct["matched"] == MESSAGES - len(mismatched)
+    assert direct["matched_pct"] == round(100 * (MESSAGES - len(mismatched)) / MESSAGES, 2)
+    assert [(e["user_id"], e["users_partition"], e["orders_partition"]) for e in direct["exceptions"]] == mismatched
+
+    repartitioned = run["reports"]["Repartitioned (Faust worker)"]
+    assert (repartitioned["total"], repartitioned["matched"], repartitioned["exceptions"]) == (MESSAGES, MESSAGES, [])
+
+    direct_join = run["joins"]["Faust join, direct"]
+    missed = sorted(row["USER_ID"] for row in direct_join["rows"] if row["NAME"] is None)
+    assert missed == [m[0] for m in mismatched]
+    assert (direct_join["received"], direct_join["misses"]) == (MESSAGES, len(mismatched))
+    by_id = {u.user_id: u for u in users}
+    for row in run["joins"]["Faust join, repartitioned"]["rows"]:
+        assert (row["NAME"], row["AGE"]) == (by_id[row["USER_ID"]].name, by_id[row["USER_ID"]].age)
+        assert row["partition"] == java(row["USER_ID"].encode())
+    assert run["joins"]["Faust join, repartitioned"]["misses"] == 0
+    return missed
+
+
+def test_demo_first_run_misses_where_crc32_and_murmur2_disagree_second_run_none() -> None:
+    report, people = run_demo("--no-reconcile", timeout=240)
+    first, second = report["runs"]
+    missed = check_run(first, SEED, "consistent_random")
+    assert missed, "with 30 users crc32 and murmur2 agree on all with probability 6**-30"
+    assert check_run(second, SEED + 1, "murmur2_random") == []
+    assert second["reports"]["Direct"]["matched_pct"] == 100.0
+    assert f" - Matched partitions: {first['reports']['Direct']['matched_pct']:.2f}%" in people
+    assert "Worker stopped." in people and "Broker stopped; demo finished in" in people
+    assert report["reconciliation"] == {"ran": False}
+
+
+@pytest.mark.slow
+def test_demo_with_reconciliation_counts_the_first_runs_misses() -> None:
+    report, people = run_demo(timeout=600)
+    missed = check_run(report["runs"][0], SEED, "consistent_random")
+    reconciliation = report["reconciliation"]
+    assert reconciliation["ran"] is True and reconciliation["exit_code"] == 1, people[-2000:]
+    statuses = reconciliation["summary"]["statuses"]
+    assert statuses["direct"]["enriched_only_in_ksqldb"] == len(missed)
+    assert statuses["direct"]["match"] == 2 * MESSAGES - len(missed)
+    assert statuses["repartition"]["match"] == 2 * MESSAGES
