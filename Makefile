@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench install check-java check-cc test-deps clean
+.PHONY: demo test test-slow bench install check-java check-cc check-node test-deps clean
 
 demo: $(STAMP)
 	$(BIN)/streamapp demo
@@ -35,13 +35,17 @@ check-java:
 check-cc:
 	@command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || { echo "A C compiler is required for the partitioners' fast path: install one, e.g. 'apt-get install build-essential python3-dev'." >&2; exit 1; }
 
-$(STAMP): setup.cfg setup.py pyproject.toml streamapp/partitioners/_fast.c | check-java check-cc
+check-node:
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo "Node.js and npm are required (the real kafkajs is a test oracle): install them, e.g. 'apt-get install nodejs npm'." >&2; exit 1; }
+
+$(STAMP): setup.cfg setup.py pyproject.toml streamapp/partitioners/_fast.c tests/kafkajs/package-lock.json | check-java check-cc check-node
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required, found " + sys.version.split()[0]'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/pip install --quiet -e ".[dev]"
 	$(BIN)/python -c 'from streamapp.partitioners import FAST; assert FAST, "the partitioners C extension did not build: see the pip output above"'
+	npm ci --prefix tests/kafkajs --no-audit --no-fund --silent
 	touch $(STAMP)
 
 clean:
-	rm -rf $(VENV) build *.egg-info data .pytest_cache streamapp/partitioners/*.so
+	rm -rf $(VENV) build *.egg-info data .pytest_cache streamapp/partitioners/*.so tests/kafkajs/node_modules
