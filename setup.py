@@ -7,7 +7,7 @@ setup(
         Extension(
             "streamapp.partitioners._fast",
             sources=["streamapp/partitioners/_fast.c"],
-            extra_compile_args=["-O3", "-std=c11"],
+            extra_compile_args=["-O3"],
             optional=True,
         )
     ]
