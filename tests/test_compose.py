@@ -1,0 +1,122 @@
+"""docker-compose.yml and the Dockerfile agree with streamapp's settings and CLIs.
+
+No Docker engine runs here, so the stack is checked statically: the file parses,
+every STREAMAPP_* variable is a real setting, ports and addresses line up, every
+``service_healthy`` dependency has a healthcheck, and the producer's and the
+reconciliation's commands are accepted by the real argument parsers.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import fields
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from streamapp.cli import build_parser
+from streamapp.settings import Settings, env_name
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+SETTING_VARS = {env_name(f.name): f.name for f in fields(Settings)}
+
+
+def env_of(service: str) -> dict[str, str]:
+    return {k: str(v) for k, v in (SERVICES[service].get("environment") or {}).items()}
+
+
+def test_the_stack_has_its_six_services_on_official_images() -> None:
+    assert set(SERVICES) == {"kafka", "ksqldb-server", "ksqldb-cli", "worker", "producer", "reconcile"}
+    assert SERVICES["kafka"]["image"].startswith("apache/kafka:")
+    assert SERVICES["ksqldb-server"]["image"].startswith("confluentinc/ksqldb-server:")
+    assert SERVICES["ksqldb-cli"]["image"].startswith("confluentinc/ksqldb-cli:")
+    assert re.search(r"^FROM apache/spark:\$\{SPARK_VERSION\}-python3 AS reconcile$", DOCKERFILE, re.M)
+    assert SERVICES["ksqldb-server"]["image"].split(":")[1] == SERVICES["ksqldb-cli"]["image"].split(":")[1]
+
+
+def test_kafka_runs_in_kraft_mode_without_auto_creation() -> None:
+    env = env_of("kafka")
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert "zookeeper" not in " ".join(env).lower()
+    assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+
+
+@pytest.mark.parametrize("service", ["worker", "producer", "reconcile"])
+def test_every_streamapp_variable_is_a_setting_with_a_valid_value(service: str) -> None:
+    env = {k: v for k, v in env_of(service).items() if k.startswith("STREAMAPP_")}
+    assert env, f"{service} has no STREAMAPP_* environment"
+    unknown = sorted(set(env) - set(SETTING_VARS))
+    assert not unknown, f"{service}: not settings: {unknown}"
+    settings = Settings.from_env(env)
+    assert settings.broker_profile == "kafka"
+
+
+def test_services_reach_kafka_and_ksqldb_at_their_advertised_addresses() -> None:
+    advertised = {urlsplit(u).netloc for u in env_of("kafka")["KAFKA_ADVERTISED_LISTENERS"].split(",")}
+    ksql_port = SERVICES["ksqldb-server"]["ports"][0].split(":")[1]
+    for service in ("worker", "producer", "reconcile"):
+        settings = Settings.from_env(env_of(service))
+        assert set(settings.bootstrap_list) <= advertised
+        endpoint = urlsplit(settings.ksqldb_endpoint)
+        assert (endpoint.hostname, str(endpoint.port)) == ("ksqldb-server", ksql_port)
+    assert env_of("ksqldb-server")["KSQL_BOOTSTRAP_SERVERS"] in advertised
+
+
+def test_host_ports_are_streamapps_defaults() -> None:
+    defaults = Settings()
+    assert f"{defaults.bootstrap_list[0].split(':')[1]}:9092" in SERVICES["kafka"]["ports"]
+    assert "127.0.0.1:9092" in env_of("kafka")["KAFKA_ADVERTISED_LISTENERS"]
+    worker = Settings.from_env(env_of("worker"))
+    assert f"{defaults.web_port}:{worker.web_port}" in SERVICES["worker"]["ports"]
+    assert worker.web_host == "0.0.0.0"
+
+
+def test_dependencies_wait_on_health_and_every_awaited_service_has_a_healthcheck() -> None:
+    for name, service in SERVICES.items():
+        for dependency, condition in (service.get("depends_on") or {}).items():
+            assert condition["condition"] in ("service_healthy", "service_completed_successfully"), name
+            if condition["condition"] == "service_healthy":
+                assert "healthcheck" in SERVICES[dependency], f"{name} waits on {dependency}, which has no healthcheck"
+    assert SERVICES["reconcile"]["depends_on"]["producer"]["condition"] == "service_completed_successfully"
+
+
+def test_producer_command_is_accepted_by_the_streamapp_cli() -> None:
+    command = SERVICES["producer"]["command"]
+    assert command[:2] == ["streamapp", "produce"]
+    args = build_parser().parse_args(command[1:])
+    assert args.bootstrap_server == Settings.from_env(env_of("producer")).bootstrap_servers
+    assert args.ksqldb_endpoint == Settings.from_env(env_of("producer")).ksqldb_endpoint
+    assert args.users_partitioner == "murmur2_random"
+
+
+def test_reconcile_runs_the_job_with_the_matching_spark_sql_kafka_package() -> None:
+    from spark_batch.options import build_parser as reconcile_parser
+
+    service = SERVICES["reconcile"]
+    words = shlex.split(service["command"][2].replace("$$", "$"))
+    assert words[:2] == ["exec", "/opt/spark/bin/spark-submit"]
+    package = words[words.index("--packages") + 1]
+    group, artifact, version = package.split(":")
+    assert (group, artifact) == ("org.apache.spark", "spark-sql-kafka-0-10_2.13")
+    assert version == service["build"]["args"]["SPARK_VERSION"]
+    script = words[words.index("--packages") + 2]
+    assert script == "/opt/streamapp/spark_batch/reconcile.py" and (ROOT / "spark_batch" / "reconcile.py").is_file()
+    job_args = [w if not w.startswith("${RECONCILE_DATE") else "2026-11-20" for w in words[words.index(script) + 1:]]
+    parsed = reconcile_parser(Settings.from_env(env_of("reconcile"))).parse_args(job_args)
+    assert parsed.bootstrap == "kafka:29092" and parsed.kafka_reader == "spark"
+
+
+def test_dockerfile_copies_what_exists_and_the_worker_image_runs_the_worker() -> None:
+    for line in DOCKERFILE.splitlines():
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert (ROOT / source).exists(), line
+    targets = {m.group(1) for m in re.finditer(r"^FROM \S+ AS (\S+)$", DOCKERFILE, re.M)}
+    assert {SERVICES[s]["build"]["target"] for s in SERVICES if "build" in SERVICES[s]} <= targets
+    assert SERVICES["worker"]["command"] == ["faust", "-A", "streamapp", "worker", "-l", "info"]
+    assert SERVICES["producer"]["image"] == SERVICES["worker"]["image"]
