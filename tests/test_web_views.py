@@ -243,3 +243,14 @@ async def test_token_and_read_only(web_worker: Running) -> None:
     assert status == 405 and "read-only" in body["error"]
     status, page = await get(f"{web_worker.url()}/", None)
     assert status == 200 and 'id="user-input"' in page
+
+
+def test_binds_loopback_only(web_worker: Running) -> None:
+    """Bound to 127.0.0.1 (the default web_host): another loopback address, 127.0.0.2, is refused."""
+    import socket
+
+    port = web_worker.settings.web_port
+    assert web_worker.settings.web_host == "127.0.0.1"
+    socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.2", port), timeout=5).close()
