@@ -64,13 +64,12 @@ def _port_taken(host: str, port: int) -> bool:
 
 def metadata_ok(bootstrap: str, timeout: float = 2.0) -> bool:
     """True when the broker answers a Metadata request (the Kafka handshake clients start with)."""
-    from confluent_kafka.admin import AdminClient
+    from .topics import TopicError, describe
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000)})
     try:
-        admin.list_topics(timeout=timeout)
+        describe(bootstrap, (), timeout=timeout)
         return True
-    except Exception:
+    except TopicError:
         return False
 
 

@@ -5,6 +5,7 @@ partition and the embedded broker's is four, and either silently breaks a join.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -26,13 +27,20 @@ class TopicInfo:
     partitions: int
 
 
+#: librdkafka's connection retries go here instead of flooding stderr; errors reach users as TopicError.
+CLIENT_LOGGER = logging.getLogger("streamapp.librdkafka")
+
+
 def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000, "logger": CLIENT_LOGGER})
 
 
-def describe(bootstrap: str, names: Iterable[str] | None = None) -> dict[str, TopicInfo]:
+def describe(bootstrap: str, names: Iterable[str] | None = None, timeout: float = ADMIN_TIMEOUT) -> dict[str, TopicInfo]:
     """Partition counts of the named topics (all topics when ``names`` is None); missing ones left out."""
-    metadata = admin_client(bootstrap).list_topics(timeout=ADMIN_TIMEOUT)
+    try:
+        metadata = admin_client(bootstrap).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise TopicError(f"cannot reach the Kafka brokers at {bootstrap}: {exc.args[0].str()}") from None
     wanted = None if names is None else set(names)
     return {
         name: TopicInfo(name, len(topic.partitions))
