@@ -134,7 +134,8 @@ class UserView(web.View):
         if routing.routed_from(request) is None:
             try:
                 owner = app.router.key_store(users_repartition_table.name, key)
-            except KeyError:
+            except (KeyError, TypeError):
+                # KeyError: no assignment yet; TypeError: aiokafka has no metadata for the changelog yet.
                 raise NotReady("this worker has no partition assignment yet") from None
             if not routing.same_url(owner, routing.self_url(app)):
                 return await routing.forward(app, request, str(owner))
