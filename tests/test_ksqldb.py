@@ -9,6 +9,7 @@ server: the client's HTTP, chunked streaming and error handling run for real.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,12 +53,14 @@ class Replay(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
     def match(self, method: str, path: str, statement: str) -> dict[str, Any] | None:
+        """The one recording whose request matches; two matching would make the replay ambiguous."""
         candidates = [
             r for r in self.recordings
             if r["request"]["method"] == method and r["request"]["path"] == path
-            and statement.startswith(r["request"].get("ksql_startswith", ""))
+            and re.match(r["request"].get("ksql_match", ""), statement)
         ]
-        return max(candidates, key=lambda r: len(r["request"].get("ksql_startswith", "")), default=None)
+        assert len(candidates) <= 1, f"recordings overlap for {statement!r}: {[r['description'] for r in candidates]}"
+        return candidates[0] if candidates else None
 
 
 class ReplayHandler(BaseHTTPRequestHandler):
@@ -220,3 +223,33 @@ def test_unreachable_server_and_bad_url_are_named() -> None:
 
 def test_schema_columns_handle_nested_types() -> None:
     assert schema_columns("`ID` STRING KEY, `M` MAP<STRING, INTEGER>, `S` STRUCT<`A` INTEGER>") == ["ID", "M", "S"]
+
+
+def test_produce_through_recorded_ksqldb_creates_the_objects_and_inserts_every_order(
+    replay: Replay, bootstrap: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recorded ksqlDB accepts the statements but writes nothing, so the orders topic stays empty:
+    the report must then say that no order matched rather than invent partitions."""
+    import random
+    import uuid
+
+    from streamapp.cli import main
+
+    topic = f"demo_user_{uuid.uuid4().hex[:8]}"
+    code = main(["produce", "--bootstrap_server", bootstrap, "--topic", topic, "--messages", "4", "--seed", "8",
+                 "--ksqldb_endpoint", replay.url, "--wait", "1", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads(out)
+    sent = [r["body"].get("ksql", "") for r in replay.requests if r["path"] == "/ksql"]
+    settings = Settings().replace(users_topic=topic, orders_topic=f"{topic}_orders")
+    assert sent[:5] == demo_statements(settings)
+    users = make_users(4, random.Random(8))
+    stream = DemoObjects.from_settings(settings).orders_stream
+    assert [s.split("VALUES ('")[1][:32] for s in sent[5:]] == [u.user_id for u in users]
+    assert all(s.startswith(f"INSERT INTO {stream} (") for s in sent[5:])
+    assert report["orders_via"] == "ksqlDB INSERT INTO (murmur2)"
+    direct = report["reports"]["Direct"]
+    assert direct["matched"] == 0 and {e["orders_partition"] for e in direct["exceptions"]} == {None}
+    assert set(report["joins"]) == {"ksqlDB join, direct", "ksqlDB join, repartitioned"}
+    assert report["joins"]["ksqlDB join, direct"]["received"] == 0
