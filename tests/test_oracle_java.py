@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 from javatools import compile_java
+from oracle_keys import random_keys
 
 from streamapp.partitioners import PARTITIONERS, REFERENCE_PARTITIONERS, get_partitioner, hashes, registry
 
@@ -21,20 +22,6 @@ COUNTS = (1, 2, 3, 6, 7, 12, 100, 1000, 2**31 - 1)
 KEY_COUNT = 100_000
 #: The pure-Python specification is slow; it is checked against Java on this many of the keys.
 REFERENCE_SAMPLE = 10_000
-
-
-def random_keys(rng: random.Random, count: int) -> list[bytes]:
-    """Empty, short binary, non-ASCII text, JSON-quoted ids and long keys, in a fixed mix."""
-    keys: list[bytes] = [b"", b"\x00", b"\xff\xff\xff\xff", "ключ-üñï-🔑".encode(), b'"user_42"', b"user_42"]
-    makers = [
-        lambda: rng.randbytes(rng.randrange(0, 33)),
-        lambda: "".join(chr(rng.choice([rng.randrange(32, 127), rng.randrange(0xA0, 0x3000), rng.randrange(0x1F300, 0x1F600)])) for _ in range(rng.randrange(1, 20))).encode(),
-        lambda: f"user_{rng.randrange(10**6)}".encode(),
-        lambda: rng.randbytes(rng.randrange(33, 2000)),
-    ]
-    while len(keys) < count:
-        keys.append(makers[len(keys) % len(makers)]())
-    return keys
 
 
 def run_oracle(java_build_dir: Path, tmp_path: Path, keys: list[bytes]) -> list[list[int]]:

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from test_oracle_java import random_keys
+from oracle_keys import random_keys
 
 from streamapp.partitioners import PARTITIONERS, REFERENCE_PARTITIONERS, get_partitioner, hashes, registry
 
