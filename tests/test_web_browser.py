@@ -20,7 +20,8 @@ import aiohttp
 import pytest
 
 from test_web_placement import rdkafka_partition
-from test_web_views import PARTITIONS, Running, wait_loaded, web_worker  # noqa: F401  (module fixture)
+from test_web_views import PARTITIONS, USERS, Running, get, produce_orders, wait_for, wait_loaded
+from test_web_views import web_worker  # noqa: F401  (the module's worker fixture)
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -95,6 +96,13 @@ async def page(tmp_path: Path) -> AsyncIterator[Page]:
 
 async def test_browser_looks_up_a_user(web_worker: Running, page: Page, tmp_path: Path) -> None:  # noqa: F811
     await wait_loaded(web_worker, web_worker.url())
+    order_partitions, _ = produce_orders(web_worker.settings, list(web_worker.users))
+    missed = sum(1 for u, p in order_partitions.items() if web_worker.users[u][0] != p)
+
+    async def counted() -> bool:
+        return (await get(f"{web_worker.url()}/stats"))[1]["group"]["totals"]["orders"] == USERS
+
+    await wait_for(counted, "the orders to be counted")
     user_id, (partition, value) = next(
         (u, pv) for u, pv in web_worker.users.items() if pv[0] != rdkafka_partition("murmur2", u.encode(), PARTITIONS)
     )
@@ -125,6 +133,11 @@ async def test_browser_looks_up_a_user(web_worker: Running, page: Page, tmp_path
     users_in_partition = sum(1 for p, _ in web_worker.users.values() if p == partition)
     cells = await page.eval(f"[...document.getElementById('stats-partition-{partition}').cells].map(c => c.textContent)")
     assert cells[:2] == [str(partition), str(users_in_partition)]
+    merged = await page.eval(
+        "[...document.querySelectorAll('#stats tbody tr')].map(r => [...r.cells].map(c => c.textContent))"
+    )
+    direct = {row[0]: row[1:] for row in merged}[web_worker.settings.merged_topic]
+    assert direct == [str(USERS - missed), str(missed), f"{100 * missed / USERS:.2f}%"]
     assert screenshot.stat().st_size > 10_000 and screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

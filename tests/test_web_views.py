@@ -201,13 +201,50 @@ async def test_copartition_report(web_worker: Running) -> None:
     assert body["verdict"].startswith("Co-partitioned" if body["ok"] else "Not co-partitioned")
 
 
-async def test_stats_counts_users_per_partition(web_worker: Running) -> None:
+def produce_orders(settings: Settings, user_ids: list[str]) -> tuple[dict[str, int], int]:
+    """One order per user, placed by murmur2 as ksqlDB places them, and one undecodable order.
+
+    Returns each user's order partition and the bad order's partition (from delivery reports).
+    """
+    producer = Producer({"bootstrap.servers": settings.bootstrap_servers, "partitioner": "murmur2", "linger.ms": 0})
+    placed: dict[str, int] = {}
+
+    def report(err: Any, msg: Any) -> None:
+        assert err is None, err
+        placed[msg.key().decode()] = msg.partition()
+
+    for i, user_id in enumerate(user_ids):
+        order = {"ts": 1677844043886 + i, "product_id": 1000 + i, "qty": 1 + i % 5, "unit_price": 9.5, "channel": "web"}
+        producer.produce(settings.orders_topic, key=user_id.encode(), value=json.dumps(order).encode(), on_delivery=report)
+    bad_key = "bad-order-" + uuid.uuid4().hex
+    producer.produce(settings.orders_topic, key=bad_key.encode(), value=b"{not json", on_delivery=report)
+    producer.flush(10)
+    return {u: placed[u] for u in user_ids}, placed[bad_key]
+
+
+async def test_stats_count_per_partition(web_worker: Running) -> None:
     await wait_loaded(web_worker, web_worker.url())
-    status, body = await get(f"{web_worker.url()}/stats")
-    assert status == 200 and list(body["workers"]) == [web_worker.url()]
-    delivered = Counter(str(p) for p, _ in web_worker.users.values())
-    assert body["group"]["users"] == dict(delivered)
-    assert body["group"]["totals"]["users"] == USERS
+    s = web_worker.settings
+    order_partitions, bad_partition = produce_orders(s, list(web_worker.users))
+
+    async def settled() -> Any:
+        status, body = await get(f"{web_worker.url()}/stats")
+        totals = body["group"]["totals"]
+        return body if totals["orders"] == USERS and totals["dead_lettered"] == 1 else None
+
+    body = await wait_for(settled, "all orders counted")
+    assert list(body["workers"]) == [web_worker.url()] and body["unreachable"] == []
+    group = body["group"]
+    assert group["users"] == dict(Counter(str(p) for p, _ in web_worker.users.values()))
+    assert group["orders"] == dict(Counter(str(p) for p in order_partitions.values()))
+    direct_hits = Counter(str(p) for u, p in order_partitions.items() if web_worker.users[u][0] == p)
+    direct_misses = Counter(str(p) for u, p in order_partitions.items() if web_worker.users[u][0] != p)
+    assert group["joined"].get(s.merged_topic, {}) == dict(direct_hits)
+    assert group["missed"].get(s.merged_topic, {}) == dict(direct_misses)
+    assert group["joined"][s.merged_repartition_topic] == group["orders"]
+    assert group["missed"].get(s.merged_repartition_topic, {}) == {}
+    assert group["dead_lettered"] == {s.orders_topic: {str(bad_partition): 1}}
+    assert sum(direct_misses.values()) > 0
 
 
 @pytest.mark.parametrize(
