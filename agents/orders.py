@@ -15,8 +15,6 @@ from streamapp.join import join_record
 from streamapp.records import decode_order, user_from_table
 from streamapp.tables import (
     lookup,
-    merged_repartition_topic,
-    merged_topic,
     orders_topic,
     users_repartition_table,
     users_table,
@@ -25,8 +23,8 @@ from streamapp.tables import (
 from .decoding import decoded
 
 JOINS = (
-    (users_table, merged_topic, settings.merged_topic),
-    (users_repartition_table, merged_repartition_topic, settings.merged_repartition_topic),
+    (users_table, settings.merged_topic),
+    (users_repartition_table, settings.merged_repartition_topic),
 )
 
 
@@ -34,8 +32,8 @@ JOINS = (
 async def join_orders(stream: StreamT) -> None:
     async for msg, order in decoded(stream, decode_order):
         counters.orders[msg.partition] += 1
-        for table, output, name in JOINS:
+        for table, output in JOINS:
             user = user_from_table(order.user_id, lookup(table, msg.key, msg.partition))
             record = join_record(order, user)
-            await output.send(key=record.key, value=record.value, timestamp=record.faust_timestamp)
-            counters.record_join(name, msg.partition, record.matched)
+            await app.producer.send(output, record.key, record.value, None, record.faust_timestamp, None)
+            counters.record_join(output, msg.partition, record.matched)

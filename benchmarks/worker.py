@@ -1,0 +1,229 @@
+"""Joined orders per second for one worker, next to a raw aiokafka consume→produce pipe, in one run.
+
+Both processors run as child processes on the same freshly started embedded
+broker and are timed the same way: the clock starts when the orders start being
+produced (by confluent-kafka, far faster than either processor) and stops when
+the last of them has come out of both output topics.  The pipe does the same
+Kafka work as the worker (read each order, write one record to each of two
+topics) but no decoding, lookup or encoding: it is the ceiling for any Python
+asyncio processor on this broker.  Twice: with the producer settings the
+embedded broker needs for restarts to be correct (``producer_max_batch_size=1``,
+each record its own batch), and with normal batching.  Then the worker's RSS
+with ``--rss-users`` users loaded into both tables.
+
+    .venv/bin/python benchmarks/worker.py [--orders 50000] [--users 10000] [--rss-users 1000000]
+    .venv/bin/python benchmarks/worker.py pipe ...   (the baseline's child process; used internally)
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import psutil
+from confluent_kafka import Consumer, Producer, TopicPartition
+from rich.console import Console
+from rich.table import Table
+
+from streamapp.application import owned_topics
+from streamapp.broker import EmbeddedBroker, free_port
+from streamapp.settings import Settings
+from streamapp.topics import ensure_topics
+from streamapp.worker_process import WorkerProcess
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from workerkit import COUNTERS, isolated, make_order  # noqa: E402
+
+console = Console()
+RESTART_SAFE_BATCH = 1
+NORMAL_BATCH = 16384
+
+
+def produce_many(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2", "linger.ms": 20,
+                         "queue.buffering.max.messages": 1_000_000})
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+
+
+def users_records(count: int, seed: int) -> list[tuple[bytes, bytes]]:
+    rng = random.Random(seed)
+    return [(uuid.UUID(int=rng.getrandbits(128)).hex.encode(),
+             json.dumps({"name": f"User {i}", "age": rng.randint(18, 90)}).encode()) for i in range(count)]
+
+
+def orders_records(user_keys: list[bytes], count: int, seed: int) -> list[tuple[bytes, bytes]]:
+    rng = random.Random(seed)
+    return [(k, json.dumps(make_order(k.decode(), rng)).encode()) for k in rng.choices(user_keys, k=count)]
+
+
+def drain(bootstrap: str, topics: list[str], partitions: int, expected: int, timeout: float) -> float:
+    """Wait until every topic holds ``expected`` records; returns when the last one was read."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+    consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(partitions)])
+    counts = dict.fromkeys(topics, 0)
+    deadline = time.monotonic() + timeout
+    try:
+        while min(counts.values()) < expected:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"timed out: {counts} of {expected}")
+            for msg in consumer.consume(10_000, 0.2):
+                if not msg.error():
+                    counts[msg.topic()] += 1
+        return time.monotonic()
+    finally:
+        consumer.close()
+
+
+def timed_run(settings: Settings, orders: list[tuple[bytes, bytes]], outputs: list[str]) -> float:
+    """Orders per second from the first order produced to the last one out of every output."""
+    start = time.monotonic()
+    produce_many(settings.bootstrap_servers, settings.orders_topic, orders)
+    end = drain(settings.bootstrap_servers, outputs, settings.partitions, len(orders), timeout=900)
+    return len(orders) / (end - start)
+
+
+def wait_users(worker: WorkerProcess, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = COUNTERS.findall(worker.log())
+        if found and int(found[-1][0].replace(",", "")) >= count and int(found[-1][1].replace(",", "")) >= count:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"users not loaded within {timeout:.0f}s: {worker.tail(3)}")
+
+
+def worker_settings(base: Settings, tmp: Path, batch: int) -> Settings:
+    """Restart-safe = the embedded profile; normal batching = the plain Kafka profile with the short session."""
+    settings = isolated(base, data_dir=str(tmp / uuid.uuid4().hex), app_id=f"bench-{uuid.uuid4().hex[:8]}")
+    if batch != RESTART_SAFE_BATCH:
+        settings = settings.replace(broker_profile="kafka", broker_session_timeout=6.0)
+    return settings
+
+
+def bench_worker(base: Settings, tmp: Path, batch: int, users: list[tuple[bytes, bytes]],
+                 orders: list[tuple[bytes, bytes]]) -> float:
+    settings = worker_settings(base, tmp, batch)
+    worker = WorkerProcess(settings, tmp / f"worker-{batch}.log").start(timeout=120)
+    try:
+        produce_many(settings.bootstrap_servers, settings.users_topic, users)
+        wait_users(worker, len(users), timeout=600)
+        return timed_run(settings, orders, [settings.merged_topic, settings.merged_repartition_topic])
+    finally:
+        worker.stop()
+
+
+def bench_pipe(base: Settings, batch: int, orders: list[tuple[bytes, bytes]]) -> float:
+    settings = isolated(base)
+    ensure_topics(settings.bootstrap_servers, owned_topics(settings))
+    outputs = [settings.merged_topic, settings.merged_repartition_topic]
+    child = subprocess.Popen([sys.executable, __file__, "pipe", "--bootstrap", settings.bootstrap_servers,
+                              "--source", settings.orders_topic, "--outputs", ",".join(outputs),
+                              "--max-batch-size", str(batch)], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+        return timed_run(settings, orders, outputs)
+    finally:
+        child.terminate()
+        child.wait(30)
+
+
+async def pipe(bootstrap: str, source: str, outputs: list[str], max_batch_size: int) -> None:
+    """The baseline: aiokafka consumer → aiokafka producer, each record to every output, nothing else."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"pipe-{uuid.uuid4().hex}",
+                                auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=max_batch_size)
+    await consumer.start()
+    await producer.start()
+    print("ready", flush=True)
+    try:
+        while True:
+            batches = await consumer.getmany(timeout_ms=100, max_records=10_000)
+            for records in batches.values():
+                for msg in records:
+                    for topic in outputs:
+                        await producer.send(topic, msg.value, key=msg.key, timestamp_ms=msg.timestamp)
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+def rss_with_users(base: Settings, tmp: Path, count: int) -> tuple[float, float, float]:
+    """(RSS MiB before loading, RSS MiB with ``count`` users in both tables, seconds to load)."""
+    settings = worker_settings(base, tmp, NORMAL_BATCH)
+    worker = WorkerProcess(settings, tmp / "worker-rss.log").start(timeout=120)
+    try:
+        assert worker.proc is not None
+        process = psutil.Process(worker.proc.pid)
+        before = process.memory_info().rss / 2**20
+        start = time.monotonic()
+        produce_many(settings.bootstrap_servers, settings.users_topic, users_records(count, seed=99))
+        wait_users(worker, count, timeout=3600)
+        return before, process.memory_info().rss / 2**20, time.monotonic() - start
+    finally:
+        worker.stop()
+
+
+def run(args: argparse.Namespace) -> None:
+    users = users_records(args.users, seed=1)
+    orders = orders_records([k for k, _ in users], args.orders, seed=2)
+    table = Table(title=f"Worker throughput: {args.orders:,} orders, {args.users:,} users, embedded broker")
+    for column in ("producer batching", "raw aiokafka pipe (orders/s)", "worker (orders/s)", "worker ÷ pipe"):
+        table.add_column(column, justify="right")
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        base = broker.settings(Settings()).replace(web_port=free_port())
+        for label, batch in (("restart-safe (max_batch_size=1)", RESTART_SAFE_BATCH),
+                             ("normal (16 KiB batches)", NORMAL_BATCH)):
+            pipe_rate = bench_pipe(base, batch, orders)
+            worker_rate = bench_worker(base.replace(web_port=free_port()), tmp, batch, users, orders)
+            table.add_row(label, f"{pipe_rate:,.0f}", f"{worker_rate:,.0f}", f"{worker_rate / pipe_rate:.2f}×")
+            console.print(f"{label}: pipe {pipe_rate:,.0f}/s, worker {worker_rate:,.0f}/s")
+        console.print(table)
+        if args.rss_users:
+            before, after, seconds = rss_with_users(base.replace(web_port=free_port()), tmp, args.rss_users)
+            console.print(
+                f"Worker RSS: {before:,.0f} MiB empty, {after:,.0f} MiB with {args.rss_users:,} users in both "
+                f"tables ({after / before:.2f}× the empty worker; loaded in {seconds:,.0f} s, "
+                f"{args.rss_users / seconds:,.0f} users/s)"
+            )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="mode")
+    child = sub.add_parser("pipe")
+    child.add_argument("--bootstrap", required=True)
+    child.add_argument("--source", required=True)
+    child.add_argument("--outputs", required=True)
+    child.add_argument("--max-batch-size", type=int, required=True)
+    parser.add_argument("--orders", type=int, default=50_000)
+    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--rss-users", type=int, default=1_000_000, help="0 skips the RSS measurement")
+    args = parser.parse_args(argv)
+    if args.mode == "pipe":
+        asyncio.run(pipe(args.bootstrap, args.source, args.outputs.split(","), args.max_batch_size))
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main()
