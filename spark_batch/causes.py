@@ -1,0 +1,116 @@
+"""A root cause for every non-matching order, read off the input topics (users and orders).
+
+For the direct pair the user's partition is where the users topic holds it;
+for the repartitioned pair it is where the repartition puts it, murmur2 of the
+key (from ``streamapp.partitioners``, the batch API, vectorised over Arrow).
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from streamapp.partitioners import partition_batch
+
+from .compare import ENRICHMENT_STATUSES
+from .decode import IDENTITY
+
+CAUSES = ("copartition_violation", "late_user", "unknown_user", "key_format", "other")
+REPARTITION_PARTITIONER = "murmur2"
+
+
+def normalized_key(column: Column) -> Column:
+    """The key with one level of JSON string quoting removed: ``"u1"`` and ``u1`` compare equal."""
+    return F.regexp_replace(column, r'^"(.*)"$', "$1")
+
+
+def _murmur2_batches(num_partitions: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            keys = batch.column("user_key").to_pylist()
+            encoded = [None if key is None else key.encode("utf-8") for key in keys]
+            chosen = partition_batch(REPARTITION_PARTITIONER, encoded, num_partitions)
+            yield pa.RecordBatch.from_arrays(
+                [batch.column("user_key"), pa.array(chosen, pa.int32())], names=["user_key", "repartitioned_to"]
+            )
+
+    return assign
+
+
+def user_index(users: DataFrame, num_partitions: int) -> DataFrame:
+    """Per user key: first record time, the partitions holding it, and where murmur2 repartitions it."""
+    per_key = users.groupBy("user_key").agg(
+        F.min("timestamp_ms").alias("user_first_ms"),
+        F.sort_array(F.collect_set("partition")).alias("user_partitions"),
+    )
+    placed = per_key.select("user_key").mapInArrow(
+        _murmur2_batches(num_partitions), "user_key string, repartitioned_to int"
+    )
+    return per_key.join(placed, "user_key")
+
+
+def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_partitions: int) -> DataFrame:
+    """``mismatches`` (classified rows that are not ``match``) with ``cause`` and ``cause_detail``."""
+    wanted = mismatches.select(*IDENTITY).distinct()
+    order_info = (
+        orders.join(wanted, list(IDENTITY), "left_semi")
+        .groupBy(*IDENTITY)
+        .agg(F.min("partition").alias("order_partition"))
+    )
+    index = user_index(users, num_partitions)
+    similar = index.groupBy(normalized_key(F.col("user_key")).alias("norm_key")).agg(
+        F.sort_array(F.collect_set("user_key")).alias("similar_keys")
+    )
+    rows = (
+        mismatches.join(order_info, list(IDENTITY), "left")
+        .join(index.withColumnRenamed("user_key", "user_id"), "user_id", "left")
+        .join(similar, normalized_key(F.col("user_id")) == F.col("norm_key"), "left")
+        .drop("norm_key")
+    )
+    user_partitions = F.when(F.col("pair") == "repartition", F.array("repartitioned_to")).otherwise(
+        F.col("user_partitions")
+    )
+    rows = rows.withColumn("user_partitions", user_partitions)
+    cause, detail = _cause_and_detail()
+    return rows.withColumn("cause", cause).withColumn("cause_detail", detail).withColumn(
+        "user_partition", F.col("user_partitions")[0]
+    ).drop("similar_keys", "repartitioned_to")
+
+
+def _cause_and_detail() -> tuple[Column, Column]:
+    known = F.col("user_first_ms").isNotNull()
+    similar = F.col("similar_keys").isNotNull()
+    located = F.col("order_partition").isNotNull()
+    colocated = F.array_contains(F.col("user_partitions"), F.col("order_partition"))
+    late = F.col("user_first_ms") > F.col("ts")
+    enrichment = F.col("status").isin(*ENRICHMENT_STATUSES)
+    partitions = F.array_join(F.col("user_partitions").cast("array<string>"), ",")
+    cause = (
+        F.when(~enrichment, "other")
+        .when(~known & ~similar, "unknown_user")
+        .when(~known, "key_format")
+        .when(~located, "other")
+        .when(~colocated, "copartition_violation")
+        .when(late, "late_user")
+        .otherwise("other")
+    )
+    not_in_orders = F.when(~located, F.lit("; the order is not in the orders topic")).otherwise(F.lit(""))
+    detail = (
+        F.when(F.col("status") == "missing_in_faust", F.concat(F.lit("no record in the Faust output"), not_in_orders))
+        .when(F.col("status") == "missing_in_ksqldb", F.concat(F.lit("no record in the ksqlDB output"), not_in_orders))
+        .when(F.col("status") == "duplicate",
+              F.format_string("Faust output has %d record(s), ksqlDB output %d", "faust_count", "ksqldb_count"))
+        .when(F.col("status") == "partition_mismatch",
+              F.format_string("Faust wrote partition %d, ksqlDB partition %d", "faust_partition", "ksqldb_partition"))
+        .when(~known & ~similar, F.format_string("no record for key '%s' in the users topic", "user_id"))
+        .when(~known, F.format_string("users topic has key(s) %s, the order has '%s'",
+                                      F.array_join("similar_keys", ", "), "user_id"))
+        .when(~located, F.lit("the order is not in the orders topic"))
+        .when(~colocated, F.format_string("order in partition %d, user in partition(s) %s", F.col("order_partition"), partitions))
+        .when(late, F.format_string("the user's first record is %d ms newer than the order", F.col("user_first_ms") - F.col("ts")))
+        .otherwise(F.format_string("user and order both in partition %d, user %d ms older than the order",
+                                   F.col("order_partition"), F.col("ts") - F.col("user_first_ms")))
+    )
+    return cause, detail

@@ -1,0 +1,106 @@
+"""Status of every order in each pair of join outputs (Faust vs ksqlDB), with Spark SQL functions only.
+
+Both sides of both pairs are one DataFrame (``pair``, ``side`` + output
+columns), so one aggregation by (pair, order identity) classifies everything:
+no join, one shuffle.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+
+from .decode import IDENTITY
+
+PAIRS = ("direct", "repartition")
+SIDES = ("faust", "ksqldb")
+STATUSES = (
+    "match",
+    "missing_in_faust",
+    "missing_in_ksqldb",
+    "duplicate",
+    "partition_mismatch",
+    "enriched_only_in_faust",
+    "enriched_only_in_ksqldb",
+    "both_unenriched",
+    "value_mismatch",
+)
+#: Statuses where the two joins disagree on (or both lack) the user's columns: the input topics explain them.
+ENRICHMENT_STATUSES = ("enriched_only_in_faust", "enriched_only_in_ksqldb", "both_unenriched", "value_mismatch")
+DETAIL_COLUMNS = (
+    "pair", "status", *IDENTITY, "faust_count", "ksqldb_count", "faust_partition", "ksqldb_partition",
+    "faust_name", "faust_age", "ksqldb_name", "ksqldb_age", "mismatched_columns",
+)
+
+
+def _enriched(side: Column) -> Column:
+    return side["name"].isNotNull() | side["age"].isNotNull()
+
+
+def _differs(a: Column, b: Column) -> Column:
+    return ~a.eqNullSafe(b)
+
+
+def classify(outputs: DataFrame) -> DataFrame:
+    """One row per (pair, order identity): counts per side, each side's first record, and the status.
+
+    A side's "first record" is its lowest offset, so duplicates and reruns pick the same one.
+    """
+    is_faust = F.col("side") == "faust"
+    record = F.struct("offset", "partition", "name", "age")
+    grouped = outputs.groupBy("pair", *IDENTITY).agg(
+        F.count_if(is_faust).alias("faust_count"),
+        F.count_if(~is_faust).alias("ksqldb_count"),
+        F.min(F.when(is_faust, record)).alias("f"),
+        F.min(F.when(~is_faust, record)).alias("k"),
+    )
+    f, k = F.col("f"), F.col("k")
+    both = (F.col("faust_count") > 0) & (F.col("ksqldb_count") > 0)
+    differing = F.array_compact(
+        F.array(
+            F.when(_differs(f["name"], k["name"]), F.lit("NAME")),
+            F.when(_differs(f["age"], k["age"]), F.lit("AGE")),
+            F.when(_differs(f["partition"], k["partition"]), F.lit("partition")),
+        )
+    )
+    status = (
+        F.when(F.col("faust_count") == 0, "missing_in_faust")
+        .when(F.col("ksqldb_count") == 0, "missing_in_ksqldb")
+        .when((F.col("faust_count") > 1) | (F.col("ksqldb_count") > 1), "duplicate")
+        .when(f["partition"] != k["partition"], "partition_mismatch")
+        .when(_enriched(f) & ~_enriched(k), "enriched_only_in_faust")
+        .when(~_enriched(f) & _enriched(k), "enriched_only_in_ksqldb")
+        .when(~_enriched(f) & ~_enriched(k), "both_unenriched")
+        .when(_differs(f["name"], k["name"]) | _differs(f["age"], k["age"]), "value_mismatch")
+        .otherwise("match")
+    )
+    return grouped.select(
+        "pair",
+        status.alias("status"),
+        *IDENTITY,
+        "faust_count",
+        "ksqldb_count",
+        f["partition"].alias("faust_partition"),
+        k["partition"].alias("ksqldb_partition"),
+        f["name"].alias("faust_name"),
+        f["age"].alias("faust_age"),
+        k["name"].alias("ksqldb_name"),
+        k["age"].alias("ksqldb_age"),
+        F.when(both, differing).otherwise(F.array().cast("array<string>")).alias("mismatched_columns"),
+    )
+
+
+def observe_statuses(classified: DataFrame, observation: Observation) -> DataFrame:
+    """Count every (pair, status) as rows stream past, so the summary needs no second pass."""
+    metrics = [
+        F.count_if((F.col("pair") == pair) & (F.col("status") == status)).alias(f"{pair}:{status}")
+        for pair in PAIRS
+        for status in STATUSES
+    ]
+    return classified.observe(observation, *metrics)
+
+
+def status_counts(metrics: Mapping[str, int]) -> dict[str, dict[str, int]]:
+    """``observe_statuses`` metrics as {pair: {status: count}} with every status present."""
+    return {pair: {status: int(metrics.get(f"{pair}:{status}", 0)) for status in STATUSES} for pair in PAIRS}

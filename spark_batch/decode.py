@@ -1,0 +1,125 @@
+"""Records -> typed columns: the join outputs, orders and users, with Spark SQL's ``from_json``.
+
+Two input shapes are accepted: Kafka-shaped rows (``key``, ``value`` as JSON,
+``partition``, ``offset``, ``timestamp_ms``; what the Kafka readers produce and
+a raw export holds) and already-decoded exports (one column per field).  Both
+come out as the same canonical, lower-case columns.
+"""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+
+from .errors import ReconcileError
+from .window import TimeWindow
+
+#: ksqlDB's output value: UPPERCASE columns, USER_ID is the Kafka key (see the ksqlDB reference).
+OUTPUT_VALUE = "NAME string, AGE bigint, PRODUCT_ID bigint, QTY bigint, UNIT_PRICE double, CHANNEL string, TS bigint"
+ORDER_VALUE = "ts bigint, product_id bigint, qty bigint, unit_price double, channel string"
+USER_VALUE = "name string, age bigint"
+#: What makes an order the same order in both outputs.
+IDENTITY = ("user_id", "ts", "product_id", "qty", "unit_price", "channel")
+OUTPUT_COLUMNS = (*IDENTITY, "name", "age", "partition", "offset")
+ORDER_COLUMNS = (*IDENTITY, "partition", "offset")
+USER_COLUMNS = ("user_key", "name", "age", "partition", "offset", "timestamp_ms")
+
+
+def is_raw(frame: DataFrame) -> bool:
+    return "value" in frame.columns
+
+
+def in_window(frame: DataFrame, window: TimeWindow) -> DataFrame:
+    """Rows whose record timestamp (``timestamp_ms``/``timestamp``, else the order's ``ts``) is in the window."""
+    by_lower = {c.lower(): c for c in frame.columns}
+    name = by_lower.get("timestamp_ms") or by_lower.get("timestamp") or by_lower.get("ts")
+    if name is None:
+        raise ReconcileError(f"an export has no timestamp_ms, timestamp or ts column; it has {', '.join(frame.columns)}")
+    moment = _millis(frame, name)
+    return frame.where((moment >= window.start_ms) & (moment < window.end_ms))
+
+
+def _observed(frame: DataFrame, bad: Column, observation: Observation | None) -> DataFrame:
+    """Drop undecodable rows, counting them (and all rows) into ``observation`` for the summary."""
+    if observation is not None:
+        frame = frame.observe(observation, F.count(F.lit(1)).alias("rows"), F.count_if(bad).alias("undecodable"))
+    return frame.where(~bad)
+
+
+def outputs(frame: DataFrame, observation: Observation | None = None) -> DataFrame:
+    """A join output topic (Faust's or ksqlDB's) as ``OUTPUT_COLUMNS``."""
+    if is_raw(frame):
+        v = F.from_json(F.col("value").cast("string"), OUTPUT_VALUE)
+        frame = frame.select(
+            F.col("key").cast("string").alias("user_id"), v["TS"].alias("ts"), v["PRODUCT_ID"].alias("product_id"),
+            v["QTY"].alias("qty"), v["UNIT_PRICE"].alias("unit_price"), v["CHANNEL"].alias("channel"),
+            v["NAME"].alias("name"), v["AGE"].alias("age"), "partition", "offset",
+        )
+    else:
+        frame = _decoded(frame, OUTPUT_COLUMNS, "a join output export")
+    bad = F.col("user_id").isNull() | F.col("ts").isNull() | F.col("product_id").isNull()
+    return _observed(frame, bad, observation)
+
+
+def orders(frame: DataFrame, observation: Observation | None = None) -> DataFrame:
+    """The orders stream as ``ORDER_COLUMNS``."""
+    if is_raw(frame):
+        v = F.from_json(F.col("value").cast("string"), ORDER_VALUE)
+        frame = frame.select(
+            F.col("key").cast("string").alias("user_id"), v["ts"].alias("ts"), v["product_id"].alias("product_id"),
+            v["qty"].alias("qty"), v["unit_price"].alias("unit_price"), v["channel"].alias("channel"),
+            "partition", "offset",
+        )
+    else:
+        frame = _decoded(frame, ORDER_COLUMNS, "an orders export")
+    bad = F.col("user_id").isNull() | F.col("ts").isNull() | F.col("product_id").isNull()
+    return _observed(frame, bad, observation)
+
+
+def users(frame: DataFrame, observation: Observation | None = None) -> DataFrame:
+    """The users table topic as ``USER_COLUMNS``; a tombstone (null value) keeps its key and time."""
+    if is_raw(frame):
+        v = F.from_json(F.col("value").cast("string"), USER_VALUE)
+        frame = frame.select(
+            F.col("key").cast("string").alias("user_key"), v["name"].alias("name"), v["age"].alias("age"),
+            "partition", "offset", "timestamp_ms",
+        )
+    else:
+        frame = _decoded(frame.withColumnRenamed("user_id", "user_key"), USER_COLUMNS, "a users export")
+    return _observed(frame, F.col("user_key").isNull(), observation)
+
+
+def _decoded(frame: DataFrame, wanted: tuple[str, ...], what: str) -> DataFrame:
+    """Pick ``wanted`` columns case-insensitively; ``offset`` defaults to row order, ``timestamp_ms`` to ``ts``."""
+    by_lower = {c.lower(): c for c in frame.columns}
+    if "timestamp_ms" in wanted and "timestamp_ms" not in by_lower:
+        if "timestamp" in by_lower:
+            frame = frame.withColumn("timestamp_ms", _millis(frame, by_lower["timestamp"]))
+            by_lower["timestamp_ms"] = "timestamp_ms"
+    if "offset" in wanted and "offset" not in by_lower:
+        frame = frame.withColumn("offset", F.monotonically_increasing_id())
+        by_lower["offset"] = "offset"
+    missing = [c for c in wanted if c not in by_lower]
+    if missing:
+        raise ReconcileError(f"{what} lacks column(s) {', '.join(missing)}; it has {', '.join(frame.columns)}")
+    return frame.select(*[F.col(by_lower[c]).alias(c) for c in wanted])
+
+
+def _millis(frame: DataFrame, column: str) -> Column:
+    kind = dict(frame.dtypes)[column]
+    return F.unix_millis(F.col(column)) if kind.startswith("timestamp") else F.col(column).cast("bigint")
+
+
+def raw_export(frame: DataFrame, what: str) -> DataFrame:
+    """A Kafka-shaped export normalized to the readers' columns (key/value as bytes, times in ms)."""
+    by_lower = {c.lower(): c for c in frame.columns}
+    missing = [c for c in ("key", "value", "partition") if c not in by_lower]
+    if missing:
+        raise ReconcileError(f"{what} lacks column(s) {', '.join(missing)}; it has {', '.join(frame.columns)}")
+    time_column = by_lower.get("timestamp_ms") or by_lower.get("timestamp")
+    return frame.select(
+        F.col(by_lower["key"]).cast("binary").alias("key"),
+        F.col(by_lower["value"]).cast("binary").alias("value"),
+        F.col(by_lower["partition"]).cast("int").alias("partition"),
+        (F.col(by_lower["offset"]) if "offset" in by_lower else F.monotonically_increasing_id()).cast("bigint").alias("offset"),
+        (_millis(frame, time_column) if time_column else F.lit(None).cast("bigint")).alias("timestamp_ms"),
+    )

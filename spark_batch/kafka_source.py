@@ -1,0 +1,156 @@
+"""Read planned Kafka offset ranges into Spark: Spark's own ``kafka`` source, or a Python DataSource.
+
+Spark's ``kafka`` source needs the spark-sql-kafka jar (docker-compose has it);
+without it, ``streamapp_kafka_ranges`` (a PySpark 4 Python DataSource) plans
+one input partition per topic-partition offset range and reads them in
+parallel with confluent-kafka.  Both give the same columns, ``RAW_SCHEMA``.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from .errors import ReconcileError
+from .window import TopicRange
+
+SOURCE_NAME = "streamapp_kafka_ranges"
+SPARK_KAFKA_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+RAW_SCHEMA = "key binary, value binary, topic string, partition int, offset bigint, timestamp_ms bigint"
+READERS = ("auto", "spark", "python")
+BATCH_ROWS = 20_000
+STALL_SECONDS = 30.0
+
+_ARROW_SCHEMA = pa.schema(
+    [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+     ("offset", pa.int64()), ("timestamp_ms", pa.int64())]
+)
+
+
+class OffsetRange(InputPartition):
+    """One topic-partition's offsets [start, end): one Spark task."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+
+class KafkaRangeReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.bootstrap = options["bootstrap"]
+        self.ranges = json.loads(options["ranges"])
+
+    def partitions(self) -> list[OffsetRange]:
+        return [OffsetRange(t, int(p), int(s), int(e)) for t, p, s, e in self.ranges if int(e) > int(s)]
+
+    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": f"streamapp-reconcile-{uuid.uuid4().hex[:8]}",
+             "enable.auto.commit": False, "enable.partition.eof": True}
+        )
+        consumer.assign([TopicPartition(partition.topic, partition.partition, partition.start)])
+        columns: list[list[object]] = [[], [], [], []]
+        position, idle_since = partition.start, time.monotonic()
+        try:
+            while position < partition.end:
+                batch = consumer.consume(num_messages=5000, timeout=0.05)
+                if batch:
+                    idle_since = time.monotonic()
+                elif time.monotonic() - idle_since > STALL_SECONDS:
+                    raise RuntimeError(
+                        f"{partition.topic}[{partition.partition}]: stopped at offset {position}, "
+                        f"planned end {partition.end} (records deleted by retention?)"
+                    )
+                for message in batch:
+                    if message.error() is not None or message.offset() >= partition.end:
+                        if message.offset() >= partition.end:  # past the range, or EOF there (compaction gaps)
+                            position = partition.end
+                        continue
+                    columns[0].append(message.key())
+                    columns[1].append(message.value())
+                    columns[2].append(message.offset())
+                    columns[3].append(message.timestamp()[1])
+                    position = message.offset() + 1
+                if len(columns[0]) >= BATCH_ROWS:
+                    yield self._batch(partition, columns)
+                    columns = [[], [], [], []]
+            if columns[0]:
+                yield self._batch(partition, columns)
+        finally:
+            consumer.close()
+
+    @staticmethod
+    def _batch(partition: OffsetRange, columns: list[list[object]]) -> pa.RecordBatch:
+        n = len(columns[0])
+        return pa.RecordBatch.from_arrays(
+            [pa.array(columns[0], pa.binary()), pa.array(columns[1], pa.binary()),
+             pa.array([partition.topic] * n, pa.string()), pa.array([partition.partition] * n, pa.int32()),
+             pa.array(columns[2], pa.int64()), pa.array(columns[3], pa.int64())],
+            schema=_ARROW_SCHEMA,
+        )
+
+
+class KafkaRangeDataSource(DataSource):
+    """``spark.read.format("streamapp_kafka_ranges").option("bootstrap", ...).option("ranges", json)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return RAW_SCHEMA
+
+    def reader(self, schema: StructType) -> KafkaRangeReader:
+        return KafkaRangeReader(dict(self.options))
+
+
+def spark_kafka_available(spark: SparkSession) -> bool:
+    """True when Spark's own ``kafka`` source (spark-sql-kafka) is on the JVM classpath."""
+    try:
+        loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()  # type: ignore[union-attr]
+        loader.loadClass(SPARK_KAFKA_CLASS)
+        return True
+    except Exception:
+        return False
+
+
+def choose_reader(spark: SparkSession, wanted: str) -> str:
+    if wanted not in READERS:
+        raise ReconcileError(f"--kafka-reader={wanted!r}: expected one of {', '.join(READERS)}")
+    available = spark_kafka_available(spark)
+    if wanted == "spark" and not available:
+        raise ReconcileError("--kafka-reader=spark: spark-sql-kafka is not on the classpath (use --packages or auto)")
+    if wanted == "auto":
+        return "spark" if available else "python"
+    return wanted
+
+
+def read_ranges(spark: SparkSession, bootstrap: str, planned: TopicRange, reader: str) -> DataFrame:
+    """The records of one planned topic, as ``RAW_SCHEMA`` rows."""
+    ranges = [(planned.topic, p, s, e) for p, (s, e) in sorted(planned.ranges.items()) if e > s]
+    if not ranges:
+        return spark.createDataFrame([], RAW_SCHEMA)
+    if reader == "spark":
+        topic = planned.topic
+        frame = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("assign", json.dumps({topic: [p for _, p, _, _ in ranges]}))
+            .option("startingOffsets", json.dumps({topic: {str(p): s for _, p, s, _ in ranges}}))
+            .option("endingOffsets", json.dumps({topic: {str(p): e for _, p, _, e in ranges}}))
+            .load()
+        )
+        return frame.select("key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("timestamp_ms"))
+    spark.dataSource.register(KafkaRangeDataSource)
+    return (
+        spark.read.format(SOURCE_NAME).option("bootstrap", bootstrap).option("ranges", json.dumps(ranges)).load()
+    )

@@ -1,0 +1,127 @@
+"""Command-line options of the reconciliation job, validated into one frozen value.
+
+Topic defaults come from ``streamapp.settings`` (so the job and the worker
+agree on names); a bad option is a one-line message naming it, exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn, Sequence
+
+from streamapp.settings import BROKER_PROFILES, Settings
+
+from .errors import ReconcileError
+from .kafka_source import READERS
+from .offsets import LOOKUPS
+from .window import TimeWindow, window_for
+
+SOURCES = ("kafka", "files")
+DETAILS = ("mismatches", "all")
+#: Role -> (option, the Settings field that gives its default).
+TOPIC_OPTIONS = {
+    "users": ("--users-topic", "users_topic"),
+    "orders": ("--orders-topic", "orders_topic"),
+    "faust_direct": ("--faust-topic", "merged_topic"),
+    "ksqldb_direct": ("--ksqldb-topic", "ksqldb_merged_topic"),
+    "faust_repartition": ("--faust-repartition-topic", "merged_repartition_topic"),
+    "ksqldb_repartition": ("--ksqldb-repartition-topic", "ksqldb_merged_repartition_topic"),
+}
+PROG = "reconcile"
+
+
+@dataclass(frozen=True)
+class Options:
+    window: TimeWindow
+    topics: dict[str, str]
+    bootstrap: str
+    broker_profile: str
+    source: str
+    input_dir: Path | None
+    output: Path
+    master: str | None
+    max_mismatch_rate: float
+    detail: str
+    kafka_reader: str
+    offset_lookup: str
+    grace_ms: int
+    partitions: int
+    re_resolve: bool
+
+    @property
+    def lookup(self) -> str:
+        """``auto`` scans on the embedded broker (its ListOffsets is wrong) and uses the index elsewhere."""
+        if self.offset_lookup != "auto":
+            return self.offset_lookup
+        return "scan" if self.broker_profile == "embedded" else "index"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """One line, exit 2: schedulers log the first line only."""
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser(settings: Settings) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Reconcile the Faust join against ksqlDB's join for a UTC day, with a root cause per mismatch. "
+        "Exit codes: 0 within --max-mismatch-rate, 1 breached, 2 error.",
+    )
+    when = parser.add_argument_group("window (record timestamps, UTC)")
+    when.add_argument("--date", help="a UTC day, YYYY-MM-DD")
+    when.add_argument("--from", dest="start", metavar="FROM", help="window start, ISO date-time (UTC unless zoned)")
+    when.add_argument("--to", dest="end", metavar="TO", help="window end (exclusive)")
+    parser.add_argument("--bootstrap-server", "--bootstrap-servers", dest="bootstrap", default=settings.bootstrap_servers,
+                        help="Kafka bootstrap servers (default: %(default)s, from STREAMAPP_BOOTSTRAP_SERVERS)")
+    parser.add_argument("--broker-profile", default=settings.broker_profile, choices=BROKER_PROFILES,
+                        help="`embedded` for streamapp's Tansu broker (offsets found by scanning)")
+    for role, (flag, field_name) in TOPIC_OPTIONS.items():
+        parser.add_argument(flag, dest=f"topic_{role}", default=getattr(settings, field_name),
+                            help=f"{role.replace('_', ' ')} topic (default: %(default)s)")
+    parser.add_argument("--source", default="kafka", choices=SOURCES, help="read Kafka, or files exported from it")
+    parser.add_argument("--input", dest="input_dir", help="--source files: directory with <topic>.parquet/.jsonl or <topic>/")
+    parser.add_argument("--output", default="reconcile-output", help="output root; results go to OUTPUT/dt=YYYY-MM-DD/")
+    parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
+    parser.add_argument("--max-mismatch-rate", type=float, default=0.01, metavar="RATE",
+                        help="exit 1 when a pair's share of non-matching orders exceeds this (default: %(default)s)")
+    parser.add_argument("--detail", default="mismatches", choices=DETAILS, help="which orders get a detail row")
+    parser.add_argument("--kafka-reader", default="auto", choices=READERS,
+                        help="Spark's kafka source (spark-sql-kafka) or the Python DataSource; auto picks")
+    parser.add_argument("--offset-lookup", default="auto", choices=LOOKUPS,
+                        help="timestamp->offset: broker index (ListOffsets) or scan; auto scans on the embedded broker")
+    parser.add_argument("--grace-minutes", type=float, default=60.0,
+                        help="read this far around the window for out-of-order timestamps (default: %(default)s)")
+    parser.add_argument("--partitions", type=int, default=settings.partitions,
+                        help="--source files: partition count of the orders topic (default: %(default)s)")
+    parser.add_argument("--re-resolve", action="store_true",
+                        help="resolve offsets again instead of reusing the date's offsets.json")
+    return parser
+
+
+def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Options:
+    args = build_parser(settings or Settings.from_env()).parse_args(argv)
+    window = window_for(args.date, args.start, args.end)
+    if not 0.0 <= args.max_mismatch_rate <= 1.0:
+        raise ReconcileError(f"--max-mismatch-rate={args.max_mismatch_rate}: expected a share between 0 and 1")
+    if args.grace_minutes < 0:
+        raise ReconcileError(f"--grace-minutes={args.grace_minutes}: must not be negative")
+    if args.partitions < 1:
+        raise ReconcileError(f"--partitions={args.partitions}: must be at least 1")
+    input_dir = Path(args.input_dir) if args.input_dir else None
+    if args.source == "files" and (input_dir is None or not input_dir.is_dir()):
+        raise ReconcileError(f"--input={args.input_dir!r}: --source files needs an existing directory")
+    topics = {role: getattr(args, f"topic_{role}") for role in TOPIC_OPTIONS}
+    empty = [TOPIC_OPTIONS[role][0] for role, topic in topics.items() if not topic.strip()]
+    if empty:
+        raise ReconcileError(f"{', '.join(empty)}: topic name is empty")
+    return Options(
+        window=window, topics=topics, bootstrap=args.bootstrap, broker_profile=args.broker_profile,
+        source=args.source, input_dir=input_dir, output=Path(args.output), master=args.master,
+        max_mismatch_rate=args.max_mismatch_rate, detail=args.detail, kafka_reader=args.kafka_reader,
+        offset_lookup=args.offset_lookup, grace_ms=int(args.grace_minutes * 60_000), partitions=args.partitions,
+        re_resolve=args.re_resolve,
+    )

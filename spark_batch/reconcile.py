@@ -1,0 +1,237 @@
+"""Nightly reconciliation of the Faust join against ksqlDB's join, with a root cause per mismatch.
+
+Run as ``python -m spark_batch.reconcile --date YYYY-MM-DD ...`` or
+``spark-submit spark_batch/reconcile.py ...``.  Exit codes: 0 within the
+threshold, 1 threshold breached, 2 error (one line naming the option/topic).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+if __package__ in (None, ""):  # spark-submit runs this file as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    __package__ = "spark_batch"
+
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from rich.console import Console
+from rich.table import Table
+
+import streamapp
+from streamapp.errors import StreamappError
+
+from spark_batch import causes, compare, decode, report
+from spark_batch.errors import ReconcileError
+from spark_batch.files_source import read_export
+from spark_batch.kafka_source import choose_reader, read_ranges
+from spark_batch.offsets import TIMED_ROLES, partition_counts, resolve_plan
+from spark_batch.options import Options, parse
+from spark_batch.window import OffsetPlan
+
+#: Output role -> (pair, side).
+OUTPUT_ROLES = {
+    "faust_direct": ("direct", "faust"),
+    "ksqldb_direct": ("direct", "ksqldb"),
+    "faust_repartition": ("repartition", "faust"),
+    "ksqldb_repartition": ("repartition", "ksqldb"),
+}
+PLAN_FILE = "offsets.json"
+SAMPLES = 20
+console = Console(highlight=False)
+
+
+def spark_session(master: str | None) -> tuple[SparkSession, bool]:
+    """The active session if there is one (tests, notebooks), else a new one; True when we own it."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("streamapp-reconcile").config("spark.sql.session.timeZone", "UTC")
+    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # under spark-submit its --master rules
+        builder = builder.master(master or "local[*]")
+    return builder.getOrCreate(), True
+
+
+def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> tuple[dict[str, DataFrame], OffsetPlan | None, int, str]:
+    """Raw frames per role, the offset plan (Kafka), the orders partition count and the reader used."""
+    if options.source == "files":
+        assert options.input_dir is not None
+        frames = {role: read_export(spark, options.input_dir, topic) for role, topic in options.topics.items()}
+        return frames, None, options.partitions, "files"
+    counts = partition_counts(options.bootstrap, options.topics)
+    previous = out_dir / PLAN_FILE
+    plan = OffsetPlan.read(previous) if previous.is_file() and not options.re_resolve else None
+    if plan is not None and not plan.matches(options.window, options.topics):
+        console.print(f"{previous} was resolved for another window or topics: resolving again")
+        plan = None
+    if plan is None:
+        started = time.monotonic()
+        plan = resolve_plan(options.bootstrap, options.topics, options.window, options.lookup, options.grace_ms)
+        console.print(f"Resolved offsets ({plan.lookup}) in {time.monotonic() - started:.1f} s")
+    else:
+        console.print(f"Reusing offsets from {previous}: a rerun reads exactly the same records")
+    reader = choose_reader(spark, options.kafka_reader)
+    frames = {role: read_ranges(spark, options.bootstrap, plan.topics[role], reader) for role in options.topics}
+    return frames, plan, counts[options.topics["orders"]], reader
+
+
+def _timed(frames: dict[str, DataFrame], options: Options) -> dict[str, DataFrame]:
+    return {role: decode.in_window(f, options.window) if role in TIMED_ROLES else f for role, f in frames.items()}
+
+
+def _versions(spark: SparkSession) -> dict[str, str]:
+    import confluent_kafka
+    import pyarrow
+
+    return {
+        "streamapp": streamapp.__version__,
+        "spark": spark.version,
+        "python": platform.python_version(),
+        "pyarrow": pyarrow.__version__,
+        "confluent_kafka": confluent_kafka.version()[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+    }
+
+
+def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
+    """Run the job; returns the summary (also written to OUTPUT/dt=.../summary.json)."""
+    label = options.window.label
+    out_dir = options.output / f"dt={label}"
+    staging = options.output / f".dt={label}.staging-{uuid.uuid4().hex[:8]}"
+    options.output.mkdir(parents=True, exist_ok=True)
+    frames, plan, num_partitions, reader = _inputs(spark, options, out_dir)
+    frames = _timed(frames, options)
+    observations = {role: Observation(role) for role in OUTPUT_ROLES}
+    outputs = None
+    for role, (pair, side) in OUTPUT_ROLES.items():
+        decoded = decode.outputs(frames[role], observations[role]).select(
+            F.lit(pair).alias("pair"), F.lit(side).alias("side"), *decode.OUTPUT_COLUMNS
+        )
+        outputs = decoded if outputs is None else outputs.unionByName(decoded)
+    assert outputs is not None
+    status_observation = Observation("statuses")
+    classified = compare.observe_statuses(compare.classify(outputs), status_observation)
+    if options.detail == "mismatches":
+        classified = classified.where(F.col("status") != "match")
+    try:
+        classified.write.parquet(str(staging / "_classified"))
+        counts = compare.status_counts(status_observation.get)
+        stage = spark.read.parquet(str(staging / "_classified"))
+        explained = causes.explain(
+            stage.where(F.col("status") != "match"), decode.orders(frames["orders"]), decode.users(frames["users"]), num_partitions
+        )
+        if options.detail == "all":
+            explained = explained.unionByName(stage.where(F.col("status") == "match"), allowMissingColumns=True)
+        explained.write.partitionBy("status").parquet(str(staging / "detail"))
+        shutil.rmtree(staging / "_classified")
+        summary = _summary(spark, options, staging, counts, plan, reader, observations, num_partitions)
+        samples = _samples(spark, staging)
+        report.write_summary(staging / "summary.json", summary)
+        (staging / "report.html").write_text(report.render_html(summary, samples))
+        if plan is not None:
+            plan.write(staging / PLAN_FILE)
+        _replace(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return summary
+
+
+def _summary(
+    spark: SparkSession, options: Options, staging: Path, counts: dict[str, dict[str, int]],
+    plan: OffsetPlan | None, reader: str, observations: dict[str, Observation], num_partitions: int,
+) -> dict[str, Any]:
+    detail = spark.read.parquet(str(staging / "detail")).where(F.col("status") != "match")
+    by_cause: dict[str, dict[str, int]] = {pair: {c: 0 for c in causes.CAUSES} for pair in compare.PAIRS}
+    for row in detail.groupBy("pair", "cause").count().collect():
+        by_cause[row["pair"]][row["cause"]] = int(row["count"])
+    cells = [
+        {"pair": r["pair"], "order_partition": int(r["order_partition"]), "user_partition": int(r["user_partition"]),
+         "count": int(r["count"])}
+        for r in detail.where(F.col("order_partition").isNotNull() & F.col("user_partition").isNotNull())
+        .groupBy("pair", "order_partition", "user_partition").count()
+        .orderBy("pair", "order_partition", "user_partition").collect()
+    ]
+    totals = {}
+    for pair, statuses in counts.items():
+        orders = sum(statuses.values())
+        totals[pair] = {"orders": orders, "mismatches": orders - statuses["match"], "mismatch_rate": report.mismatch_rate(statuses)}
+    breached = sorted(p for p, t in totals.items() if t["mismatch_rate"] > options.max_mismatch_rate)
+    records = {role: {k: int(v) for k, v in obs.get.items()} for role, obs in observations.items()}
+    return {
+        "date": options.window.label,
+        "window": options.window.to_dict(),
+        "source": options.source,
+        "reader": reader,
+        "topics": dict(options.topics),
+        "orders_partitions": num_partitions,
+        "offsets": None if plan is None else plan.to_dict(),
+        "output_records": records,
+        "statuses": counts,
+        "totals": totals,
+        "causes": by_cause,
+        "by_partition_pair": cells,
+        "threshold": {"max_mismatch_rate": options.max_mismatch_rate, "breached": bool(breached), "breached_pairs": breached},
+        "detail": options.detail,
+        "versions": _versions(spark),
+    }
+
+
+def _samples(spark: SparkSession, staging: Path) -> list[dict[str, Any]]:
+    detail = spark.read.parquet(str(staging / "detail")).where(F.col("status") != "match")
+    ordered = detail.orderBy("pair", "status", "user_id", "ts", "product_id", "qty", "unit_price", "channel")
+    return [row.asDict() for row in ordered.select("pair", "status", "cause", "user_id", "ts", "cause_detail").limit(SAMPLES).collect()]
+
+
+def _replace(staging: Path, out_dir: Path) -> None:
+    """Swap the finished output in, so readers never see half of a run's output."""
+    old = out_dir.with_name(f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}")
+    if out_dir.exists():
+        out_dir.rename(old)
+    staging.rename(out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    table = Table(title=f"Reconciliation {summary['date']}: Faust vs ksqlDB")
+    table.add_column("status")
+    for pair in summary["statuses"]:
+        table.add_column(pair, justify="right")
+    for status in compare.STATUSES:
+        table.add_row(status, *[str(summary["statuses"][p][status]) for p in summary["statuses"]])
+    for cause in causes.CAUSES:
+        table.add_row(f"cause: {cause}", *[str(summary["causes"][p][cause]) for p in summary["causes"]])
+    console.print(table)
+    limit = summary["threshold"]["max_mismatch_rate"]
+    for pair, total in summary["totals"].items():
+        console.print(f"Mismatch rate {pair}: {total['mismatch_rate'] * 100:.2f}% of {total['orders']} orders "
+                      f"(threshold {limit * 100:.2f}%)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        options = parse(argv)
+        spark, owned = spark_session(options.master)
+        try:
+            started = time.monotonic()
+            summary = reconcile(spark, options)
+        finally:
+            if owned:
+                spark.stop()
+    except (StreamappError, ReconcileError) as exc:
+        print(f"reconcile: error: {exc}", file=sys.stderr)
+        return 2
+    print_summary(summary)
+    out = options.output / f"dt={summary['date']}"
+    console.print(f"Wrote {out}/summary.json, report.html and detail/ in {time.monotonic() - started:.1f} s")
+    return 1 if summary["threshold"]["breached"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
