@@ -1,0 +1,313 @@
+"""Shared pieces of the reliability scenarios: data, expected join output, tailing topics, workers, table digests.
+
+The expected join output is computed here from the produced users and orders,
+independently of ``streamapp.join``: key = USER_ID as UTF-8, value = compact
+JSON with ksqlDB's UPPERCASE columns in select order, record timestamp = TS,
+partition = murmur2 (the pure-Python reference hash) of the key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import aiohttp
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from streamapp.broker import free_port
+from streamapp.partitioners.hashes import murmur2
+from streamapp.settings import Settings
+from streamapp.worker_process import WorkerProcess
+
+DAY = "2026-11-21"
+DAY_START_MS = int(datetime(2026, 11, 21, tzinfo=timezone.utc).timestamp() * 1000)
+DAY_MS = 86_400_000
+CHANNELS = ("store", "web", "partner", "catalog")
+OUTPUT_COLUMNS = ("NAME", "AGE", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS")
+#: What makes an order the same order in an output (the reconciliation's identity).
+Identity = tuple[str, int, int, int, float, str]
+
+
+def murmur2_partition(key: bytes, n: int) -> int:
+    return (murmur2(key) & 0x7FFFFFFF) % n
+
+
+def isolated(settings: Settings, tag: str = "rel", **changes: Any) -> Settings:
+    """Settings whose topics, app id and web port belong to one test only."""
+    suffix = f"{tag}_{uuid.uuid4().hex[:8]}"
+    names = {
+        name: f"{getattr(settings, name)}_{suffix}"
+        for name in ("users_topic", "orders_topic", "users_repartition_topic", "merged_topic",
+                     "merged_repartition_topic", "dead_letter_topic", "ksqldb_merged_topic",
+                     "ksqldb_merged_repartition_topic")
+    }
+    return settings.replace(app_id=f"rel-{suffix}", web_port=free_port(), **names, **changes)
+
+
+@dataclass(frozen=True)
+class Order:
+    user_id: str
+    ts: int
+    product_id: int
+    qty: int
+    unit_price: float
+    channel: str
+
+    @property
+    def identity(self) -> Identity:
+        return (self.user_id, self.ts, self.product_id, self.qty, self.unit_price, self.channel)
+
+    def value(self) -> bytes:
+        return json.dumps({"ts": self.ts, "product_id": self.product_id, "qty": self.qty,
+                           "unit_price": self.unit_price, "channel": self.channel}).encode()
+
+
+@dataclass
+class Dataset:
+    users: dict[str, dict[str, Any]]
+    orders: list[Order]
+
+    def user_records(self) -> list[tuple[bytes, bytes]]:
+        return [(uid.encode(), json.dumps(row).encode()) for uid, row in self.users.items()]
+
+    def order_records(self) -> list[tuple[bytes, bytes, int]]:
+        return [(o.user_id.encode(), o.value(), o.ts) for o in self.orders]
+
+    def expected_value(self, order: Order) -> bytes:
+        """ksqlDB's LEFT JOIN output value for ``order`` (every user is known before its orders)."""
+        user = self.users.get(order.user_id)
+        columns = {"NAME": user["name"] if user else None, "AGE": user["age"] if user else None,
+                   "PRODUCT_ID": order.product_id, "QTY": order.qty, "UNIT_PRICE": order.unit_price,
+                   "CHANNEL": order.channel, "TS": order.ts}
+        return json.dumps(columns, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def make_dataset(users: int, orders: int, seed: int) -> Dataset:
+    """Users with 32-hex ids; orders inside ``DAY``, each unique (``product_id`` is its sequence number)."""
+    rng = random.Random(seed)
+    rows = {f"{rng.getrandbits(128):032x}": {"name": f"User {i}", "age": rng.randint(18, 90)} for i in range(users)}
+    ids = list(rows)
+    made = [
+        Order(rng.choice(ids), DAY_START_MS + rng.randrange(DAY_MS), i + 1, rng.randint(1, 9),
+              round(rng.uniform(1, 100), 2), rng.choice(CHANNELS))
+        for i in range(orders)
+    ]
+    return Dataset(rows, made)
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int]],
+            partitioner: str = "murmur2") -> int:
+    """Produce with real librdkafka (``murmur2`` is bit-for-bit the Java client's for non-empty keys)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": partitioner, "linger.ms": 5,
+                         "message.max.bytes": 2_000_000})
+    failures: list[str] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    count = 0
+    for record in records:
+        key, value = record[0], record[1]
+        extra = {"timestamp": record[2]} if len(record) > 2 else {}
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, on_delivery=report, **extra)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+        count += 1
+    remaining = producer.flush(60)
+    assert remaining == 0 and not failures, f"{topic}: {remaining} undelivered, errors {failures[:3]}"
+    return count
+
+
+class BackgroundProducer(threading.Thread):
+    """Produce records in chunks at a steady pace, so that a crash lands in the middle of the stream."""
+
+    def __init__(self, bootstrap: str, topic: str, records: Sequence[tuple[bytes, bytes, int]],
+                 chunk: int, pause: float) -> None:
+        super().__init__(daemon=True)
+        self.args = (bootstrap, topic, records, chunk, pause)
+        self.produced = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        bootstrap, topic, records, chunk, pause = self.args
+        try:
+            for start in range(0, len(records), chunk):
+                self.produced += produce(bootstrap, topic, records[start:start + chunk])
+                time.sleep(pause)
+        except BaseException as exc:  # reported by finish()
+            self.error = exc
+
+    def finish(self, timeout: float) -> None:
+        self.join(timeout)
+        assert not self.is_alive(), f"producer still running after {timeout:.0f}s ({self.produced} produced)"
+        assert self.error is None, f"producer failed: {self.error!r}"
+
+
+@dataclass
+class OutputRecord:
+    key: bytes | None
+    value: bytes | None
+    partition: int
+    offset: int
+    timestamp: int
+    headers: dict[str, bytes] = field(default_factory=dict)
+
+
+class TopicTail:
+    """Every record of a topic from the beginning, kept while the scenario runs (one real consumer)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.topic = topic
+        self.records: list[OutputRecord] = []
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": f"rel-tail-{uuid.uuid4().hex}",
+            "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 100,
+        })
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        self.at_end: set[int] = set()
+
+    def poll(self, seconds: float = 0.5) -> int:
+        """Read what has arrived for up to ``seconds``; returns how many records were new."""
+        before = len(self.records)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for msg in self.consumer.consume(num_messages=10_000, timeout=0.1):
+                error = msg.error()
+                if error is not None:
+                    assert error.code() == KafkaError._PARTITION_EOF, f"{self.topic}: {error.str()}"
+                    self.at_end.add(msg.partition())
+                    continue
+                self.at_end.discard(msg.partition())
+                self.records.append(OutputRecord(msg.key(), msg.value(), msg.partition(), msg.offset(),
+                                                 msg.timestamp()[1], dict(msg.headers() or [])))
+        return len(self.records) - before
+
+    def drain(self, partitions: int, quiet: float = 2.0, timeout: float = 60.0) -> None:
+        """Read until every partition reached its Fetch high watermark and nothing new came for ``quiet`` s."""
+        deadline = time.monotonic() + timeout
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            if self.poll(0.3):
+                quiet_since = time.monotonic()
+            elif len(self.at_end) == partitions and time.monotonic() - quiet_since >= quiet:
+                return
+        raise AssertionError(f"{self.topic}: not drained within {timeout:.0f}s (at end: {sorted(self.at_end)})")
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def output_identity(record: OutputRecord) -> Identity:
+    value = json.loads(record.value or b"null")
+    return (record.key.decode() if record.key else "", value["TS"], value["PRODUCT_ID"], value["QTY"],
+            value["UNIT_PRICE"], value["CHANNEL"])
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """What one join output holds against the orders produced."""
+
+    records: int
+    distinct: int
+    duplicates: int  # records beyond the first of their order
+    duplicated_orders: int  # orders with more than one record
+    missing: list[Identity]
+    wrong: list[str]
+
+
+def check_output(dataset: Dataset, records: Sequence[OutputRecord], partitions: int) -> OutputCheck:
+    """Compare an output topic with the expected ksqlDB-format record of every order."""
+    by_identity = {o.identity: o for o in dataset.orders}
+    counts: Counter[Identity] = Counter()
+    wrong: list[str] = []
+    for rec in records:
+        ident = output_identity(rec)
+        counts[ident] += 1
+        order = by_identity.get(ident)
+        if order is None:
+            wrong.append(f"unexpected record {rec}")
+            continue
+        if rec.value != dataset.expected_value(order):
+            wrong.append(f"value {rec.value!r} != {dataset.expected_value(order)!r}")
+        if rec.timestamp != order.ts or rec.partition != murmur2_partition(rec.key or b"", partitions):
+            wrong.append(f"timestamp/partition of {rec} (expected ts {order.ts})")
+    missing = [ident for ident in by_identity if ident not in counts]
+    return OutputCheck(
+        records=len(records), distinct=len(counts), duplicates=sum(n - 1 for n in counts.values()),
+        duplicated_orders=sum(1 for n in counts.values() if n > 1), missing=missing, wrong=wrong[:5],
+    )
+
+
+def wait_for_outputs(tails: Sequence[TopicTail], dataset: Dataset, workers: Sequence[WorkerProcess],
+                     timeout: float) -> None:
+    """Until every order has at least one record in each tailed output (or fail with the workers' logs)."""
+    wanted = {o.identity for o in dataset.orders}
+    seen: list[set[Identity]] = [set() for _ in tails]
+    done = [0 for _ in tails]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for i, tail in enumerate(tails):
+            tail.poll(0.3)
+            seen[i].update(output_identity(r) for r in tail.records[done[i]:])
+            done[i] = len(tail.records)
+        if all(wanted <= s for s in seen):
+            return
+        for worker in workers:
+            assert worker.proc is None or worker.proc.poll() is None, f"worker exited: {worker.tail()}"
+    have = [len(wanted & s) for s in seen]
+    logs = "\n---\n".join(w.tail(10) for w in workers)
+    raise AssertionError(f"after {timeout:.0f}s the outputs hold {have} of {len(wanted)} orders\n{logs}")
+
+
+def worker_settings(settings: Settings, tmp_path: Path, name: str) -> Settings:
+    return settings.replace(web_port=free_port(), data_dir=str(tmp_path / f"data-{name}"))
+
+
+async def http_get(url: str, token: str | None = None, timeout: float = 20.0) -> tuple[int, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+            body = await response.read()
+            try:
+                return response.status, json.loads(body)
+            except ValueError:
+                return response.status, body.decode("utf-8", "replace")
+
+
+async def table_rows(base_url: str, table: str, partitions: int, token: str | None = None) -> list[tuple[int, str, Any]]:
+    """Every row of one table, (partition, key hex, row), paged through the worker's ``/users`` view."""
+    rows: list[tuple[int, str, Any]] = []
+    for partition in range(partitions):
+        after = ""
+        while True:
+            query = f"?table={table}&partition={partition}&limit=500" + (f"&after={after}" if after else "")
+            status, body = await http_get(f"{base_url}/users{query}", token)
+            if status != 200:
+                raise AssertionError(f"/users{query}: {status} {body}")
+            rows += [(partition, r["key_hex"], r["row"]) for r in body["rows"]]
+            if body["next_after"] is None:
+                break
+            after = body["next_after"]
+    return rows
+
+
+def digest(rows: Iterable[tuple[Any, ...]]) -> str:
+    """One sha256 over every row, order-independent."""
+    h = hashlib.sha256()
+    for row in sorted(json.dumps(r, sort_keys=True) for r in rows):
+        h.update(row.encode())
+        h.update(b"\n")
+    return h.hexdigest()
