@@ -32,6 +32,10 @@ from .produce import people_console, produce_with_progress, render_run
 #: librdkafka's default first (the bug), then the Java-compatible one (the fix).
 RUNS = ("consistent_random", "murmur2_random")
 RECONCILE_TIMEOUT = 180.0
+#: Spark's defaults (200 shuffle partitions, the UI) are sized for clusters; the demo's data is tiny.
+SPARK_SUBMIT_ARGS = ("--conf spark.sql.shuffle.partitions=2 --conf spark.default.parallelism=2 "
+                     "--conf spark.ui.enabled=false --conf spark.sql.adaptive.coalescePartitions.initialPartitionNum=2 "
+                     "pyspark-shell")
 
 
 def add_parser(sub: Any) -> None:
@@ -62,14 +66,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 console.rule(f"Run {number}: users with {partitioner}, orders with murmur2 (Java, ksqlDB)")
                 options = ProduceOptions(partitioner=partitioner, messages=args.messages, client_id="streamapp-demo",
                                          seed=seed, wait=30.0)
+                run_started = time.monotonic()
                 result = produce_with_progress(demo_settings, options, console)
                 results.append(result)
                 render_run(console, result)
+                console.print(f"Run {number} took {time.monotonic() - run_started:.1f}s")
         console.print("Worker stopped.")
         console.rule("Summary")
         console.print(summary_table(results))
         if args.reconcile:
+            reconcile_started = time.monotonic()
             reconciliation = reconcile(demo_settings, Path(tmp), window_start, console)
+            console.print(f"Reconciliation took {time.monotonic() - reconcile_started:.1f}s")
     console.print(f"Broker stopped; demo finished in {time.monotonic() - started:.1f}s")
     if args.json:
         print(json.dumps({"runs": [r.to_dict() for r in results], "reconciliation": reconciliation}, indent=2))
@@ -134,7 +142,7 @@ def reconcile(settings: Settings, tmp: Path, window_start: datetime, console: An
            "--source", "files", "--input", str(exports),
            "--ksqldb-topic", settings.merged_repartition_topic,
            "--ksqldb-repartition-topic", settings.merged_repartition_topic]
-    env = {**os.environ, **settings_env(settings)}
+    env = {**os.environ, **settings_env(settings), "PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS}
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RECONCILE_TIMEOUT)
     except subprocess.TimeoutExpired:
