@@ -9,6 +9,7 @@ earlier run left in the topics cannot blur the numbers.
 """
 from __future__ import annotations
 
+import logging
 import random
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from .settings import Settings
 from .topic_reader import Record, key_partitions, read_topic
 from .topics import describe, ensure_topics
 
+logger = logging.getLogger(__name__)
 Progress = Callable[[int], None]
 JAVA_COMPATIBLE = "murmur2"
 ACTIVE_GROUP_STATES = ("STABLE", "PREPARING_REBALANCING", "COMPLETING_REBALANCING")
@@ -85,6 +87,8 @@ def _deliver(producer: Producer, topic: str, records: Iterable[tuple[bytes, byte
             failures.append(f"{msg.key()!r}: {err}")  # type: ignore[attr-defined]
         else:
             delivered[msg.key().decode()] = msg.partition()  # type: ignore[attr-defined]
+            logger.debug("Message key %r delivered to topic %r, partition #%d, offset #%d",
+                         msg.key(), msg.topic(), msg.partition(), msg.offset())  # type: ignore[attr-defined]
         if progress:
             progress(1)
 

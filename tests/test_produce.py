@@ -183,3 +183,20 @@ def test_cli_unreachable_ksqldb_falls_back_to_the_java_compatible_producer(boots
     assert f"ksqlDB at {url}: UNREACHABLE" in out and f"Control Center at {url}: UNREACHABLE" in out
     assert "orders via confluent-kafka partitioner=murmur2 (Java-compatible)" in out
     assert " - Matched partitions: 100.00%" in out
+
+
+def test_cli_debug_logs_every_delivery_with_its_partition(bootstrap: str, capsys, caplog) -> None:
+    import logging
+
+    topic = f"demo_user_{uuid.uuid4().hex[:8]}"
+    with caplog.at_level(logging.DEBUG, logger="streamapp.produce"):
+        code, _, _ = run_cli(capsys, "produce", "--bootstrap_server", bootstrap, "--topic", topic, "--messages", "3",
+                             "--seed", "4", "--wait", "1", "--debug")
+    assert code == 0
+    users = make_users(3, random.Random(4))
+    lines = [r.getMessage() for r in caplog.records if "delivered to topic" in r.getMessage()]
+    for i, user in enumerate(users):
+        p = java(key(user), 6)
+        offset = sum(java(key(u), 6) == p for u in users[:i])
+        assert f"Message key {key(user)!r} delivered to topic '{topic}', partition #{p}, offset #{offset}" in lines
+        assert f"Message key {key(user)!r} delivered to topic '{topic}_orders', partition #{p}, offset #{offset}" in lines
