@@ -1,0 +1,87 @@
+"""Two workers in one group, one killed with kill -9 mid-stream: the other takes over its partitions, outputs complete.
+
+Real worker processes with their own RocksDB directories on the embedded broker.
+The survivor notices the death after the session timeout (6 s on the embedded
+broker), rebalances, restores the dead worker's table partitions from their
+changelogs and reprocesses what was not committed: at-least-once, so an order
+may appear twice, never zero times.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from streamapp.settings import Settings
+from streamapp.worker_process import WorkerProcess
+
+from reliability_helpers import (
+    BackgroundProducer, TopicTail, check_output, http_get, isolated, make_dataset, produce, wait_for_outputs,
+    worker_settings,
+)
+from workerkit import counters_from_log, wait_for_users
+
+
+def local_orders_by_partition(worker: WorkerProcess) -> dict[str, int]:
+    status, body = asyncio.run(http_get(f"http://127.0.0.1:{worker.settings.web_port}/stats?scope=local"))
+    assert status == 200, body
+    return body["counters"]["orders"]
+
+
+def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float, timeout: float) -> None:
+    n = settings.partitions
+    dataset = make_dataset(users, orders, seed=orders + 1)
+    started = time.monotonic()
+    survivor, victim = (WorkerProcess(worker_settings(settings, tmp_path, name), tmp_path / f"{name}.log")
+                        for name in ("survivor", "victim"))
+    tails = [TopicTail(settings.bootstrap_servers, t, n) for t in (settings.merged_topic, settings.merged_repartition_topic)]
+    try:
+        survivor.start(timeout=120)
+        victim.start(timeout=120)
+        produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
+        wait_for_users([survivor, victim], len(dataset.users), timeout=120)
+        stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, dataset.order_records(),
+                                    chunk=250, pause=250 / rate)
+        stream.start()
+        deadline = time.monotonic() + timeout
+        while len(tails[1].records) < len(dataset.orders) * 0.4:
+            assert time.monotonic() < deadline, survivor.tail()
+            tails[1].poll(0.2)
+        before = local_orders_by_partition(survivor)
+        victim_orders = counters_from_log(victim.log())[2]
+        victim.kill()
+        produced_at_kill = stream.produced
+        stream.finish(timeout)
+        assert produced_at_kill < len(dataset.orders), "the stream ended before the kill"
+        assert victim_orders > 0 and len(before) < n, f"the victim processed no partition: {before}"
+        wait_for_outputs(tails, dataset, [survivor], timeout)
+        after = local_orders_by_partition(survivor)
+        assert sorted(after) == [str(p) for p in range(n)], f"survivor did not take over every partition: {after}"
+        for tail in tails:
+            tail.drain(n)
+        checks = {tail.topic: check_output(dataset, tail.records, n) for tail in tails}
+        for topic, check in checks.items():
+            assert check.missing == [] and check.wrong == [] and check.distinct == len(dataset.orders), (topic, check)
+        assert "Traceback" not in survivor.log(), survivor.tail(40)
+        figures = {"orders": orders, "victim_partitions_before": n - len(before), "victim_orders": victim_orders,
+                   "duplicates": {t: c.duplicates for t, c in checks.items()},
+                   "seconds": round(time.monotonic() - started, 1)}
+        print(f"takeover: {json.dumps(figures)}")
+    finally:
+        for tail in tails:
+            tail.close()
+        victim.kill()
+        code = survivor.stop()
+    assert code == 0, survivor.tail()
+
+
+def test_survivor_takes_over_killed_workers_partitions(embedded_settings: Settings, tmp_path: Path) -> None:
+    run(isolated(embedded_settings, "takeover"), tmp_path, users=300, orders=5_000, rate=500, timeout=300)
+
+
+@pytest.mark.slow
+def test_survivor_takes_over_at_volume(embedded_settings: Settings, tmp_path: Path) -> None:
+    run(isolated(embedded_settings, "takeover"), tmp_path, users=5_000, orders=100_000, rate=700, timeout=3_000)
