@@ -89,6 +89,13 @@ def test_orders_land_where_the_java_client_puts_them_with_ts_as_timestamp(bootst
     assert {k: r.timestamp for k, r in records.items()} == {o.user_id: o.ts for o in orders}
 
 
+def test_partitioner_choices_are_librdkafkas_seven() -> None:
+    from streamapp.cli.produce import PARTITIONER_CHOICES
+    from streamapp.partitioners import LIBRDKAFKA_NAMES
+
+    assert sorted(PARTITIONER_CHOICES) == sorted(LIBRDKAFKA_NAMES) and len(PARTITIONER_CHOICES) == 7
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()

@@ -11,7 +11,6 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from ..partitioners import LIBRDKAFKA_NAMES
 from ..produce import ProduceError, ProduceOptions, ProduceRun, run
 from ..report import render_joins, render_match
 from ..settings import Settings
@@ -19,11 +18,13 @@ from ..settings import Settings
 #: From this many messages on, a progress bar shows (small runs print instantly).
 PROGRESS_FROM = 1000
 DEFAULTS = Settings()
+#: librdkafka's seven partitioners, in the original demo's order.
+PARTITIONER_CHOICES = ("murmur2_random", "murmur2", "consistent_random", "consistent", "fnv1a_random", "fnv1a", "random")
 
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("produce", help="produce demo users and orders, then report matched partitions and joins")
-    parser.add_argument("--topic", dest="users_topic", default=None,
+    parser.add_argument("--topic", dest="users_topic", default=None, metavar="TOPIC",
                         help=f"users topic; orders go to <topic>_orders (default '{DEFAULTS.users_topic}')")
     parser.add_argument("--partitions", type=int, default=None,
                         help=f"partitions when creating the topics (default {DEFAULTS.partitions})")
@@ -31,7 +32,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--client_id", default=socket.gethostname(), help="producer client id (default your hostname)")
     parser.add_argument("--bootstrap_server", default=None,
                         help=f"bootstrap servers (default '{DEFAULTS.bootstrap_servers}', or STREAMAPP_BOOTSTRAP_SERVERS)")
-    parser.add_argument("--partitioner", dest="users_partitioner", choices=LIBRDKAFKA_NAMES, default="murmur2_random",
+    parser.add_argument("--partitioner", dest="users_partitioner", choices=PARTITIONER_CHOICES, default="murmur2_random",
                         help="librdkafka partitioner for the users (default murmur2_random)")
     parser.add_argument("--c3_endpoint", default="", help="Control Center URL to check, e.g. http://localhost:9021")
     parser.add_argument("--ksqldb_endpoint", default=None,
