@@ -104,7 +104,7 @@ def test_reconcile_runs_the_job_with_the_matching_spark_sql_kafka_package() -> N
     group, artifact, version = package.split(":")
     assert (group, artifact) == ("org.apache.spark", "spark-sql-kafka-0-10_2.13")
     assert version == service["build"]["args"]["SPARK_VERSION"]
-    script = words[words.index("--packages") + 2]
+    script = next(w for w in words if w.endswith(".py"))
     assert script == "/opt/streamapp/spark_batch/reconcile.py" and (ROOT / "spark_batch" / "reconcile.py").is_file()
     job_args = [w if not w.startswith("${RECONCILE_DATE") else "2026-11-20" for w in words[words.index(script) + 1:]]
     parsed = reconcile_parser(Settings.from_env(env_of("reconcile"))).parse_args(job_args)
