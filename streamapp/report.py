@@ -15,6 +15,8 @@ from rich.table import Table
 from .topic_reader import Record
 
 MISSING = "???"
+#: Rows a table shows people; --json has them all.
+TABLE_ROWS = 25
 JOIN_COLUMNS = ("NAME", "AGE", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS")
 
 
@@ -139,6 +141,11 @@ def join_rows_from_columns(source: str, names: list[str], rows: Iterable[list[ob
     return JoinResults(source, result, expected)
 
 
+def _more(console: Console, rows: int) -> None:
+    if rows > TABLE_ROWS:
+        console.print(f" ... {rows - TABLE_ROWS} more rows (--json lists them all)")
+
+
 def render_match(console: Console, title: str, report: MatchReport) -> None:
     console.print(f"[bold]{title}[/bold]: {report.users_topic} vs {report.orders_topic} ({report.total} users)")
     console.print(f" - Matched partitions: {report.matched_pct:.2f}%")
@@ -146,16 +153,18 @@ def render_match(console: Console, title: str, report: MatchReport) -> None:
         return
     table = Table("USER_ID", f"{report.users_topic} partition", f"{report.orders_topic} partition",
                   title=f"{len(report.exceptions)} exceptions", title_justify="left")
-    for e in report.exceptions:
+    for e in report.exceptions[:TABLE_ROWS]:
         table.add_row(e.user_id, str(e.users_partition), MISSING if e.orders_partition is None else str(e.orders_partition))
     console.print(table)
+    _more(console, len(report.exceptions))
 
 
 def render_joins(console: Console, title: str, results: JoinResults) -> None:
     table = Table("USER_ID", *JOIN_COLUMNS[:-1], title=f"{title}: {results.source}", title_justify="left")
-    for row in results.rows:
+    for row in results.rows[:TABLE_ROWS]:
         table.add_row(row.user_id, *(MISSING if row.columns[c] is None else str(row.columns[c]) for c in JOIN_COLUMNS[:-1]))
     console.print(table)
+    _more(console, len(results.rows))
     line = f" - Joined: {results.hits} of {results.expected} orders, missed ({MISSING}): {results.misses}"
     if results.absent:
         line += f", no output yet: {results.absent}"

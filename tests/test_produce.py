@@ -207,3 +207,17 @@ def test_cli_debug_logs_every_delivery_with_its_partition(bootstrap: str, capsys
         offset = sum(java(key(u), 6) == p for u in users[:i])
         assert f"Message key {key(user)!r} delivered to topic '{topic}', partition #{p}, offset #{offset}" in lines
         assert f"Message key {key(user)!r} delivered to topic '{topic}_orders', partition #{p}, offset #{offset}" in lines
+
+
+def test_people_tables_show_the_first_rows_and_say_how_many_more() -> None:
+    from rich.console import Console
+
+    from streamapp.report import TABLE_ROWS, render_match
+
+    users = {f"u{i:03d}": 0 for i in range(TABLE_ROWS + 7)}
+    console = Console(record=True, width=200)
+    render_match(console, "Direct", match_partitions("u", users, "o", {}))
+    text = console.export_text()
+    assert " - Matched partitions: 0.00%" in text and f"{TABLE_ROWS + 7} exceptions" in text
+    assert f"u{TABLE_ROWS - 1:03d}" in text and f"u{TABLE_ROWS:03d}" not in text
+    assert " ... 7 more rows (--json lists them all)" in text
