@@ -172,6 +172,13 @@ def wait_for_tables(settings: Settings, ids: Sequence[str], timeout: float) -> N
             wait_for_keys(settings.bootstrap_servers, topic, ids, left)
 
 
+def wait_for_ksqldb_table(settings: Settings, ids: Sequence[str], timeout: float) -> None:
+    """Wait until ksqlDB has written this run's users to its repartitioned table's topic (its table is loaded)."""
+    topic = DemoObjects.from_settings(settings).users_repartition_topic
+    if describe(settings.bootstrap_servers, [topic]):
+        wait_for_keys(settings.bootstrap_servers, topic, ids, timeout)
+
+
 def _only(partitions: dict[str, int], keys: Iterable[str]) -> dict[str, int]:
     return {k: partitions[k] for k in keys if k in partitions}
 
@@ -187,10 +194,9 @@ def check_endpoints(settings: Settings, options: ProduceOptions) -> tuple[list[E
         endpoints.append(check_http("Control Center", c3))
     client = None
     if ksqldb:
-        url = ksqldb
-        endpoint = check_http("ksqlDB", url, "/info")
+        endpoint = check_http("ksqlDB", ksqldb, "/info")
         endpoints.append(endpoint)
-        client = KsqlDBClient(url) if endpoint.reachable else None
+        client = KsqlDBClient(ksqldb) if endpoint.reachable else None
     return endpoints, client
 
 
@@ -211,6 +217,8 @@ def run(settings: Settings, options: ProduceOptions, progress: Progress | None =
     produce_users(bootstrap, settings.users_topic, users, options.partitioner, options.client_id, progress)
     if worker:
         wait_for_tables(settings, ids, options.wait)
+    if ksql is not None:
+        wait_for_ksqldb_table(settings, ids, options.wait)
     orders = make_orders(users, rng, int(time.time() * 1000))
     if ksql is not None:
         insert_orders(ksql, DemoObjects.from_settings(settings).orders_stream, orders, progress)
@@ -253,8 +261,9 @@ def _report_ksqldb(result: ProduceRun, settings: Settings, ksql: KsqlDBClient, i
     result.reports.append(("Repartitioned (ksqlDB)", match_partitions(topic, repartitioned,
                                                                       settings.orders_topic, orders_partitions)))
     since = min(o.ts for o in orders)
+    wanted = set(ids)
     for title, stream in (("ksqlDB join, direct", objects.merged_stream),
                           ("ksqlDB join, repartitioned", objects.merged_repartition_stream)):
         answer = ksql.query(f"SELECT * FROM {stream} WHERE TS >= {since} EMIT CHANGES LIMIT {len(orders)};", wait)
-        rows = [row for row in answer.rows if str(dict(zip(answer.columns, row)).get("USER_ID")) in set(ids)]
+        rows = [row for row in answer.rows if str(dict(zip(answer.columns, row)).get("USER_ID")) in wanted]
         result.joins.append((title, join_rows_from_columns(f"push query on {stream}", answer.columns, rows, len(ids))))
