@@ -12,6 +12,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from rocksdict import AccessType, Options, Rdict
 
 from streamapp.broker import free_port
 from streamapp.partitioners.hashes import murmur2
@@ -91,6 +92,32 @@ def run_scenario(settings: Settings, tmp_path: Path, users_partitioner: str, wor
     finally:
         for proc in procs:
             assert proc.stop() == 0, proc.tail()
+    if workers == 1:
+        placed = crc32_partition if users_partitioner == "consistent_random" else murmur2_partition
+        assert stored_rows(Path(procs[0].settings.data_dir), "users", n) == {
+            uid.encode(): (placed(uid.encode(), n), row) for uid, row in users.items()
+        }
+        assert stored_rows(Path(procs[0].settings.data_dir), "users_repartition", n) == {
+            uid.encode(): (murmur2_partition(uid.encode(), n), row) for uid, row in users.items()
+        }
+
+
+def stored_rows(data_dir: Path, table: str, n: int) -> dict[bytes, tuple[int, dict]]:
+    """Every row in the worker's RocksDB files: raw key -> (partition file it is in, value)."""
+    rows: dict[bytes, tuple[int, dict]] = {}
+    for p in range(n):
+        path = data_dir / "v1" / "tables" / f"{table}-{p}.db"
+        if not path.exists():
+            continue
+        db = Rdict(str(path), options=Options(raw_mode=True), access_type=AccessType.read_only())
+        try:
+            for key, value in db.items():
+                if not key.startswith(b"__faust"):
+                    assert key not in rows, f"{key!r} stored in partitions {rows[key][0]} and {p}"
+                    rows[key] = (p, json.loads(value))
+        finally:
+            db.close()
+    return rows
 
 
 @pytest.mark.parametrize("users_partitioner", ["consistent_random", "murmur2_random"])
