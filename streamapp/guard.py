@@ -124,13 +124,14 @@ def partitioner_check(topic: str, partitioner: str, facts: TopicFacts, settings:
     if fp is None:
         return Check(name, None, f"fingerprint not available ({facts.fingerprint_error or 'not read'})")
     if fp.keyed == 0:
-        return Check(name, None, f"{topic} has no keyed records yet, so the partitioner that wrote it cannot be checked")
+        return Check(name, None, f"{topic} has no keyed records yet, so its partitioner cannot be checked")
     if partitioner not in fp.scored:
         return Check(name, None, f"{partitioner} is not a known partitioner, so the fingerprint cannot judge it")
     if partitioner in fp.explaining:
         return Check(name, True, f"{topic} was written with {partitioner}, the join's partitioner: {fp.verdict}")
     n = fp.num_partitions
-    placed = f"only {fp.scores.get(partitioner, 0.0):.2%} of its {fp.keyed:,} sampled keys are where {partitioner} puts them"
+    share = fp.scores.get(partitioner, 0.0)
+    placed = f"only {share:.2%} of its {fp.keyed:,} sampled keys are where {partitioner} puts them"
     if topic == settings.users_topic:
         cost = (
             f"The direct join ({settings.merged_topic}) will miss about {1 - 1 / n:.0%} (1 − 1/{n}) of lookups; "
@@ -139,7 +140,8 @@ def partitioner_check(topic: str, partitioner: str, facts: TopicFacts, settings:
     else:
         cost = (
             f"Orders are looked up in partitions {partitioner} did not choose: both joins "
-            f"({settings.merged_topic}, {settings.merged_repartition_topic}) will miss about {1 - 1 / n:.0%} of lookups."
+            f"({settings.merged_topic}, {settings.merged_repartition_topic}) will miss about "
+            f"{1 - 1 / n:.0%} of lookups."
         )
     return Check(name, False, f"{topic} was not written with {partitioner}: {placed}. {fp.verdict} {cost}")
 

@@ -9,7 +9,8 @@ topic) instead of being dropped by Faust's deserializer.
 A table is partitioned like its source topic: a row lives in the partition its
 record came from, and a lookup made while processing an order reads only the
 order's partition (Faust's RocksDB store reads only the current event's
-partition; :func:`lookup` insists that there is one and that it is the order's), exactly as a Kafka Streams/ksqlDB join does.
+partition; :func:`lookup` insists that there is one and that it is the
+order's), exactly as a Kafka Streams/ksqlDB join does.
 """
 from __future__ import annotations
 

@@ -33,7 +33,9 @@ BAD_ORDERS: list[tuple[bytes | None, bytes | None, str]] = [
 ]
 
 
-def test_malformed_records_are_dead_lettered_and_valid_orders_joined(embedded_settings: Settings, tmp_path: Path) -> None:
+def test_malformed_records_are_dead_lettered_and_valid_orders_joined(
+    embedded_settings: Settings, tmp_path: Path
+) -> None:
     settings = isolated(embedded_settings)
     n = settings.partitions
     users = make_users(40, seed=3)

@@ -1,0 +1,62 @@
+"""The worker's small pure parts: counters, dead-letter records, the lookup's partition rule, the app's topics."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamapp.application import faust_config, owned_topics
+from streamapp.counters import Counters, summary_line
+from streamapp.dead_letters import SOURCE_OFFSET, DeadLetter, from_record
+from streamapp.partitioners.hashes import murmur2
+from streamapp.settings import Settings
+
+
+def test_counters_snapshot_per_partition_and_totals() -> None:
+    c = Counters()
+    for partition, matched in ((0, True), (0, False), (3, False), (3, False)):
+        c.record_join("direct", partition, matched)
+    c.record_join("repartitioned", 1, True)
+    c.orders[0] += 2
+    c.orders[3] += 2
+    c.users[5] += 7
+    c.record_dead_letter("demo_user_orders", 2)
+    snap = json.loads(json.dumps(c.snapshot()))
+    assert snap["missed"]["direct"] == {"0": 1, "3": 2}
+    assert snap["joined"] == {"direct": {"0": 1}, "repartitioned": {"1": 1}}
+    assert snap["totals"] == {
+        "users": 7, "users_deleted": 0, "users_repartitioned": 0, "orders": 4,
+        "joined": {"direct": 1, "repartitioned": 1}, "missed": {"direct": 3}, "dead_lettered": 1,
+    }
+    line = summary_line(snap)
+    assert "direct joined 1 missed 3 (75.00%)" in line
+    assert "repartitioned joined 1 missed 0 (0.00%)" in line
+    assert line.startswith("Counters: users 7 · repartitioned users 0 · orders 4")
+
+
+def test_dead_letter_keeps_bytes_and_reads_back_from_either_header_form() -> None:
+    letter = DeadLetter("demo_user_orders", 4, 1234, b"\xffk", b"{oops", "value is not valid JSON", "value")
+    headers = letter.headers()
+    assert headers[SOURCE_OFFSET] == b"1234"
+    assert from_record(b"\xffk", b"{oops", headers) == letter
+    assert from_record(b"\xffk", b"{oops", list(headers.items())) == letter
+    assert letter.to_dict()["key"] == "\\xffk"
+    null = DeadLetter("t", 0, 1, None, None, "key is null", "key")
+    assert from_record(None, None, null.headers()) == null
+
+
+def test_lookup_outside_an_event_refuses_instead_of_searching_every_partition() -> None:
+    from streamapp.tables import CrossPartitionLookupError, lookup, users_table
+
+    with pytest.raises(CrossPartitionLookupError, match="needs the current event"):
+        lookup(users_table, b"u1", 0)
+
+
+def test_app_owns_every_topic_with_the_configured_count_and_uses_the_partitioner() -> None:
+    s = Settings(partitions=9)
+    assert owned_topics(s) == {name: 9 for name in (
+        "demo_user", "demo_user_orders", "streamapp_user_repartition", "streamapp_orders_merged",
+        "streamapp_orders_merged_repartition", "streamapp_dead_letters")}
+    choose = faust_config(s)["producer_partitioner"]
+    key = b"2b4f5c1e9a0d4f3e8c7b6a5d4e3f2a1b"
+    assert choose(key, list(range(9)), []) == (murmur2(key) & 0x7FFFFFFF) % 9
