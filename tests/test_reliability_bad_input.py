@@ -175,3 +175,37 @@ def test_1k_malformed_records_in_valid_traffic(embedded_settings: Settings, tmp_
 @pytest.mark.slow
 def test_10k_malformed_records_in_valid_traffic(embedded_settings: Settings, tmp_path: Path) -> None:
     run(isolated(embedded_settings, "bad"), tmp_path, bad_count=10_000, orders=10_000, timeout=1_200)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug (worker engineer): streamapp/records.py decode_order accepts ts >= 2**63; agents/orders.py then "
+    "crashes on output.send (OverflowError: Python int too large to convert to C long), Faust's supervisor "
+    "restarts the agent and the order is lost: in neither output nor the dead-letter topic"))
+def test_order_with_timestamp_beyond_int64_is_dead_lettered(embedded_settings: Settings, tmp_path: Path) -> None:
+    settings = isolated(embedded_settings, "bigts")
+    n = settings.partitions
+    dataset = make_dataset(users=20, orders=40, seed=5)
+    records = dataset.order_records()
+    poison = (b"poison", json.dumps({"ts": 2**63, "product_id": 1, "qty": 1, "unit_price": 1.0,
+                                     "channel": "web"}).encode())
+    worker = WorkerProcess(worker_settings(settings, tmp_path, "w"), tmp_path / "worker.log").start(timeout=120)
+    tails = [TopicTail(settings.bootstrap_servers, t, n)
+             for t in (settings.merged_topic, settings.merged_repartition_topic, settings.dead_letter_topic)]
+    try:
+        produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
+        deadline = time.monotonic() + 120
+        while counters_from_log(worker.log())[:2] != (20, 20):
+            assert time.monotonic() < deadline, worker.tail()
+            time.sleep(0.3)
+        produce(settings.bootstrap_servers, settings.orders_topic, [*records[:20], poison, *records[20:]])
+        wait_for_outputs(tails[:2], dataset, [worker], timeout=60)
+        deadline = time.monotonic() + 30
+        while not tails[2].records and time.monotonic() < deadline:
+            tails[2].poll(0.5)
+        letters = [from_record(r.key, r.value, r.headers) for r in tails[2].records]
+        assert [(d.key, d.field) for d in letters] == [(b"poison", "ts")], letters
+        assert "Traceback" not in worker.log(), worker.tail(40)
+    finally:
+        for tail in tails:
+            tail.close()
+        worker.stop()
