@@ -7,10 +7,11 @@ from typing import AsyncIterator, Callable, TypeVar
 from faust import StreamT
 from faust.types import EventT, Message
 
+from streamapp.application import settings
 from streamapp.counters import counters
 from streamapp.dead_letters import DeadLetter
 from streamapp.records import RecordError
-from streamapp.tables import dead_letter_topic
+from streamapp.tables import send_raw
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +21,7 @@ T = TypeVar("T")
 async def send_dead_letter(event: EventT, error: RecordError) -> None:
     msg = event.message
     letter = DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, error.reason, error.field)
-    await dead_letter_topic.send(key=msg.key, value=msg.value, headers=letter.headers())
+    await send_raw(settings.dead_letter_topic, msg.key, msg.value, headers=letter.headers())
     counters.record_dead_letter(msg.topic, msg.partition)
     logger.warning("Dead letter from %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, error.reason)
 

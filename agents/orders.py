@@ -16,6 +16,7 @@ from streamapp.records import decode_order, user_from_table
 from streamapp.tables import (
     lookup,
     orders_topic,
+    send_raw,
     users_repartition_table,
     users_table,
 )
@@ -35,5 +36,5 @@ async def join_orders(stream: StreamT) -> None:
         for table, output in JOINS:
             user = user_from_table(order.user_id, lookup(table, msg.key, msg.partition))
             record = join_record(order, user)
-            await app.producer.send(output, record.key, record.value, None, record.faust_timestamp, None)
+            await send_raw(output, record.key, record.value, record.timestamp_ms)
             counters.record_join(output, msg.partition, record.matched)

@@ -10,10 +10,10 @@ import json
 
 from faust import StreamT
 
-from streamapp.application import app
+from streamapp.application import app, settings
 from streamapp.counters import counters
 from streamapp.records import decode_user
-from streamapp.tables import users_repartition_topic, users_table, users_topic
+from streamapp.tables import send_raw, users_table, users_topic
 
 from .decoding import decoded
 
@@ -24,9 +24,9 @@ async def load_users(stream: StreamT) -> None:
         if user is None:
             users_table.pop(msg.key, None)
             counters.users_deleted[msg.partition] += 1
-            await users_repartition_topic.send(key=msg.key, value=None)
+            await send_raw(settings.users_repartition_topic, msg.key, None)
             continue
         row = user.to_table_value()
         users_table[msg.key] = row
         counters.users[msg.partition] += 1
-        await users_repartition_topic.send(key=msg.key, value=json.dumps(row).encode())
+        await send_raw(settings.users_repartition_topic, msg.key, json.dumps(row).encode())

@@ -29,10 +29,6 @@ class JoinedRecord:
     def columns(self) -> dict[str, Any]:
         return json.loads(self.value)
 
-    @property
-    def faust_timestamp(self) -> float:
-        return faust_timestamp(self.timestamp_ms)
-
 
 def join_columns(order: Order, user: User | None) -> dict[str, Any]:
     return {

@@ -21,15 +21,13 @@ from faust.streams import current_event
 
 from .application import app, settings
 from .errors import StreamappError
+from .join import faust_timestamp
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
 users_topic = app.topic(settings.users_topic, partitions=settings.partitions, **RAW)
 orders_topic = app.topic(settings.orders_topic, partitions=settings.partitions, **RAW)
 users_repartition_topic = app.topic(settings.users_repartition_topic, partitions=settings.partitions, **RAW)
-merged_topic = app.topic(settings.merged_topic, partitions=settings.partitions, **RAW)
-merged_repartition_topic = app.topic(settings.merged_repartition_topic, partitions=settings.partitions, **RAW)
-dead_letter_topic = app.topic(settings.dead_letter_topic, partitions=settings.partitions, **RAW)
 
 #: ``key_type=bytes`` makes Faust store table keys raw; values are plain JSON objects.
 TABLE_OPTIONS: dict[str, Any] = {"key_type": bytes, "partitions": settings.partitions}
@@ -61,6 +59,19 @@ def lookup(table: faust.Table, key: bytes, partition: int) -> dict[str, Any] | N
         return table.data[key]
     except KeyError:
         return None
+
+
+async def send_raw(
+    topic: str, key: bytes | None, value: bytes | None, timestamp_ms: int | None = None,
+    headers: dict[str, bytes] | None = None,
+) -> None:
+    """Hand already-encoded bytes to Faust's producer, skipping ``Topic.send``'s per-record layers.
+
+    Half the cost of a send in the join's profile; delivery is unchanged: the
+    producer is flushed before every offset commit, so processing stays at-least-once.
+    """
+    timestamp = faust_timestamp(timestamp_ms) if timestamp_ms is not None else None
+    await app.producer.send(topic, key, value, None, timestamp, headers)
 
 
 def key_serializers() -> dict[str, str]:
