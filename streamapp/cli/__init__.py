@@ -14,6 +14,7 @@ COMMANDS = (
     "broker",
     "partition",
     "fingerprint",
+    "guard",
     "topics",
     "produce",
     "demo",
