@@ -99,21 +99,29 @@ def summary_table(results: list[ProduceRun]) -> Table:
     return table
 
 
+#: Export names of the stand-in for ksqlDB's two outputs (the job wants one export per role).
+STAND_IN = {"ksqldb_direct": "standin_ksqldb_direct", "ksqldb_repartition": "standin_ksqldb_repartition"}
+
+
 def export_topics(settings: Settings, directory: Path) -> None:
-    """Each input and output topic as ``<topic>.jsonl`` (Kafka-shaped rows), read to its end.
+    """Each input and output topic as ``<name>.jsonl`` (Kafka-shaped rows), read to its end.
 
     The job reads these files instead of Kafka: the demo has just read the
     topics to their ends, and the job's own offset scan of the embedded broker
-    would cost most of the demo's minute.
+    would cost most of the demo's minute.  The Faust repartitioned join is
+    exported once more under each ``STAND_IN`` name, as ksqlDB's output.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    topics = (settings.users_topic, settings.orders_topic, settings.merged_topic, settings.merged_repartition_topic)
-    for topic in topics:
-        with (directory / f"{topic}.jsonl").open("w") as out:
-            for r in read_topic(settings.bootstrap_servers, topic):
-                row = {"key": _text(r.key), "value": _text(r.value), "partition": r.partition, "offset": r.offset,
-                       "timestamp_ms": r.timestamp}
-                out.write(json.dumps(row) + "\n")
+    exports = {topic: [topic] for topic in (settings.users_topic, settings.orders_topic, settings.merged_topic)}
+    exports[settings.merged_repartition_topic] = [settings.merged_repartition_topic, *STAND_IN.values()]
+    for topic, names in exports.items():
+        lines = [
+            json.dumps({"key": _text(r.key), "value": _text(r.value), "partition": r.partition, "offset": r.offset,
+                        "timestamp_ms": r.timestamp})
+            for r in read_topic(settings.bootstrap_servers, topic)
+        ]
+        for name in names:
+            (directory / f"{name}.jsonl").write_text("".join(line + "\n" for line in lines))
 
 
 def _text(data: bytes | None) -> str | None:
@@ -140,8 +148,7 @@ def reconcile(settings: Settings, tmp: Path, window_start: datetime, console: An
     cmd = [sys.executable, "-m", "spark_batch.reconcile", "--from", window_start.isoformat(),
            "--to", window_end.isoformat(), "--output", str(output), "--master", "local[2]",
            "--source", "files", "--input", str(exports),
-           "--ksqldb-topic", settings.merged_repartition_topic,
-           "--ksqldb-repartition-topic", settings.merged_repartition_topic]
+           "--ksqldb-topic", STAND_IN["ksqldb_direct"], "--ksqldb-repartition-topic", STAND_IN["ksqldb_repartition"]]
     env = {**os.environ, **settings_env(settings), "PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS}
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RECONCILE_TIMEOUT)
