@@ -81,6 +81,14 @@ def test_demo_first_run_misses_where_crc32_and_murmur2_disagree_second_run_none(
     assert report["reconciliation"] == {"ran": False}
 
 
+def test_demo_refuses_zero_messages_before_starting_anything() -> None:
+    done = subprocess.run([sys.executable, "-m", "streamapp", "demo", "--messages", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "streamapp demo: --messages=0: must be at least 1"
+    assert done.stdout == ""
+
+
 @pytest.mark.slow
 def test_demo_with_reconciliation_counts_the_first_runs_misses() -> None:
     report, people = run_demo(timeout=600)

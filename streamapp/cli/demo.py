@@ -23,7 +23,7 @@ from typing import Any
 from rich.table import Table
 
 from ..broker import EmbeddedBroker, free_port
-from ..produce import ProduceOptions, ProduceRun
+from ..produce import ProduceError, ProduceOptions, ProduceRun
 from ..settings import Settings
 from ..topic_reader import read_topic
 from ..worker_process import WorkerProcess, settings_env
@@ -49,6 +49,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.messages < 1:
+        raise ProduceError(f"--messages={args.messages}: must be at least 1")
     started = time.monotonic()
     console = people_console(stderr=args.json)
     results: list[ProduceRun] = []
