@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import NewPartitions, NewTopic
+from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
 from .partitioners import get_partitioner
 from .topic_reader import read_topic
@@ -32,9 +32,10 @@ class PartitionDetail:
 class TopicDetail:
     name: str
     partitions: list[PartitionDetail]
+    configs: dict[str, str] | None
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "partitions": [p.__dict__ for p in self.partitions]}
+        return {"name": self.name, "partitions": [p.__dict__ for p in self.partitions], "configs": self.configs}
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,24 @@ def describe_topic(bootstrap: str, topic: str) -> TopicDetail:
     return TopicDetail(topic, [
         PartitionDetail(p, m.leader, list(m.replicas), list(m.isrs), counts.get(p, 0))
         for p, m in sorted(metadata.partitions.items())
-    ])
+    ], topic_configs(bootstrap, topic))
+
+
+def topic_configs(bootstrap: str, topic: str) -> dict[str, str] | None:
+    """The topic's configs that differ from the broker's defaults; None when the broker reports none at all.
+
+    The embedded broker answers DescribeConfigs with no entries, even for a
+    topic created with configs, so "none reported" must not read as "defaults".
+    """
+    admin = admin_client(bootstrap)
+    future = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+    try:
+        entries = next(iter(future.values())).result(ADMIN_TIMEOUT)
+    except KafkaException as exc:
+        raise TopicError(f"could not read the configs of topic {topic}: {exc.args[0].str()}") from None
+    if not entries:
+        return None
+    return {name: str(entry.value) for name, entry in sorted(entries.items()) if not entry.is_default}
 
 
 def _result(futures: Mapping[str, object], what: str) -> None:

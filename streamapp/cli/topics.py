@@ -84,7 +84,12 @@ def run_describe(args: argparse.Namespace, settings: Settings) -> int:
     for p in detail.partitions:
         table.add_row(str(p.partition), str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isr)),
                       str(p.records))
-    _emit(args, detail.to_dict(), f"{detail.name}: {len(detail.partitions)} partitions, {total} records", table)
+    if detail.configs is None:
+        configs = "not reported by the broker"
+    else:
+        configs = ", ".join(f"{k}={v}" for k, v in detail.configs.items()) or "broker defaults"
+    _emit(args, detail.to_dict(),
+          f"{detail.name}: {len(detail.partitions)} partitions, {total} records; configs: {configs}", table)
     return 0
 
 
