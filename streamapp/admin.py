@@ -32,7 +32,7 @@ class PartitionDetail:
 class TopicDetail:
     name: str
     partitions: list[PartitionDetail]
-    configs: dict[str, str] | None
+    configs: dict[str, str]
 
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "partitions": [p.__dict__ for p in self.partitions], "configs": self.configs}
@@ -85,7 +85,7 @@ def list_topics(bootstrap: str, include_internal: bool = False) -> list[TopicInf
     return sorted((t for t in topics if include_internal or not t.name.startswith("__")), key=lambda t: t.name)
 
 
-def describe_topic(bootstrap: str, topic: str) -> TopicDetail:
+def describe_topic(bootstrap: str, topic: str, embedded: bool = False) -> TopicDetail:
     """Leader, replicas and ISR of each partition, and its record count read to the partition's end."""
     _existing(bootstrap, topic)
     metadata = admin_client(bootstrap).list_topics(topic, timeout=ADMIN_TIMEOUT).topics[topic]
@@ -95,14 +95,14 @@ def describe_topic(bootstrap: str, topic: str) -> TopicDetail:
     return TopicDetail(topic, [
         PartitionDetail(p, m.leader, list(m.replicas), list(m.isrs), counts.get(p, 0))
         for p, m in sorted(metadata.partitions.items())
-    ], topic_configs(bootstrap, topic))
+    ], topic_configs(bootstrap, topic, embedded))
 
 
-def topic_configs(bootstrap: str, topic: str) -> dict[str, str] | None:
-    """The topic's configs that differ from the broker's defaults; None when the broker reports none at all.
+def topic_configs(bootstrap: str, topic: str, embedded: bool = False) -> dict[str, str]:
+    """The topic's configs that differ from the broker's defaults (DescribeConfigs).
 
-    The embedded broker answers DescribeConfigs with no entries, even for a
-    topic created with configs, so "none reported" must not read as "defaults".
+    The embedded broker returns only the configs a topic was created with but
+    flags each as a default, so with ``embedded`` every reported entry is kept.
     """
     admin = admin_client(bootstrap)
     future = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
@@ -110,9 +110,7 @@ def topic_configs(bootstrap: str, topic: str) -> dict[str, str] | None:
         entries = next(iter(future.values())).result(ADMIN_TIMEOUT)
     except KafkaException as exc:
         raise TopicError(f"could not read the configs of topic {topic}: {exc.args[0].str()}") from None
-    if not entries:
-        return None
-    return {name: str(entry.value) for name, entry in sorted(entries.items()) if not entry.is_default}
+    return {name: str(e.value) for name, e in sorted(entries.items()) if embedded or not e.is_default}
 
 
 def _result(futures: Mapping[str, object], what: str) -> None:

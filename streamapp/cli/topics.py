@@ -53,7 +53,7 @@ def add_parser(sub: Any) -> None:
 
     for action in (listing, described, create, delete, grow):
         action.add_argument("--json", action="store_true", help="print JSON for programs")
-        add_arguments(action, only=("bootstrap_servers",))
+        add_arguments(action, only=("bootstrap_servers", "broker_profile"))
     add_arguments(create, only=("partitions", "replication_factor"))
 
 
@@ -78,16 +78,13 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_describe(args: argparse.Namespace, settings: Settings) -> int:
-    detail = describe_topic(settings.bootstrap_servers, args.topic)
+    detail = describe_topic(settings.bootstrap_servers, args.topic, settings.embedded)
     total = sum(p.records for p in detail.partitions)
     table = Table("partition", "leader", "replicas", "ISR", "records")
     for p in detail.partitions:
         table.add_row(str(p.partition), str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isr)),
                       str(p.records))
-    if detail.configs is None:
-        configs = "not reported by the broker"
-    else:
-        configs = ", ".join(f"{k}={v}" for k, v in detail.configs.items()) or "broker defaults"
+    configs = ", ".join(f"{k}={v}" for k, v in detail.configs.items()) or "broker defaults"
     _emit(args, detail.to_dict(),
           f"{detail.name}: {len(detail.partitions)} partitions, {total} records; configs: {configs}", table)
     return 0
