@@ -1,0 +1,193 @@
+"""The reconciliation job on bad days: missing topics, unreadable exports, bad dates -> exit 2 and one line; reruns identical.
+
+Real ``python -m spark_batch.reconcile`` subprocesses where the command line
+itself is under test (what a scheduler sees), the job's ``main`` in-process with
+the session's real SparkSession elsewhere (a JVM start costs ~30 s here), real
+embedded broker.  ksqlDB cannot run here, so the known-answer topics are written
+by ``tests/reconcile_scenario.py`` in ksqlDB's exact output format.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import reconcile_scenario as sc
+from spark_batch.options import build_parser
+from spark_batch.reconcile import main
+from streamapp.settings import Settings
+
+ROLE_FLAGS = {
+    "users": "--users-topic", "orders": "--orders-topic", "faust_direct": "--faust-topic",
+    "ksqldb_direct": "--ksqldb-topic", "faust_repartition": "--faust-repartition-topic",
+    "ksqldb_repartition": "--ksqldb-repartition-topic",
+}
+#: Keys that may carry the time of the run rather than its result (none today); dropped before comparing.
+RUN_TIME_KEYS = ("started_at", "finished_at", "generated_at", "run_at", "elapsed_seconds", "duration_seconds")
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "spark_batch.reconcile", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=Path(__file__).resolve().parent.parent)
+
+
+def topic_args(topics: dict[str, str]) -> list[str]:
+    return [arg for role, flag in ROLE_FLAGS.items() for arg in (flag, topics[role])]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--date", "2026-13-01"], "--date='2026-13-01'"),
+    (["--date", "2026-02-30"], "--date='2026-02-30'"),
+    (["--date", "yesterday"], "--date='yesterday'"),
+    (["--date", "2026-11-21T00:00"], "--date="),
+    ([], "--date"),
+    (["--from", "2026-11-22", "--to", "2026-11-21"], "--to='2026-11-21' is not after --from='2026-11-22'"),
+    (["--from", "2026-11-21"], "--to"),
+    (["--date", "2026-11-21", "--from", "2026-11-21"], "--date cannot be combined"),
+    (["--date", "2026-11-21", "--max-mismatch-rate", "1.5"], "--max-mismatch-rate=1.5"),
+])
+def test_bad_dates_and_options_exit_2_with_one_line(args: list[str], words: str, tmp_path: Path) -> None:
+    done = cli(*args, "--output", str(tmp_path / "out"))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("reconcile: error: ") and words in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def missing_topic_run(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One real CLI run whose orders topic does not exist (the other topics exist); one JVM start serves two tests."""
+    from streamapp.topics import ensure_topics
+
+    topics = {role: f"rel_missing_{role}_{uuid.uuid4().hex[:6]}" for role in sc.ROLES}
+    ensure_topics(bootstrap, {t: 6 for role, t in topics.items() if role != "orders"})
+    topics["orders"] = "reliability_no_such_orders"
+    out = tmp_path_factory.mktemp("missing") / "out"
+    return cli("--date", sc.DAY, "--bootstrap-server", bootstrap, "--broker-profile", "embedded",
+               *topic_args(topics), "--output", str(out)), out
+
+
+def test_missing_topic_exit_2_naming_it(missing_topic_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    done, out = missing_topic_run
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("reconcile: error: ") and "reliability_no_such_orders (--orders-topic)" in last, last
+    assert "Traceback" not in done.stderr and not list(out.glob("dt=*"))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug (reconciliation engineer): spark_batch/reconcile.py main() starts Spark before it checks the topics "
+    "(partition_counts in _inputs), so the JVM's warnings come first on stderr and the error is its last line, "
+    "not the one line a scheduler logs; checking topics before spark_session() (or silencing the JVM) fixes it"))
+def test_missing_topic_error_is_the_only_stderr_line(missing_topic_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    done, _ = missing_topic_run
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug (reconciliation engineer): the unknown-topic error names --faust-direct-topic and "
+    "--ksqldb-direct-topic (spark_batch/offsets.py), options the CLI does not have: they are --faust-topic "
+    "and --ksqldb-topic (spark_batch/options.py TOPIC_OPTIONS)"))
+def test_missing_topic_error_names_options_that_exist(bootstrap: str, tmp_path: Path, capsys, spark) -> None:
+    args = ["--date", sc.DAY, "--bootstrap-server", bootstrap, "--broker-profile", "embedded",
+            *topic_args({role: f"reliability_missing_{role}" for role in ROLE_FLAGS}), "--output", str(tmp_path / "o")]
+    assert main(args) == 2
+    error = capsys.readouterr().err.strip()
+    known = {flag for action in build_parser(Settings())._actions for flag in action.option_strings}
+    named = {word.strip("(),") for word in error.split() if word.strip("(),").startswith("--")}
+    assert named and named <= known, sorted(named - known)
+
+
+def write_exports(directory: Path, topics: dict[str, str], broken_role: str, broken: Any) -> None:
+    """The scenario's exports with one role's export replaced by ``broken`` (bytes, or a callable making it)."""
+    sc.export(directory, topics, sc.build(regular_users=4))
+    target = directory / f"{topics[broken_role]}.jsonl"
+    target.unlink()
+    broken(directory, topics[broken_role])
+
+
+def _corrupt_parquet(d: Path, topic: str) -> None:
+    (d / f"{topic}.parquet").write_bytes(b"PAR1" + b"\x00not a parquet file" * 10)
+
+
+def _binary_jsonl(d: Path, topic: str) -> None:
+    (d / f"{topic}.jsonl").write_bytes(bytes(range(256)) * 8)
+
+
+def _empty_jsonl(d: Path, topic: str) -> None:
+    (d / f"{topic}.jsonl").write_bytes(b"")
+
+
+def _wrong_columns(d: Path, topic: str) -> None:
+    (d / f"{topic}.jsonl").write_text('{"k": "u1", "v": 1}\n')
+
+
+def _missing(d: Path, topic: str) -> None:
+    pass
+
+
+BUG_UNREADABLE = ("bug (reconciliation engineer): spark_batch/files_source.py read_export leaves Spark's read "
+                  "errors uncaught, so {what} ends in a Python+Java traceback and exit {code} (1 means "
+                  "'threshold breached' to a scheduler) instead of exit 2 naming the file")
+
+
+@pytest.mark.parametrize(("role", "breaker"), [
+    pytest.param("users", _corrupt_parquet, marks=pytest.mark.xfail(
+        strict=True, reason=BUG_UNREADABLE.format(what="a corrupt .parquet export", code=1))),
+    pytest.param("orders", _binary_jsonl, marks=pytest.mark.xfail(strict=True, reason=(
+        "bug (reconciliation engineer): a binary .jsonl export gives exit 2 but the message "
+        "('an export has no timestamp_ms, timestamp or ts column; it has _corrupt_record', spark_batch/decode.py "
+        "in_window) does not name the file"))),
+    ("faust_direct", _empty_jsonl),
+    pytest.param("ksqldb_repartition", _wrong_columns, marks=pytest.mark.xfail(strict=True, reason=(
+        "bug (reconciliation engineer): an export without the output columns (here only k, v) is not refused "
+        "naming the file: the job reads it as zero records, calls every order missing_in_ksqldb and exits 1 "
+        "(spark_batch/decode.py outputs/in_window, spark_batch/files_source.py read_export)"))),
+    ("ksqldb_direct", _missing),
+])
+def test_unreadable_export_exit_2_naming_the_file(role: str, breaker: Any, tmp_path: Path, capsys, spark) -> None:
+    topics = {r: f"rel_{r}" for r in sc.ROLES}
+    write_exports(tmp_path / "in", topics, role, breaker)
+    code = main(["--date", sc.DAY, "--source", "files", "--input", str(tmp_path / "in"),
+                 *topic_args(topics), "--output", str(tmp_path / "out")])
+    error = capsys.readouterr().err.strip()
+    assert code == 2, error
+    assert len(error.splitlines()) == 1 and error.startswith("reconcile: error: ") and topics[role] in error, error
+    assert not list((tmp_path / "out").glob("dt=*"))
+
+
+def _without_run_times(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_run_times(v) for k, v in value.items() if k not in RUN_TIME_KEYS}
+    if isinstance(value, list):
+        return [_without_run_times(v) for v in value]
+    return value
+
+
+def comparable(summary_path: Path) -> bytes:
+    raw = summary_path.read_bytes()
+    cleaned = _without_run_times(json.loads(raw))
+    return raw if cleaned == json.loads(raw) else json.dumps(cleaned, sort_keys=True).encode()
+
+
+def test_two_runs_for_a_date_give_byte_identical_summaries(spark, bootstrap: str, new_topic, tmp_path: Path) -> None:
+    topics = {role: new_topic(role[:10], 6) for role in sc.ROLES}
+    scenario = sc.build()
+    sc.produce(bootstrap, topics, scenario)
+    base = ["--date", sc.DAY, "--bootstrap-server", bootstrap, "--broker-profile", "embedded", *topic_args(topics),
+            "--max-mismatch-rate", "1"]
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main([*base, "--output", str(first)]) == 0
+    assert main([*base, "--output", str(second)]) == 0
+    summary = first / f"dt={sc.DAY}" / "summary.json"
+    before = comparable(summary)
+    assert before == comparable(second / f"dt={sc.DAY}" / "summary.json")
+    statuses = json.loads(before)["statuses"]
+    assert {p: {s: n for s, n in c.items() if n} for p, c in statuses.items()} == {
+        p: dict(scenario.statuses(p)) for p in ("direct", "repartition")}
