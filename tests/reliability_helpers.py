@@ -132,12 +132,19 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
 
 
 class BackgroundProducer(threading.Thread):
-    """Produce records in chunks at a steady pace, so that a crash lands in the middle of the stream."""
+    """Produce records in chunks at a steady pace, so that a crash lands in the middle of the stream.
+
+    With ``hold_at`` it stops after that many records until :meth:`resume`, so the
+    rest of the stream is certainly produced after the crash, however slow the
+    machine is.
+    """
 
     def __init__(self, bootstrap: str, topic: str, records: Sequence[tuple[bytes, bytes, int]],
-                 chunk: int, pause: float) -> None:
+                 chunk: int, pause: float, hold_at: int | None = None) -> None:
         super().__init__(daemon=True)
         self.args = (bootstrap, topic, records, chunk, pause)
+        self.hold_at = hold_at
+        self.released = threading.Event()
         self.produced = 0
         self.error: BaseException | None = None
 
@@ -145,12 +152,18 @@ class BackgroundProducer(threading.Thread):
         bootstrap, topic, records, chunk, pause = self.args
         try:
             for start in range(0, len(records), chunk):
+                if self.hold_at is not None and self.produced >= self.hold_at:
+                    self.released.wait(600)
                 self.produced += produce(bootstrap, topic, records[start:start + chunk])
                 time.sleep(pause)
         except BaseException as exc:  # reported by finish()
             self.error = exc
 
+    def resume(self) -> None:
+        self.released.set()
+
     def finish(self, timeout: float) -> None:
+        self.resume()
         self.join(timeout)
         assert not self.is_alive(), f"producer still running after {timeout:.0f}s ({self.produced} produced)"
         assert self.error is None, f"producer failed: {self.error!r}"

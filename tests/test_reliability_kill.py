@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from spark_batch.reconcile import main as reconcile_main
+from streamapp.application import faust_config
 from streamapp.settings import Settings
 from streamapp.topics import ensure_topics
 from streamapp.worker_process import WorkerProcess
@@ -34,6 +35,7 @@ def kill_and_restart(settings: Settings, tmp_path: Path, dataset: Dataset, kill_
                      chunk: int, rate: float, timeout: float) -> dict[str, object]:
     """Run the scenario; returns the figures (per output: records, duplicates) for the report."""
     n = settings.partitions
+    assert faust_config(settings)["producer_max_batch_size"] == 1, "not the settings that make Tansu correct"
     started = time.monotonic()
     first = WorkerProcess(worker_settings(settings, tmp_path, "w"), tmp_path / "worker.log").start(timeout=120)
     second: WorkerProcess | None = None
@@ -43,7 +45,7 @@ def kill_and_restart(settings: Settings, tmp_path: Path, dataset: Dataset, kill_
         produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
         wait_for_users([first], len(dataset.users), timeout=120)
         stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, dataset.order_records(),
-                                    chunk=chunk, pause=chunk / rate)
+                                    chunk=chunk, pause=chunk / rate, hold_at=int(len(dataset.orders) * (kill_at + 0.2)))
         stream.start()
         target = int(len(dataset.orders) * kill_at)
         deadline = time.monotonic() + timeout
@@ -54,6 +56,7 @@ def kill_and_restart(settings: Settings, tmp_path: Path, dataset: Dataset, kill_
         produced_at_kill = stream.produced
         first.kill()
         joined_at_kill = len(tails[1].records)
+        stream.resume()
         second = WorkerProcess(first.settings.replace(web_port=worker_settings(settings, tmp_path, "w").web_port),
                                tmp_path / "worker-restarted.log").start(timeout=120)
         stream.finish(timeout)

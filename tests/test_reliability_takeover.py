@@ -44,7 +44,7 @@ def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float
         produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
         wait_for_users([survivor, victim], len(dataset.users), timeout=120)
         stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, dataset.order_records(),
-                                    chunk=250, pause=250 / rate)
+                                    chunk=250, pause=250 / rate, hold_at=int(len(dataset.orders) * 0.6))
         stream.start()
         deadline = time.monotonic() + timeout
         while len(tails[1].records) < len(dataset.orders) * 0.4:
