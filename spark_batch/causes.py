@@ -51,15 +51,17 @@ def user_index(users: DataFrame, num_partitions: int) -> DataFrame:
     return per_key.join(placed, "user_key")
 
 
-def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_partitions: int) -> DataFrame:
-    """``mismatches`` (classified rows that are not ``match``) with ``cause`` and ``cause_detail``."""
+def explain(mismatches: DataFrame, orders: DataFrame, index: DataFrame) -> DataFrame:
+    """``mismatches`` (classified rows that are not ``match``) with ``cause`` and ``cause_detail``.
+
+    ``index`` is ``user_index(users)``; it is used twice, so callers cache it.
+    """
     wanted = mismatches.select(*IDENTITY).distinct()
     order_info = (
         orders.join(wanted, list(IDENTITY), "left_semi")
         .groupBy(*IDENTITY)
         .agg(F.min("partition").alias("order_partition"))
     )
-    index = user_index(users, num_partitions)
     similar = index.groupBy(normalized_key(F.col("user_key")).alias("norm_key")).agg(
         F.sort_array(F.collect_set("user_key")).alias("similar_keys")
     )

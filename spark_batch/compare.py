@@ -28,13 +28,9 @@ STATUSES = (
 )
 #: Statuses where the two joins disagree on (or both lack) the user's columns: the input topics explain them.
 ENRICHMENT_STATUSES = ("enriched_only_in_faust", "enriched_only_in_ksqldb", "both_unenriched", "value_mismatch")
-DETAIL_COLUMNS = (
-    "pair", "status", *IDENTITY, "faust_count", "ksqldb_count", "faust_partition", "ksqldb_partition",
-    "faust_name", "faust_age", "ksqldb_name", "ksqldb_age", "mismatched_columns",
-)
 
 
-def _enriched(side: Column) -> Column:
+def _enriched(side: dict[str, Column]) -> Column:
     return side["name"].isNotNull() | side["age"].isNotNull()
 
 
@@ -45,17 +41,27 @@ def _differs(a: Column, b: Column) -> Column:
 def classify(outputs: DataFrame) -> DataFrame:
     """One row per (pair, order identity): counts per side, each side's first record, and the status.
 
-    A side's "first record" is its lowest offset, so duplicates and reruns pick the same one.
+    A side's "first record" is its lowest offset, so duplicates and reruns pick the same one
+    (offsets are unique within a topic-partition; a tie across partitions is a partition_mismatch anyway).
     """
     is_faust = F.col("side") == "faust"
-    record = F.struct("offset", "partition", "name", "age")
-    grouped = outputs.groupBy("pair", *IDENTITY).agg(
+
+    def first(column: str, mine: Column) -> Column:
+        # min_by skips rows whose ordering is null: the other side's rows; hash-aggregatable, unlike min(struct)
+        return F.min_by(F.col(column), F.when(mine, F.col("offset")))
+
+    # NAME enters the aggregation as a 64-bit hash: fixed-width buffers keep Spark on its hash
+    # aggregate (strings force a sort-based one, 3-4x slower at 10 M rows; see benchmarks/README.md)
+    hashed = outputs.withColumn("name_hash", F.when(F.col("name").isNotNull(), F.xxhash64("name")))
+    fields = ("partition", "name_hash", "age")
+    grouped = hashed.groupBy("pair", *IDENTITY).agg(
         F.count_if(is_faust).alias("faust_count"),
         F.count_if(~is_faust).alias("ksqldb_count"),
-        F.min(F.when(is_faust, record)).alias("f"),
-        F.min(F.when(~is_faust, record)).alias("k"),
+        *[first(c, is_faust).alias(f"faust_{c}") for c in fields],
+        *[first(c, ~is_faust).alias(f"ksqldb_{c}") for c in fields],
     )
-    f, k = F.col("f"), F.col("k")
+    f = {c.removesuffix("_hash"): F.col(f"faust_{c}") for c in fields}
+    k = {c.removesuffix("_hash"): F.col(f"ksqldb_{c}") for c in fields}
     both = (F.col("faust_count") > 0) & (F.col("ksqldb_count") > 0)
     differing = F.array_compact(
         F.array(
@@ -81,12 +87,12 @@ def classify(outputs: DataFrame) -> DataFrame:
         *IDENTITY,
         "faust_count",
         "ksqldb_count",
-        f["partition"].alias("faust_partition"),
-        k["partition"].alias("ksqldb_partition"),
-        f["name"].alias("faust_name"),
-        f["age"].alias("faust_age"),
-        k["name"].alias("ksqldb_name"),
-        k["age"].alias("ksqldb_age"),
+        "faust_partition",
+        "ksqldb_partition",
+        _enriched(f).alias("faust_enriched"),
+        _enriched(k).alias("ksqldb_enriched"),
+        "faust_age",
+        "ksqldb_age",
         F.when(both, differing).otherwise(F.array().cast("array<string>")).alias("mismatched_columns"),
     )
 

@@ -19,6 +19,9 @@ ORDER_VALUE = "ts bigint, product_id bigint, qty bigint, unit_price double, chan
 USER_VALUE = "name string, age bigint"
 #: What makes an order the same order in both outputs.
 IDENTITY = ("user_id", "ts", "product_id", "qty", "unit_price", "channel")
+#: Canonical column types; exports are cast to them (a value that does not fit becomes null: undecodable).
+TYPES = {"ts": "bigint", "product_id": "bigint", "qty": "bigint", "unit_price": "double", "age": "bigint",
+         "partition": "int", "offset": "bigint", "timestamp_ms": "bigint"}
 OUTPUT_COLUMNS = (*IDENTITY, "name", "age", "partition", "offset")
 ORDER_COLUMNS = (*IDENTITY, "partition", "offset")
 USER_COLUMNS = ("user_key", "name", "age", "partition", "offset", "timestamp_ms")
@@ -38,29 +41,34 @@ def in_window(frame: DataFrame, window: TimeWindow) -> DataFrame:
     return frame.where((moment >= window.start_ms) & (moment < window.end_ms))
 
 
-def _observed(frame: DataFrame, bad: Column, observation: Observation | None) -> DataFrame:
-    """Drop undecodable rows, counting them (and all rows) into ``observation`` for the summary."""
-    if observation is not None:
-        frame = frame.observe(observation, F.count(F.lit(1)).alias("rows"), F.count_if(bad).alias("undecodable"))
-    return frame.where(~bad)
-
-
-def outputs(frame: DataFrame, observation: Observation | None = None) -> DataFrame:
-    """A join output topic (Faust's or ksqlDB's) as ``OUTPUT_COLUMNS``."""
+def output_columns(frame: DataFrame) -> DataFrame:
+    """Join output records (Faust's or ksqlDB's, tagged ``pair`` and ``side``) as pair, side + ``OUTPUT_COLUMNS``."""
     if is_raw(frame):
         v = F.from_json(F.col("value").cast("string"), OUTPUT_VALUE)
-        frame = frame.select(
+        return frame.select(
+            "pair", "side",
             F.col("key").cast("string").alias("user_id"), v["TS"].alias("ts"), v["PRODUCT_ID"].alias("product_id"),
             v["QTY"].alias("qty"), v["UNIT_PRICE"].alias("unit_price"), v["CHANNEL"].alias("channel"),
             v["NAME"].alias("name"), v["AGE"].alias("age"), "partition", "offset",
         )
-    else:
-        frame = _decoded(frame, OUTPUT_COLUMNS, "a join output export")
+    return _decoded(frame, ("pair", "side", *OUTPUT_COLUMNS), "a join output export")
+
+
+def valid_outputs(frame: DataFrame, observation: Observation | None = None) -> DataFrame:
+    """``output_columns`` rows that carry an order identity; ``observation`` gets, per pair and side,
+    ``rows:<pair>:<side>`` and ``undecodable:<pair>:<side>`` (rows left out for lacking one)."""
     bad = F.col("user_id").isNull() | F.col("ts").isNull() | F.col("product_id").isNull()
-    return _observed(frame, bad, observation)
+    if observation is not None:
+        metrics = []
+        for pair in ("direct", "repartition"):
+            for side in ("faust", "ksqldb"):
+                mine = (F.col("pair") == pair) & (F.col("side") == side)
+                metrics += [F.count_if(mine).alias(f"rows:{pair}:{side}"), F.count_if(mine & bad).alias(f"undecodable:{pair}:{side}")]
+        frame = frame.observe(observation, *metrics)
+    return frame.where(~bad)
 
 
-def orders(frame: DataFrame, observation: Observation | None = None) -> DataFrame:
+def orders(frame: DataFrame) -> DataFrame:
     """The orders stream as ``ORDER_COLUMNS``."""
     if is_raw(frame):
         v = F.from_json(F.col("value").cast("string"), ORDER_VALUE)
@@ -72,10 +80,10 @@ def orders(frame: DataFrame, observation: Observation | None = None) -> DataFram
     else:
         frame = _decoded(frame, ORDER_COLUMNS, "an orders export")
     bad = F.col("user_id").isNull() | F.col("ts").isNull() | F.col("product_id").isNull()
-    return _observed(frame, bad, observation)
+    return frame.where(~bad)
 
 
-def users(frame: DataFrame, observation: Observation | None = None) -> DataFrame:
+def users(frame: DataFrame) -> DataFrame:
     """The users table topic as ``USER_COLUMNS``; a tombstone (null value) keeps its key and time."""
     if is_raw(frame):
         v = F.from_json(F.col("value").cast("string"), USER_VALUE)
@@ -85,7 +93,7 @@ def users(frame: DataFrame, observation: Observation | None = None) -> DataFrame
         )
     else:
         frame = _decoded(frame.withColumnRenamed("user_id", "user_key"), USER_COLUMNS, "a users export")
-    return _observed(frame, F.col("user_key").isNull(), observation)
+    return frame.where(F.col("user_key").isNotNull())
 
 
 def _decoded(frame: DataFrame, wanted: tuple[str, ...], what: str) -> DataFrame:
@@ -101,7 +109,7 @@ def _decoded(frame: DataFrame, wanted: tuple[str, ...], what: str) -> DataFrame:
     missing = [c for c in wanted if c not in by_lower]
     if missing:
         raise ReconcileError(f"{what} lacks column(s) {', '.join(missing)}; it has {', '.join(frame.columns)}")
-    return frame.select(*[F.col(by_lower[c]).alias(c) for c in wanted])
+    return frame.select(*[F.col(by_lower[c]).try_cast(TYPES.get(c, "string")).alias(c) for c in wanted])
 
 
 def _millis(frame: DataFrame, column: str) -> Column:

@@ -134,23 +134,24 @@ def choose_reader(spark: SparkSession, wanted: str) -> str:
     return wanted
 
 
-def read_ranges(spark: SparkSession, bootstrap: str, planned: TopicRange, reader: str) -> DataFrame:
-    """The records of one planned topic, as ``RAW_SCHEMA`` rows."""
-    ranges = [(planned.topic, p, s, e) for p, (s, e) in sorted(planned.ranges.items()) if e > s]
+def read_ranges(spark: SparkSession, bootstrap: str, planned: list[TopicRange], reader: str) -> DataFrame:
+    """The records of the planned topics, as ``RAW_SCHEMA`` rows: one Spark read, one task per non-empty range."""
+    ranges = [(t.topic, p, s, e) for t in planned for p, (s, e) in sorted(t.ranges.items()) if e > s]
     if not ranges:
         return spark.createDataFrame([], RAW_SCHEMA)
     if reader == "spark":
-        topic = planned.topic
+        by_topic: dict[str, dict[str, tuple[int, int]]] = {}
+        for topic, p, s, e in ranges:
+            by_topic.setdefault(topic, {})[str(p)] = (s, e)
         frame = (
             spark.read.format("kafka")
             .option("kafka.bootstrap.servers", bootstrap)
-            .option("assign", json.dumps({topic: [p for _, p, _, _ in ranges]}))
-            .option("startingOffsets", json.dumps({topic: {str(p): s for _, p, s, _ in ranges}}))
-            .option("endingOffsets", json.dumps({topic: {str(p): e for _, p, _, e in ranges}}))
+            .option("assign", json.dumps({t: [int(p) for p in parts] for t, parts in by_topic.items()}))
+            .option("startingOffsets", json.dumps({t: {p: r[0] for p, r in parts.items()} for t, parts in by_topic.items()}))
+            .option("endingOffsets", json.dumps({t: {p: r[1] for p, r in parts.items()} for t, parts in by_topic.items()}))
             .load()
         )
         return frame.select("key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("timestamp_ms"))
     spark.dataSource.register(KafkaRangeDataSource)
-    return (
-        spark.read.format(SOURCE_NAME).option("bootstrap", bootstrap).option("ranges", json.dumps(ranges)).load()
-    )
+    return spark.read.format(SOURCE_NAME).option("bootstrap", bootstrap).option("ranges", json.dumps(ranges)).load()
+

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Iterator, Mapping
+from typing import Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from streamapp.topics import describe
 
 from .errors import ReconcileError
-from .window import OffsetPlan, TimeWindow, TopicRange, covering_range
+from .window import CoveringRange, OffsetPlan, TimeWindow, TopicRange
 
 POLL_TIMEOUT = 0.05
 STALL_TIMEOUT = 30.0
@@ -48,52 +48,45 @@ def _consumer(bootstrap: str) -> Consumer:
     )
 
 
-def _records(consumer: Consumer, topic: str, partition: int) -> Iterator[tuple[int, int]]:
-    """(offset, timestamp) from the log start to the fetch high watermark, which ends the iteration."""
-    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+def scan(bootstrap: str, targets: Mapping[tuple[str, int], TimeWindow | None]) -> dict[tuple[str, int], tuple[int, int]]:
+    """Offsets to read per (topic, partition), by reading every partition at once to its fetch high watermark.
+
+    A partition with a window gets the smallest range covering the window's
+    records (``CoveringRange``); one without, log start to high watermark.
+    """
+    trackers = {tp: CoveringRange(w.start_ms, w.end_ms) for tp, w in targets.items() if w is not None}
+    first: dict[tuple[str, int], int] = {}
+    ends: dict[tuple[str, int], int] = {}
+    consumer = _consumer(bootstrap)
+    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING) for topic, partition in targets])
     idle_since = time.monotonic()
     try:
-        while True:
-            batch = consumer.consume(num_messages=5000, timeout=POLL_TIMEOUT)
-            if not batch and time.monotonic() - idle_since > STALL_TIMEOUT:
-                raise ReconcileError(f"{topic}[{partition}]: no fetch answer within {STALL_TIMEOUT:.0f}s")
-            for message in batch:
+        while len(ends) < len(targets):
+            batch = consumer.consume(num_messages=10_000, timeout=POLL_TIMEOUT)
+            if batch:
                 idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > STALL_TIMEOUT:
+                waiting = sorted(f"{t}[{p}]" for t, p in targets if (t, p) not in ends)
+                raise ReconcileError(f"no fetch answer within {STALL_TIMEOUT:.0f}s for {', '.join(waiting[:5])}")
+            for message in batch:
+                where = (message.topic(), message.partition())
+                if where in ends:
+                    continue
                 error = message.error()
                 if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        yield -1, int(message.offset())
-                        return
-                    raise ReconcileError(f"{topic}[{partition}]: {error.str()}")
-                yield int(message.offset()), int(message.timestamp()[1])
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise ReconcileError(f"{where[0]}[{where[1]}]: {error.str()}")
+                    ends[where] = int(message.offset())
+                    continue
+                first.setdefault(where, int(message.offset()))
+                if where in trackers:
+                    trackers[where].observe(int(message.offset()), int(message.timestamp()[1]))
     finally:
-        consumer.unassign()
-
-
-def scan_partition(consumer: Consumer, topic: str, partition: int, window: TimeWindow | None) -> tuple[int, int]:
-    """Offsets to read, by reading the partition to its fetch high watermark.
-
-    With a window: the smallest range covering its records (``covering_range``);
-    without: the whole partition, log start to high watermark.
-    """
-    start: int | None = None
-    end = 0
-
-    def timed() -> Iterator[tuple[int, int]]:
-        nonlocal start, end
-        for offset, value in _records(consumer, topic, partition):
-            if offset < 0:
-                end = value
-                return
-            start = offset if start is None else start
-            yield offset, value
-
-    if window is None:
-        for _ in timed():
-            pass
-        return (end if start is None else start), end
-    first, last = covering_range(timed(), window.start_ms, window.end_ms, -1)
-    return (end, end) if first < 0 else (first, last)
+        consumer.close()
+    return {
+        tp: trackers[tp].offsets(ends[tp]) if tp in trackers else (first.get(tp, ends[tp]), ends[tp])
+        for tp in targets
+    }
 
 
 def index_offsets(consumer: Consumer, topic: str, partition: int, moments_ms: list[int], end: int) -> list[int]:
@@ -117,20 +110,25 @@ def resolve_plan(
     """
     counts = partition_counts(bootstrap, topics)
     moments = [window.start_ms - grace_ms, window.end_ms + grace_ms]
-    consumer = _consumer(bootstrap)
-    try:
-        resolved: dict[str, TopicRange] = {}
-        for role, topic in topics.items():
-            timed = role in TIMED_ROLES
-            ranges: dict[int, tuple[int, int]] = {}
-            for partition in range(counts[topic]):
-                if lookup == "index":
+    timed = {role: role in TIMED_ROLES for role in topics}
+    if lookup == "index":
+        consumer = _consumer(bootstrap)
+        try:
+            found = {}
+            for role, topic in topics.items():
+                for partition in range(counts[topic]):
                     low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
-                    found = index_offsets(consumer, topic, partition, moments, int(high)) if timed else [int(low), int(high)]
-                    ranges[partition] = (found[0], found[1])
-                else:
-                    ranges[partition] = scan_partition(consumer, topic, partition, window if timed else None)
-            resolved[role] = TopicRange(role, topic, ranges, timed)
-    finally:
-        consumer.close()
+                    edges = index_offsets(consumer, topic, partition, moments, int(high)) if timed[role] else [low, high]
+                    found[(topic, partition)] = (int(edges[0]), int(edges[1]))
+        finally:
+            consumer.close()
+    else:
+        found = scan(bootstrap, {
+            (topic, partition): (window if timed[role] else None)
+            for role, topic in topics.items() for partition in range(counts[topic])
+        })
+    resolved = {
+        role: TopicRange(role, topic, {p: found[(topic, p)] for p in range(counts[topic])}, timed[role])
+        for role, topic in topics.items()
+    }
     return OffsetPlan(window, resolved, lookup)

@@ -118,6 +118,9 @@ def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Optio
     empty = [TOPIC_OPTIONS[role][0] for role, topic in topics.items() if not topic.strip()]
     if empty:
         raise ReconcileError(f"{', '.join(empty)}: topic name is empty")
+    if len(set(topics.values())) < len(topics):
+        shared = sorted({t for t in topics.values() if list(topics.values()).count(t) > 1})
+        raise ReconcileError(f"each role needs its own topic; used twice: {', '.join(shared)}")
     return Options(
         window=window, topics=topics, bootstrap=args.bootstrap, broker_profile=args.broker_profile,
         source=args.source, input_dir=input_dir, output=Path(args.output), master=args.master,

@@ -13,7 +13,8 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -60,11 +61,19 @@ def spark_session(master: str | None) -> tuple[SparkSession, bool]:
 
 
 def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> tuple[dict[str, DataFrame], OffsetPlan | None, int, str]:
-    """Raw frames per role, the offset plan (Kafka), the orders partition count and the reader used."""
+    """Raw ``outputs`` (tagged pair/side), ``orders`` and ``users`` frames; the offset plan; the orders partition count."""
     if options.source == "files":
         assert options.input_dir is not None
         frames = {role: read_export(spark, options.input_dir, topic) for role, topic in options.topics.items()}
-        return frames, None, options.partitions, "files"
+        decoded = [
+            decode.output_columns(decode.in_window(frames[role], options.window).select(
+                F.lit(pair).alias("pair"), F.lit(side).alias("side"), "*"))
+            for role, (pair, side) in OUTPUT_ROLES.items()
+        ]
+        outputs = decoded[0]
+        for more in decoded[1:]:
+            outputs = outputs.unionByName(more)
+        return _timed(outputs, frames["orders"], frames["users"], options), None, options.partitions, "files"
     counts = partition_counts(options.bootstrap, options.topics)
     previous = out_dir / PLAN_FILE
     plan = OffsetPlan.read(previous) if previous.is_file() and not options.re_resolve else None
@@ -78,12 +87,26 @@ def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> tuple[dict[
     else:
         console.print(f"Reusing offsets from {previous}: a rerun reads exactly the same records")
     reader = choose_reader(spark, options.kafka_reader)
-    frames = {role: read_ranges(spark, options.bootstrap, plan.topics[role], reader) for role in options.topics}
-    return frames, plan, counts[options.topics["orders"]], reader
+    raw = read_ranges(spark, options.bootstrap, [plan.topics[role] for role in OUTPUT_ROLES], reader)
+    tags = {options.topics[role]: pair_side for role, pair_side in OUTPUT_ROLES.items()}
+    pair = F.create_map(*[F.lit(x) for topic, (p, _) in tags.items() for x in (topic, p)])[F.col("topic")]
+    side = F.create_map(*[F.lit(x) for topic, (_, sd) in tags.items() for x in (topic, sd)])[F.col("topic")]
+    outputs = decode.output_columns(decode.in_window(raw, options.window).select(pair.alias("pair"), side.alias("side"), *raw.columns))
+    orders = read_ranges(spark, options.bootstrap, [plan.topics["orders"]], reader)
+    users = read_ranges(spark, options.bootstrap, [plan.topics["users"]], reader)
+    return _timed(outputs, orders, users, options), plan, counts[options.topics["orders"]], reader
 
 
-def _timed(frames: dict[str, DataFrame], options: Options) -> dict[str, DataFrame]:
-    return {role: decode.in_window(f, options.window) if role in TIMED_ROLES else f for role, f in frames.items()}
+@contextmanager
+def _step(what: str) -> Iterator[None]:
+    started = time.monotonic()
+    yield
+    console.print(f"{what} in {time.monotonic() - started:.1f} s")
+
+
+def _timed(outputs: DataFrame, orders: DataFrame, users: DataFrame, options: Options) -> dict[str, DataFrame]:
+    """Decoded outputs (already cut to the window), orders cut to it; users whole (a user may predate the day)."""
+    return {"outputs": outputs, "orders": decode.in_window(orders, options.window), "users": users}
 
 
 def _versions(spark: SparkSession) -> dict[str, str]:
@@ -107,32 +130,29 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
     staging = options.output / f".dt={label}.staging-{uuid.uuid4().hex[:8]}"
     options.output.mkdir(parents=True, exist_ok=True)
     frames, plan, num_partitions, reader = _inputs(spark, options, out_dir)
-    frames = _timed(frames, options)
-    observations = {role: Observation(role) for role in OUTPUT_ROLES}
-    outputs = None
-    for role, (pair, side) in OUTPUT_ROLES.items():
-        decoded = decode.outputs(frames[role], observations[role]).select(
-            F.lit(pair).alias("pair"), F.lit(side).alias("side"), *decode.OUTPUT_COLUMNS
-        )
-        outputs = decoded if outputs is None else outputs.unionByName(decoded)
-    assert outputs is not None
+    output_observation = Observation("outputs")
+    outputs = decode.valid_outputs(frames["outputs"], output_observation)
     status_observation = Observation("statuses")
     classified = compare.observe_statuses(compare.classify(outputs), status_observation)
     if options.detail == "mismatches":
         classified = classified.where(F.col("status") != "match")
     try:
-        classified.write.parquet(str(staging / "_classified"))
+        with _step("Read and classified the join outputs"):
+            classified.write.parquet(str(staging / "_classified"))
         counts = compare.status_counts(status_observation.get)
         stage = spark.read.parquet(str(staging / "_classified"))
-        explained = causes.explain(
-            stage.where(F.col("status") != "match"), decode.orders(frames["orders"]), decode.users(frames["users"]), num_partitions
-        )
+        index = causes.user_index(decode.users(frames["users"]), num_partitions).cache()
+        explained = causes.explain(stage.where(F.col("status") != "match"), decode.orders(frames["orders"]), index)
         if options.detail == "all":
             explained = explained.unionByName(stage.where(F.col("status") == "match"), allowMissingColumns=True)
-        explained.write.partitionBy("status").parquet(str(staging / "detail"))
+        with _step("Explained the mismatches from the input topics"):
+            explained.write.partitionBy("status").parquet(str(staging / "detail"))
+        index.unpersist()
         shutil.rmtree(staging / "_classified")
-        summary = _summary(spark, options, staging, counts, plan, reader, observations, num_partitions)
-        samples = _samples(spark, staging)
+        with _step("Summarised"):
+            detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
+            summary = _summary(options, detail, counts, plan, reader, output_observation, num_partitions, _versions(spark))
+            samples = _samples(detail)
         report.write_summary(staging / "summary.json", summary)
         (staging / "report.html").write_text(report.render_html(summary, samples))
         if plan is not None:
@@ -144,10 +164,10 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
 
 
 def _summary(
-    spark: SparkSession, options: Options, staging: Path, counts: dict[str, dict[str, int]],
-    plan: OffsetPlan | None, reader: str, observations: dict[str, Observation], num_partitions: int,
+    options: Options, detail: DataFrame, counts: dict[str, dict[str, int]], plan: OffsetPlan | None,
+    reader: str, observation: Observation, num_partitions: int, versions: dict[str, str],
 ) -> dict[str, Any]:
-    detail = spark.read.parquet(str(staging / "detail")).where(F.col("status") != "match")
+    """Counts by status (observed while classifying) and by cause and partition pair (from the detail rows)."""
     by_cause: dict[str, dict[str, int]] = {pair: {c: 0 for c in causes.CAUSES} for pair in compare.PAIRS}
     for row in detail.groupBy("pair", "cause").count().collect():
         by_cause[row["pair"]][row["cause"]] = int(row["count"])
@@ -163,7 +183,11 @@ def _summary(
         orders = sum(statuses.values())
         totals[pair] = {"orders": orders, "mismatches": orders - statuses["match"], "mismatch_rate": report.mismatch_rate(statuses)}
     breached = sorted(p for p, t in totals.items() if t["mismatch_rate"] > options.max_mismatch_rate)
-    records = {role: {k: int(v) for k, v in obs.get.items()} for role, obs in observations.items()}
+    metrics = observation.get
+    records = {
+        f"{side}_{pair}": {"rows": int(metrics[f"rows:{pair}:{side}"]), "undecodable": int(metrics[f"undecodable:{pair}:{side}"])}
+        for pair, side in OUTPUT_ROLES.values()
+    }
     return {
         "date": options.window.label,
         "window": options.window.to_dict(),
@@ -179,12 +203,11 @@ def _summary(
         "by_partition_pair": cells,
         "threshold": {"max_mismatch_rate": options.max_mismatch_rate, "breached": bool(breached), "breached_pairs": breached},
         "detail": options.detail,
-        "versions": _versions(spark),
+        "versions": versions,
     }
 
 
-def _samples(spark: SparkSession, staging: Path) -> list[dict[str, Any]]:
-    detail = spark.read.parquet(str(staging / "detail")).where(F.col("status") != "match")
+def _samples(detail: DataFrame) -> list[dict[str, Any]]:
     ordered = detail.orderBy("pair", "status", "user_id", "ts", "product_id", "qty", "unit_price", "channel")
     return [row.asDict() for row in ordered.select("pair", "status", "cause", "user_id", "ts", "cause_detail").limit(SAMPLES).collect()]
 

@@ -69,20 +69,34 @@ def window_for(day: str | None, start: str | None, end: str | None) -> TimeWindo
     return window
 
 
-def covering_range(records: Iterable[tuple[int, int]], start_ms: int, end_ms: int, end_offset: int) -> tuple[int, int]:
-    """The smallest offset range [first, last + 1) holding every record with a timestamp in [start_ms, end_ms).
+@dataclass
+class CoveringRange:
+    """Tracks the smallest offset range [first, last + 1) holding every record timestamped in [start_ms, end_ms).
 
-    From (offset, timestamp) pairs in offset order, read to the high watermark
-    ``end_offset``; records that arrived late (after newer ones) are covered
-    too.  An empty window gives the empty range at the high watermark.
+    Fed (offset, timestamp) in offset order up to the high watermark, it also
+    covers records that arrived late, after newer ones.
     """
+
+    start_ms: int
+    end_ms: int
     first: int | None = None
-    last = -1
+    last: int = -1
+
+    def observe(self, offset: int, timestamp: int) -> None:
+        if self.start_ms <= timestamp < self.end_ms:
+            self.first = offset if self.first is None else self.first
+            self.last = offset
+
+    def offsets(self, end_offset: int) -> tuple[int, int]:
+        """The range; an empty window gives the empty range at the high watermark."""
+        return (end_offset, end_offset) if self.first is None else (self.first, self.last + 1)
+
+
+def covering_range(records: Iterable[tuple[int, int]], start_ms: int, end_ms: int, end_offset: int) -> tuple[int, int]:
+    tracker = CoveringRange(start_ms, end_ms)
     for offset, timestamp in records:
-        if start_ms <= timestamp < end_ms:
-            first = offset if first is None else first
-            last = offset
-    return (end_offset, end_offset) if first is None else (first, last + 1)
+        tracker.observe(offset, timestamp)
+    return tracker.offsets(end_offset)
 
 
 @dataclass(frozen=True)

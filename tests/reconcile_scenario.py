@@ -155,15 +155,27 @@ def produce(bootstrap: str, topics: dict[str, str], scenario: Scenario) -> None:
             raise RuntimeError(f"could not deliver every record to {topics[role]}")
 
 
-def export(directory: Path, topics: dict[str, str], scenario: Scenario) -> None:
-    """The same records as Kafka-shaped JSON-lines exports, partitions predicted from the hashes."""
+def export(directory: Path, topics: dict[str, str], scenario: Scenario, decoded: tuple[str, ...] = ()) -> None:
+    """The same records as exports, partitions predicted from the hashes.
+
+    Kafka-shaped JSON lines (key, value JSON, partition, offset, timestamp) by
+    default; roles in ``decoded`` as Parquet with one column per field instead.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     directory.mkdir(parents=True, exist_ok=True)
     for role, records in scenario.records.items():
-        lines = []
+        rows = []
         for offset, r in enumerate(records):
             chosen = r.partition
             if chosen is None:
                 chosen = (crc32_partition if role == "users" else murmur2_partition)(r.key, scenario.partitions)
-            lines.append(json.dumps({"key": r.key.decode(), "value": json.dumps(r.value), "partition": chosen,
-                                     "offset": offset, "timestamp": r.timestamp}))
-        (directory / f"{topics[role]}.jsonl").write_text("\n".join(lines) + "\n")
+            rows.append({"key": r.key.decode(), "value": r.value, "partition": chosen, "offset": offset, "timestamp": r.timestamp})
+        if role not in decoded:
+            lines = [json.dumps({**row, "value": json.dumps(row["value"])}) for row in rows]
+            (directory / f"{topics[role]}.jsonl").write_text("\n".join(lines) + "\n")
+            continue
+        columns = [{"user_id": row["key"], **{k.lower(): v for k, v in row["value"].items()}, "partition": row["partition"],
+                    "offset": row["offset"], "timestamp_ms": row["timestamp"]} for row in rows]
+        pq.write_table(pa.Table.from_pylist(columns), directory / f"{topics[role]}.parquet")

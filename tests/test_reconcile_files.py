@@ -1,0 +1,85 @@
+"""The reconciliation job on files exported from Kafka (no broker), and its one-line errors.
+
+ksqlDB cannot run here: the 'ksqlDB output' exports hold records in ksqlDB's
+exact output format, written by tests/reconcile_scenario.py, whose partitions
+are predicted from the hashes (crc32 for the users, murmur2 for the rest).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import reconcile_scenario as sc
+from spark_batch.reconcile import main
+
+TOPICS = {role: f"export_{role}" for role in sc.ROLES}
+
+
+def _args(input_dir, output, *extra: str) -> list[str]:
+    flags = {"users": "--users-topic", "orders": "--orders-topic", "faust_direct": "--faust-topic",
+             "ksqldb_direct": "--ksqldb-topic", "faust_repartition": "--faust-repartition-topic",
+             "ksqldb_repartition": "--ksqldb-repartition-topic"}
+    topics = [x for role, flag in flags.items() for x in (flag, TOPICS[role])]
+    return ["--date", sc.DAY, "--source", "files", "--input", str(input_dir), "--output", str(output),
+            "--partitions", "6", *topics, *extra]
+
+
+def test_reconcile_files_known_answers_mixed_formats(spark, tmp_path):
+    scenario = sc.build(regular_users=12, seed=11)
+    sc.export(tmp_path / "in", TOPICS, scenario, decoded=("ksqldb_direct", "users"))
+    assert main(_args(tmp_path / "in", tmp_path / "out", "--max-mismatch-rate", "0.05")) == 1
+    summary = json.loads((tmp_path / "out" / f"dt={sc.DAY}" / "summary.json").read_text())
+    for pair in ("direct", "repartition"):
+        assert {s: n for s, n in summary["statuses"][pair].items() if n} == dict(scenario.statuses(pair))
+        assert {c: n for c, n in summary["causes"][pair].items() if n} == dict(scenario.causes(pair))
+    assert summary["offsets"] is None and summary["source"] == "files"
+    assert summary["threshold"]["breached_pairs"] == ["direct", "repartition"]
+    rows = spark.read.parquet(str(tmp_path / "out" / f"dt={sc.DAY}" / "detail")).collect()
+    got = {(r["pair"], r["user_id"], r["ts"], r["product_id"]): (r["status"], r["cause"]) for r in rows}
+    assert got == {k: v for k, v in scenario.expected.items() if v[0] != "match"}
+    value_mismatch = [r for r in rows if r["status"] == "value_mismatch"]
+    assert [r["mismatched_columns"] for r in value_mismatch] == [["AGE"]]
+    assert value_mismatch[0]["faust_age"] == value_mismatch[0]["ksqldb_age"] + 1
+
+
+def test_reconcile_files_detail_all_keeps_matches(spark, tmp_path):
+    scenario = sc.build(regular_users=4, seed=5)
+    sc.export(tmp_path / "in", TOPICS, scenario)
+    assert main(_args(tmp_path / "in", tmp_path / "out", "--detail", "all", "--max-mismatch-rate", "1")) == 0
+    detail = spark.read.parquet(str(tmp_path / "out" / f"dt={sc.DAY}" / "detail"))
+    assert detail.count() == len(scenario.expected)
+    assert detail.where("status = 'match'").count() == sum(1 for s, _ in scenario.expected.values() if s == "match")
+
+
+def test_reconcile_missing_export_is_a_one_line_error(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    assert main(_args(tmp_path / "in", tmp_path / "out")) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "export_users" in err
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [
+        (["--max-mismatch-rate", "1.5"], "--max-mismatch-rate"),
+        (["--from", "2026-11-20"], "--to"),
+        (["--date", "20-11-2026"], "--date"),
+        (["--users-topic", "export_orders"], "export_orders"),
+    ],
+)
+def test_reconcile_bad_options_exit_2_naming_them(tmp_path, capsys, extra, named):
+    (tmp_path / "in").mkdir()
+    argv = _args(tmp_path / "in", tmp_path / "out")
+    if extra[0] in ("--from", "--date"):
+        argv = argv[2:]  # replace --date
+    code = main(argv + extra) if extra[0] != "--users-topic" else main(argv[:argv.index("--users-topic")] + extra + argv[argv.index("--users-topic") + 2:])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and named in err
+
+
+def test_reconcile_unknown_flag_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--date", sc.DAY, "--no-such-flag"])
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and "\n" not in err and "--no-such-flag" in err
