@@ -45,7 +45,7 @@ from streamapp.worker_process import WorkerProcess
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from workerkit import COUNTERS, isolated, make_order  # noqa: E402
 
-console = Console()
+console = Console(width=160)
 RESTART_SAFE_BATCH = 1
 NORMAL_BATCH = 16384
 
@@ -213,7 +213,8 @@ def run(args: argparse.Namespace) -> None:
             table.add_row(label, f"{pipe_rate.wall:,.0f}/s", f"{worker_rate.wall:,.0f}/s",
                           f"{worker_rate.wall / pipe_rate.wall:.2f}×", f"{pipe_rate.cpu:,.0f}",
                           f"{worker_rate.cpu:,.0f}", f"{worker_rate.cpu / pipe_rate.cpu:.2f}×")
-            console.print(f"{label}: pipe {pipe_rate}, worker {worker_rate}")
+            console.print(f"{label}: pipe {pipe_rate.wall:,.0f}/s ({pipe_rate.cpu:,.0f} per CPU-s), "
+                          f"worker {worker_rate.wall:,.0f}/s ({worker_rate.cpu:,.0f} per CPU-s)")
         console.print(table)
         if args.rss_users:
             before, after, seconds = rss_with_users(base.replace(web_port=free_port()), tmp, args.rss_users)
