@@ -24,13 +24,14 @@ LOOKUPS = ("auto", "index", "scan")
 TIMED_ROLES = ("orders", "faust_direct", "ksqldb_direct", "faust_repartition", "ksqldb_repartition")
 
 
-def partition_counts(bootstrap: str, topics: Mapping[str, str]) -> dict[str, int]:
-    """Partition count per topic; fails naming every missing topic and its option."""
+def partition_counts(bootstrap: str, topics: Mapping[str, str], flags: Mapping[str, str] | None = None) -> dict[str, int]:
+    """Partition count per topic; fails naming every missing topic and (given ``flags``, role -> option) its option."""
     try:
         found = describe(bootstrap, set(topics.values()))
     except Exception as exc:  # confluent-kafka raises KafkaException with a cimpl error
         raise ReconcileError(f"--bootstrap-server={bootstrap!r}: cannot read metadata: {exc}") from None
-    missing = [f"{topic} (--{role.replace('_', '-')}-topic)" for role, topic in topics.items() if topic not in found]
+    flags = flags or {}
+    missing = [f"{topic} ({flags[role]})" if role in flags else topic for role, topic in topics.items() if topic not in found]
     if missing:
         raise ReconcileError(f"unknown topic: {', '.join(missing)} on {bootstrap}")
     return {topic: found[topic].partitions for topic in topics.values()}
@@ -108,7 +109,7 @@ def resolve_plan(
     ``grace_ms`` for out-of-order timestamps; ``"scan"`` reads each partition to
     the fetch high watermark (the embedded broker) and needs no grace.
     """
-    counts = partition_counts(bootstrap, topics)
+    counts = partition_counts(bootstrap, topics)  # callers check first, naming the options
     moments = [window.start_ms - grace_ms, window.end_ms + grace_ms]
     timed = {role: role in TIMED_ROLES for role in topics}
     if lookup == "index":

@@ -30,10 +30,10 @@ from streamapp.errors import StreamappError
 
 from spark_batch import causes, compare, decode, report
 from spark_batch.errors import ReconcileError
-from spark_batch.files_source import read_export
+from spark_batch.files_source import check_exports, read_export
 from spark_batch.kafka_source import choose_reader, read_ranges
 from spark_batch.offsets import TIMED_ROLES, partition_counts, resolve_plan
-from spark_batch.options import Options, parse
+from spark_batch.options import TOPIC_OPTIONS, Options, parse
 from spark_batch.window import OffsetPlan
 
 #: Output role -> (pair, side).
@@ -44,6 +44,7 @@ OUTPUT_ROLES = {
     "ksqldb_repartition": ("repartition", "ksqldb"),
 }
 PLAN_FILE = "offsets.json"
+FLAGS = {role: flag for role, (flag, _) in TOPIC_OPTIONS.items()}
 SAMPLES = 20
 console = Console(highlight=False)
 
@@ -64,7 +65,7 @@ def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> tuple[dict[
     """Raw ``outputs`` (tagged pair/side), ``orders`` and ``users`` frames; the offset plan; the orders partition count."""
     if options.source == "files":
         assert options.input_dir is not None
-        frames = {role: read_export(spark, options.input_dir, topic) for role, topic in options.topics.items()}
+        frames = {role: read_export(spark, options.input_dir, topic, role) for role, topic in options.topics.items()}
         decoded = [
             decode.output_columns(decode.in_window(frames[role], options.window).select(
                 F.lit(pair).alias("pair"), F.lit(side).alias("side"), "*"))
@@ -74,7 +75,7 @@ def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> tuple[dict[
         for more in decoded[1:]:
             outputs = outputs.unionByName(more)
         return _timed(outputs, frames["orders"], frames["users"], options), None, options.partitions, "files"
-    counts = partition_counts(options.bootstrap, options.topics)
+    counts = partition_counts(options.bootstrap, options.topics, FLAGS)
     previous = out_dir / PLAN_FILE
     plan = OffsetPlan.read(previous) if previous.is_file() and not options.re_resolve else None
     if plan is not None and not plan.matches(options.window, options.topics):
@@ -151,8 +152,11 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
         shutil.rmtree(staging / "_classified")
         with _step("Summarised"):
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
+            detail = detail.select("pair", "status", "cause", "cause_detail", "order_partition", "user_partition",
+                                   *decode.IDENTITY).cache()
             summary = _summary(options, detail, counts, plan, reader, output_observation, num_partitions, _versions(spark))
             samples = _samples(detail)
+            detail.unpersist()
         report.write_summary(staging / "summary.json", summary)
         (staging / "report.html").write_text(report.render_html(summary, samples))
         if plan is not None:
@@ -237,9 +241,19 @@ def print_summary(summary: dict[str, Any]) -> None:
                       f"(threshold {limit * 100:.2f}%)")
 
 
+def preflight(options: Options) -> None:
+    """Check topics or exports before Spark starts: a scheduler then logs exactly the one error line."""
+    if options.source == "files":
+        assert options.input_dir is not None
+        check_exports(options.input_dir, options.topics)
+    else:
+        partition_counts(options.bootstrap, options.topics, FLAGS)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = parse(argv)
+        preflight(options)
         spark, owned = spark_session(options.master)
         try:
             started = time.monotonic()
@@ -249,6 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 spark.stop()
     except (StreamappError, ReconcileError) as exc:
         print(f"reconcile: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # Spark/Py4J failures: still one line and exit 2 (1 would mean "threshold breached")
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        print(f"reconcile: error: {type(exc).__name__}: {first}", file=sys.stderr)
         return 2
     print_summary(summary)
     out = options.output / f"dt={summary['date']}"

@@ -87,4 +87,4 @@ def test_reconcile_unknown_topic_is_a_one_line_error(bootstrap, topics, tmp_path
     wrong = {**topics, "ksqldb_direct": "no_such_topic_reconcile"}
     assert main(_args(bootstrap, wrong, tmp_path / "out")) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "no_such_topic_reconcile" in err and "--ksqldb-direct-topic" in err
+    assert err.count("\n") == 0 and "no_such_topic_reconcile (--ksqldb-topic)" in err

@@ -80,20 +80,12 @@ def test_missing_topic_exit_2_naming_it(missing_topic_run: tuple[subprocess.Comp
     assert "Traceback" not in done.stderr and not list(out.glob("dt=*"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (reconciliation engineer): spark_batch/reconcile.py main() starts Spark before it checks the topics "
-    "(partition_counts in _inputs), so the JVM's warnings come first on stderr and the error is its last line, "
-    "not the one line a scheduler logs; checking topics before spark_session() (or silencing the JVM) fixes it"))
 def test_missing_topic_error_is_the_only_stderr_line(missing_topic_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     done, _ = missing_topic_run
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (reconciliation engineer): the unknown-topic error names --faust-direct-topic and "
-    "--ksqldb-direct-topic (spark_batch/offsets.py), options the CLI does not have: they are --faust-topic "
-    "and --ksqldb-topic (spark_batch/options.py TOPIC_OPTIONS)"))
 def test_missing_topic_error_names_options_that_exist(bootstrap: str, tmp_path: Path, capsys, spark) -> None:
     args = ["--date", sc.DAY, "--bootstrap-server", bootstrap, "--broker-profile", "embedded",
             *topic_args({role: f"reliability_missing_{role}" for role in ROLE_FLAGS}), "--output", str(tmp_path / "o")]
@@ -132,23 +124,11 @@ def _missing(d: Path, topic: str) -> None:
     pass
 
 
-BUG_UNREADABLE = ("bug (reconciliation engineer): spark_batch/files_source.py read_export leaves Spark's read "
-                  "errors uncaught, so {what} ends in a Python+Java traceback and exit {code} (1 means "
-                  "'threshold breached' to a scheduler) instead of exit 2 naming the file")
-
-
 @pytest.mark.parametrize(("role", "breaker"), [
-    pytest.param("users", _corrupt_parquet, marks=pytest.mark.xfail(
-        strict=True, reason=BUG_UNREADABLE.format(what="a corrupt .parquet export", code=1))),
-    pytest.param("orders", _binary_jsonl, marks=pytest.mark.xfail(strict=True, reason=(
-        "bug (reconciliation engineer): a binary .jsonl export gives exit 2 but the message "
-        "('an export has no timestamp_ms, timestamp or ts column; it has _corrupt_record', spark_batch/decode.py "
-        "in_window) does not name the file"))),
+    ("users", _corrupt_parquet),
+    ("orders", _binary_jsonl),
     ("faust_direct", _empty_jsonl),
-    pytest.param("ksqldb_repartition", _wrong_columns, marks=pytest.mark.xfail(strict=True, reason=(
-        "bug (reconciliation engineer): an export without the output columns (here only k, v) is not refused "
-        "naming the file: the job reads it as zero records, calls every order missing_in_ksqldb and exits 1 "
-        "(spark_batch/decode.py outputs/in_window, spark_batch/files_source.py read_export)"))),
+    ("ksqldb_repartition", _wrong_columns),
     ("ksqldb_direct", _missing),
 ])
 def test_unreadable_export_exit_2_naming_the_file(role: str, breaker: Any, tmp_path: Path, capsys, spark) -> None:

@@ -1,0 +1,122 @@
+"""Pure parts of the reconciliation job: the window, the offset plan, options, the report; and the
+status rules on tiny DataFrames in the session's real local SparkSession."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from spark_batch.compare import classify
+from spark_batch.errors import ReconcileError
+from spark_batch.options import parse
+from spark_batch.report import cause_chart, mismatch_rate, partition_chart, render_html
+from spark_batch.window import OffsetPlan, TimeWindow, TopicRange, covering_range, window_for
+
+
+def _ms(*parts: int) -> int:
+    return int(datetime(*parts, tzinfo=timezone.utc).timestamp() * 1000)
+
+
+def test_date_is_the_whole_utc_day():
+    window = window_for("2026-02-28", None, None)
+    assert (window.start_ms, window.end_ms) == (_ms(2026, 2, 28), _ms(2026, 3, 1))
+    assert window.label == "2026-02-28"
+
+
+def test_from_to_is_utc_unless_zoned():
+    window = window_for(None, "2026-11-20T06:00", "2026-11-20T08:00+01:00")
+    assert (window.start_ms, window.end_ms) == (_ms(2026, 11, 20, 6), _ms(2026, 11, 20, 7))
+
+
+@pytest.mark.parametrize(
+    "day, start, end, named",
+    [
+        ("2026-11-20", "2026-11-20", None, "--date"),
+        (None, "2026-11-20", None, "--to"),
+        (None, "2026-11-21", "2026-11-20", "--to"),
+        (None, "yesterday", "2026-11-20", "--from"),
+        ("2026-11-31", None, None, "--date"),
+    ],
+)
+def test_bad_windows_name_the_option(day, start, end, named):
+    with pytest.raises(ReconcileError, match=named):
+        window_for(day, start, end)
+
+
+def test_covering_range_includes_late_records_and_nothing_outside():
+    # offsets 0..6; offset 5 arrived late (timestamp inside the window after a newer record)
+    records = [(0, 5), (1, 10), (2, 15), (3, 30), (4, 31), (5, 12), (6, 40)]
+    assert covering_range(records, 10, 20, end_offset=7) == (1, 6)
+    assert covering_range(records, 100, 200, end_offset=7) == (7, 7)
+    assert covering_range([], 0, 10, end_offset=0) == (0, 0)
+
+
+def test_offset_plan_round_trips_and_matches_only_its_window_and_topics(tmp_path):
+    window = TimeWindow(1000, 2000)
+    plan = OffsetPlan(window, {"orders": TopicRange("orders", "o", {0: (3, 9), 1: (0, 0)}, True)}, "scan")
+    plan.write(tmp_path / "offsets.json")
+    again = OffsetPlan.read(tmp_path / "offsets.json")
+    assert again == plan and again.topics["orders"].records == 6
+    assert again.matches(window, {"orders": "o"})
+    assert not again.matches(TimeWindow(1000, 2001), {"orders": "o"})
+    assert not again.matches(window, {"orders": "other"})
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(ReconcileError, match="broken.json"):
+        OffsetPlan.read(tmp_path / "broken.json")
+
+
+def test_options_defaults_come_from_settings_and_auto_lookup_follows_the_broker(monkeypatch):
+    monkeypatch.setenv("STREAMAPP_USERS_TOPIC", "people")
+    options = parse(["--date", "2026-11-20", "--broker-profile", "embedded"])
+    assert options.topics["users"] == "people" and options.topics["ksqldb_direct"] == "DEMO_USER_ORDERS_MERGED"
+    assert options.lookup == "scan"
+    assert parse(["--date", "2026-11-20", "--broker-profile", "kafka"]).lookup == "index"
+    with pytest.raises(ReconcileError, match="--source files"):
+        parse(["--date", "2026-11-20", "--source", "files"])
+
+
+def test_report_charts_and_rate():
+    assert mismatch_rate({"match": 3, "duplicate": 1}) == 0.25
+    assert mismatch_rate({"match": 0}) == 0.0
+    chart = cause_chart({"direct": {"copartition_violation": 5, "other": 0}})
+    assert chart.count("<rect") == 1 and "copartition_violation" in chart
+    heat = partition_chart([{"pair": "direct", "order_partition": 2, "user_partition": 0, "count": 4}], "direct")
+    assert "order partition 2, user partition 0: 4" in heat
+    summary = {
+        "date": "2026-11-20", "window": {"start": "a", "end": "b"},
+        "threshold": {"max_mismatch_rate": 0.01, "breached": True},
+        "statuses": {"direct": {"match": 1, "duplicate": 1}}, "totals": {"direct": {"orders": 2, "mismatches": 1, "mismatch_rate": 0.5}},
+        "causes": {"direct": {"other": 1}}, "by_partition_pair": [], "topics": {"users": "<u>"},
+    }
+    html = render_html(summary, [{"pair": "direct", "status": "duplicate", "cause": "other", "user_id": "<x>", "ts": 1, "cause_detail": "d"}])
+    assert "BREACHED" in html and "&lt;x&gt;" in html and "<x>" not in html and "50.00%" in html
+
+
+OUT = "pair string, side string, user_id string, ts bigint, product_id bigint, qty bigint, unit_price double, " \
+      "channel string, name string, age bigint, partition int, offset bigint"
+
+
+def _order(side: str, user: str, product: int, name: str | None, age: int | None, partition: int = 1, offset: int = 0):
+    return ("direct", side, user, 1000 + product, product, 1, 2.5, "web", name, age, partition, offset)
+
+
+def test_status_rules_one_order_each(spark):
+    rows = [
+        _order("faust", "u", 1, "A", 30), _order("ksqldb", "u", 1, "A", 30),                    # match
+        _order("ksqldb", "u", 2, "A", 30),                                                        # missing_in_faust
+        _order("faust", "u", 3, "A", 30),                                                         # missing_in_ksqldb
+        _order("faust", "u", 4, "A", 30), _order("faust", "u", 4, "A", 30, offset=9), _order("ksqldb", "u", 4, "A", 30),
+        _order("faust", "u", 5, "A", 30, partition=2), _order("ksqldb", "u", 5, "A", 30),        # partition_mismatch
+        _order("faust", "u", 6, "A", 30), _order("ksqldb", "u", 6, None, None),                  # enriched_only_in_faust
+        _order("faust", "u", 7, None, None), _order("ksqldb", "u", 7, "A", 30),                  # enriched_only_in_ksqldb
+        _order("faust", "u", 8, None, None), _order("ksqldb", "u", 8, None, None),               # both_unenriched
+        _order("faust", "u", 9, "B", 30), _order("ksqldb", "u", 9, "A", 31),                     # value_mismatch
+    ]
+    got = {r["product_id"]: r for r in classify(spark.createDataFrame(rows, OUT)).collect()}
+    statuses = {p: got[p]["status"] for p in got}
+    assert statuses == {1: "match", 2: "missing_in_faust", 3: "missing_in_ksqldb", 4: "duplicate",
+                        5: "partition_mismatch", 6: "enriched_only_in_faust", 7: "enriched_only_in_ksqldb",
+                        8: "both_unenriched", 9: "value_mismatch"}
+    assert (got[4]["faust_count"], got[4]["ksqldb_count"]) == (2, 1)
+    assert got[9]["mismatched_columns"] == ["NAME", "AGE"]
+    assert got[5]["mismatched_columns"] == ["partition"] and got[1]["mismatched_columns"] == []
