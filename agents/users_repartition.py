@@ -16,6 +16,7 @@ async def load_repartitioned_users(stream: StreamT) -> None:
     async for msg, user in decoded(stream, decode_user):
         if user is None:
             users_repartition_table.pop(msg.key, None)
+            counters.users_repartition_deleted[msg.partition] += 1
         else:
             users_repartition_table[msg.key] = user.to_table_value()
             counters.users_repartitioned[msg.partition] += 1

@@ -16,6 +16,7 @@ class Counters:
     users: Counter[int] = field(default_factory=Counter)
     users_deleted: Counter[int] = field(default_factory=Counter)
     users_repartitioned: Counter[int] = field(default_factory=Counter)
+    users_repartition_deleted: Counter[int] = field(default_factory=Counter)
     orders: Counter[int] = field(default_factory=Counter)
     joined: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     missed: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
@@ -30,7 +31,8 @@ class Counters:
     def snapshot(self) -> dict[str, Any]:
         """Plain dicts (JSON-ready, partitions as strings) plus ``totals``, for logs and web views."""
         singles = {"users": self.users, "users_deleted": self.users_deleted,
-                   "users_repartitioned": self.users_repartitioned, "orders": self.orders}
+                   "users_repartitioned": self.users_repartitioned,
+                   "users_repartition_deleted": self.users_repartition_deleted, "orders": self.orders}
         per_output = {"joined": self.joined, "missed": self.missed, "dead_lettered": self.dead_lettered}
         snap: dict[str, Any] = {name: _plain(c) for name, c in singles.items()}
         snap.update({name: {k: _plain(c) for k, c in group.items()} for name, group in per_output.items()})
@@ -59,6 +61,8 @@ def summary_line(snap: dict[str, Any]) -> str:
         share = 100.0 * missed / (joined + missed) if joined + missed else 0.0
         parts.append(f"{name} joined {joined:,} missed {missed:,} ({share:.2f}%)")
     parts.append(f"dead letters {t['dead_lettered']:,}")
+    if t["users_deleted"] or t["users_repartition_deleted"]:
+        parts.append(f"deleted users {t['users_deleted']:,} (repartitioned {t['users_repartition_deleted']:,})")
     return "Counters: " + " · ".join(parts)
 
 

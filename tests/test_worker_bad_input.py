@@ -1,5 +1,7 @@
 """Bad input never stops the worker and is never lost: malformed records go to the dead-letter topic with the reason.
 
+A null user value is not bad input: it is a tombstone that deletes the user, as in a ksqlDB table.
+
 Real worker process, real embedded broker, records produced by librdkafka.
 """
 from __future__ import annotations
@@ -50,6 +52,9 @@ def test_malformed_records_are_dead_lettered_and_valid_orders_joined(
     try:
         produce(settings.bootstrap_servers, settings.users_topic, mixed_users, "murmur2")
         wait_for_users([worker], len(users))
+        deleted = next(iter(users))
+        produce(settings.bootstrap_servers, settings.users_topic, [(deleted.encode(), None)], "murmur2")
+        worker.wait_for("deleted users 1 (repartitioned 1)", 60)
         produce(settings.bootstrap_servers, settings.orders_topic, mixed_orders, "murmur2")
 
         for topic in (settings.merged_topic, settings.merged_repartition_topic):
@@ -58,7 +63,8 @@ def test_malformed_records_are_dead_lettered_and_valid_orders_joined(
             for rec in records:
                 user_id = rec.key.decode()
                 value = json.loads(rec.value)
-                assert (value["NAME"], value["AGE"]) == (users[user_id]["name"], users[user_id]["age"])
+                user = (None, None) if user_id == deleted else (users[user_id]["name"], users[user_id]["age"])
+                assert (value["NAME"], value["AGE"]) == user, "a tombstone deletes the user from both tables"
                 assert value["TS"] == orders[user_id]["ts"]
 
         expected = len(BAD_USERS) + len(BAD_ORDERS)

@@ -25,13 +25,16 @@ def test_counters_snapshot_per_partition_and_totals() -> None:
     assert snap["missed"]["direct"] == {"0": 1, "3": 2}
     assert snap["joined"] == {"direct": {"0": 1}, "repartitioned": {"1": 1}}
     assert snap["totals"] == {
-        "users": 7, "users_deleted": 0, "users_repartitioned": 0, "orders": 4,
+        "users": 7, "users_deleted": 0, "users_repartitioned": 0, "users_repartition_deleted": 0, "orders": 4,
         "joined": {"direct": 1, "repartitioned": 1}, "missed": {"direct": 3}, "dead_lettered": 1,
     }
     line = summary_line(snap)
     assert "direct joined 1 missed 3 (75.00%)" in line
     assert "repartitioned joined 1 missed 0 (0.00%)" in line
     assert line.startswith("Counters: users 7 · repartitioned users 0 · orders 4")
+    assert "deleted" not in line
+    c.users_deleted[1] += 1
+    assert summary_line(c.snapshot()).endswith("dead letters 1 · deleted users 1 (repartitioned 0)")
 
 
 def test_dead_letter_keeps_bytes_and_reads_back_from_either_header_form() -> None:
