@@ -44,20 +44,28 @@ def in_window(frame: DataFrame, window: TimeWindow) -> DataFrame:
 def output_columns(frame: DataFrame) -> DataFrame:
     """Join output records (Faust's or ksqlDB's, tagged ``pair`` and ``side``) as pair, side + ``OUTPUT_COLUMNS``."""
     if is_raw(frame):
-        v = F.from_json(F.col("value").cast("string"), OUTPUT_VALUE)
-        return frame.select(
-            "pair", "side",
-            F.col("key").cast("string").alias("user_id"), v["TS"].alias("ts"), v["PRODUCT_ID"].alias("product_id"),
-            v["QTY"].alias("qty"), v["UNIT_PRICE"].alias("unit_price"), v["CHANNEL"].alias("channel"),
-            v["NAME"].alias("name"), v["AGE"].alias("age"), "partition", "offset",
-        )
+        fields = ("ts", "product_id", "qty", "unit_price", "channel", "name", "age")
+        return _from_json(frame, OUTPUT_VALUE, "user_id", {f.upper(): f for f in fields}, ("pair", "side"), ("partition", "offset"))
     return _decoded(frame, ("pair", "side", *OUTPUT_COLUMNS), "a join output export")
+
+
+def _from_json(
+    frame: DataFrame, schema: str, key_as: str, fields: dict[str, str], before: tuple[str, ...], after: tuple[str, ...]
+) -> DataFrame:
+    """Kafka-shaped rows -> the key as a string column plus the value's JSON ``fields`` (json name -> column)."""
+    value = F.from_json(F.col("value").cast("string"), schema)
+    columns = [value[name].alias(alias) for name, alias in fields.items()]
+    return frame.select(*before, F.col("key").cast("string").alias(key_as), *columns, *after)
+
+
+def _lacks_identity() -> Column:
+    return F.col("user_id").isNull() | F.col("ts").isNull() | F.col("product_id").isNull()
 
 
 def valid_outputs(frame: DataFrame, observation: Observation | None = None) -> DataFrame:
     """``output_columns`` rows that carry an order identity; ``observation`` gets, per pair and side,
     ``rows:<pair>:<side>`` and ``undecodable:<pair>:<side>`` (rows left out for lacking one)."""
-    bad = F.col("user_id").isNull() | F.col("ts").isNull() | F.col("product_id").isNull()
+    bad = _lacks_identity()
     if observation is not None:
         metrics = []
         for pair in ("direct", "repartition"):
@@ -71,26 +79,17 @@ def valid_outputs(frame: DataFrame, observation: Observation | None = None) -> D
 def orders(frame: DataFrame) -> DataFrame:
     """The orders stream as ``ORDER_COLUMNS``."""
     if is_raw(frame):
-        v = F.from_json(F.col("value").cast("string"), ORDER_VALUE)
-        frame = frame.select(
-            F.col("key").cast("string").alias("user_id"), v["ts"].alias("ts"), v["product_id"].alias("product_id"),
-            v["qty"].alias("qty"), v["unit_price"].alias("unit_price"), v["channel"].alias("channel"),
-            "partition", "offset",
-        )
+        fields = ("ts", "product_id", "qty", "unit_price", "channel")
+        frame = _from_json(frame, ORDER_VALUE, "user_id", {f: f for f in fields}, (), ("partition", "offset"))
     else:
         frame = _decoded(frame, ORDER_COLUMNS, "an orders export")
-    bad = F.col("user_id").isNull() | F.col("ts").isNull() | F.col("product_id").isNull()
-    return frame.where(~bad)
+    return frame.where(~_lacks_identity())
 
 
 def users(frame: DataFrame) -> DataFrame:
     """The users table topic as ``USER_COLUMNS``; a tombstone (null value) keeps its key and time."""
     if is_raw(frame):
-        v = F.from_json(F.col("value").cast("string"), USER_VALUE)
-        frame = frame.select(
-            F.col("key").cast("string").alias("user_key"), v["name"].alias("name"), v["age"].alias("age"),
-            "partition", "offset", "timestamp_ms",
-        )
+        frame = _from_json(frame, USER_VALUE, "user_key", {"name": "name", "age": "age"}, (), ("partition", "offset", "timestamp_ms"))
     else:
         frame = _decoded(frame.withColumnRenamed("user_id", "user_key"), USER_COLUMNS, "a users export")
     return frame.where(F.col("user_key").isNotNull())
