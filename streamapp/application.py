@@ -14,6 +14,7 @@ from typing import Any
 
 import faust
 
+from .errors import StreamappError
 from .partitioners.adapters import client_partitioner
 from .settings import Settings
 from .topics import describe, ensure_topics
@@ -67,26 +68,31 @@ def owned_topics(settings: Settings) -> dict[str, int]:
     return {name: settings.partitions for name in names}
 
 
-def create_missing_topics(settings: Settings) -> list[str]:
-    """Create the owned topics that do not exist; existing ones are left for the guard to judge."""
+def create_missing_topics(settings: Settings) -> tuple[list[str], dict[str, int]]:
+    """Create the owned topics that do not exist (existing ones are left for the guard to judge).
+
+    Returns the names created and every owned topic's partition count.
+    """
     wanted = owned_topics(settings)
     existing = describe(settings.bootstrap_servers, wanted)
     missing = {name: count for name, count in wanted.items() if name not in existing}
     if missing:
-        ensure_topics(settings.bootstrap_servers, missing, settings.replication_factor)
-    return sorted(missing)
+        existing = {**existing, **ensure_topics(settings.bootstrap_servers, missing, settings.replication_factor)}
+    return sorted(missing), {name: info.partitions for name, info in existing.items()}
 
 
 class StreamappApp(faust.App):
     """Faust's App plus streamapp's start-up: explicit topics, then the co-partitioning guard."""
 
     streamapp_settings: Settings
+    #: Partition count of each owned topic, read at start: sends pick their partition from it.
+    partition_counts: dict[str, int]
 
     async def on_first_start(self) -> None:
         await super().on_first_start()
         settings = self.streamapp_settings
         loop = asyncio.get_running_loop()
-        created = await loop.run_in_executor(None, create_missing_topics, settings)
+        created, self.partition_counts = await loop.run_in_executor(None, create_missing_topics, settings)
         if created:
             logger.info("Created topics with %d partitions: %s", settings.partitions, ", ".join(created))
         from .guard import GuardError, run_guard
@@ -106,5 +112,8 @@ def create_app(settings: Settings | None = None) -> StreamappApp:
     return app
 
 
-app = create_app()
+try:
+    app = create_app()
+except StreamappError as exc:
+    raise SystemExit(f"streamapp worker: {exc}") from None
 settings: Settings = app.streamapp_settings

@@ -22,6 +22,9 @@ from faust.streams import current_event
 from .application import app, settings
 from .errors import StreamappError
 from .join import faust_timestamp
+from .partitioners import get_partitioner
+
+PARTITIONER = get_partitioner(settings.partitioner)
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
@@ -65,13 +68,16 @@ async def send_raw(
     topic: str, key: bytes | None, value: bytes | None, timestamp_ms: int | None = None,
     headers: dict[str, bytes] | None = None,
 ) -> None:
-    """Hand already-encoded bytes to Faust's producer, skipping ``Topic.send``'s per-record layers.
+    """Hand already-encoded bytes to Faust's producer, in the partition ``Settings.partitioner`` picks.
 
-    Half the cost of a send in the join's profile; delivery is unchanged: the
-    producer is flushed before every offset commit, so processing stays at-least-once.
+    Skips ``Topic.send``'s per-record layers and the client's per-record partition
+    lookup (the counts are read at start), two thirds of a send's cost in the
+    join's profile.  Delivery is unchanged: the producer is flushed before every
+    offset commit, so processing stays at-least-once.
     """
     timestamp = faust_timestamp(timestamp_ms) if timestamp_ms is not None else None
-    await app.producer.send(topic, key, value, None, timestamp, headers)
+    partition = PARTITIONER(key, app.partition_counts[topic])
+    await app.producer.send(topic, key, value, partition, timestamp, headers)
 
 
 def key_serializers() -> dict[str, str]:
