@@ -51,12 +51,14 @@ def user_index(users: DataFrame, num_partitions: int) -> DataFrame:
     return per_key.join(placed, "user_key")
 
 
-def explain(mismatches: DataFrame, orders: DataFrame, index: DataFrame) -> DataFrame:
+def explain(mismatches: DataFrame, orders: DataFrame, index: DataFrame, few: bool = True) -> DataFrame:
     """``mismatches`` (classified rows that are not ``match``) with ``cause`` and ``cause_detail``.
 
-    ``index`` is ``user_index(users)``; it is used twice, so callers cache it.
+    ``index`` is ``user_index(users)``; it is used twice, so callers cache it.  ``few``
+    (the caller knows the count) broadcasts the mismatches, so the orders are not shuffled.
     """
     wanted = mismatches.select(*IDENTITY).distinct()
+    wanted = F.broadcast(wanted) if few else wanted
     order_info = (
         orders.join(wanted, list(IDENTITY), "left_semi")
         .groupBy(*IDENTITY)

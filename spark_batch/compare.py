@@ -44,7 +44,7 @@ def classify(outputs: DataFrame) -> DataFrame:
     A side's "first record" is its lowest offset, so duplicates and reruns pick the same one
     (offsets are unique within a topic-partition; a tie across partitions is a partition_mismatch anyway).
     """
-    is_faust = F.col("side") == "faust"
+    is_faust = F.col("is_faust")
 
     def first(column: str, mine: Column) -> Column:
         # min_by skips rows whose ordering is null: the other side's rows; hash-aggregatable, unlike min(struct)
@@ -52,7 +52,10 @@ def classify(outputs: DataFrame) -> DataFrame:
 
     # NAME enters the aggregation as a 64-bit hash: fixed-width buffers keep Spark on its hash
     # aggregate (strings force a sort-based one, 3-4x slower at 10 M rows; see benchmarks/README.md)
-    hashed = outputs.withColumn("name_hash", F.when(F.col("name").isNotNull(), F.xxhash64("name")))
+    hashed = outputs.select(
+        "pair", *IDENTITY, "partition", "age", "offset", (F.col("side") == "faust").alias("is_faust"),
+        F.when(F.col("name").isNotNull(), F.xxhash64("name")).alias("name_hash"),
+    )
     fields = ("partition", "name_hash", "age")
     grouped = hashed.groupBy("pair", *IDENTITY).agg(
         F.count_if(is_faust).alias("faust_count"),
@@ -70,17 +73,20 @@ def classify(outputs: DataFrame) -> DataFrame:
             F.when(_differs(f["partition"], k["partition"]), F.lit("partition")),
         )
     )
-    status = (
-        F.when(F.col("faust_count") == 0, "missing_in_faust")
-        .when(F.col("ksqldb_count") == 0, "missing_in_ksqldb")
-        .when((F.col("faust_count") > 1) | (F.col("ksqldb_count") > 1), "duplicate")
-        .when(f["partition"] != k["partition"], "partition_mismatch")
-        .when(_enriched(f) & ~_enriched(k), "enriched_only_in_faust")
-        .when(~_enriched(f) & _enriched(k), "enriched_only_in_ksqldb")
-        .when(~_enriched(f) & ~_enriched(k), "both_unenriched")
-        .when(_differs(f["name"], k["name"]) | _differs(f["age"], k["age"]), "value_mismatch")
-        .otherwise("match")
-    )
+    rules = [
+        ("missing_in_faust", F.col("faust_count") == 0),
+        ("missing_in_ksqldb", F.col("ksqldb_count") == 0),
+        ("duplicate", (F.col("faust_count") > 1) | (F.col("ksqldb_count") > 1)),
+        ("partition_mismatch", f["partition"] != k["partition"]),
+        ("enriched_only_in_faust", _enriched(f) & ~_enriched(k)),
+        ("enriched_only_in_ksqldb", ~_enriched(f) & _enriched(k)),
+        ("both_unenriched", ~_enriched(f) & ~_enriched(k)),
+        ("value_mismatch", _differs(f["name"], k["name"]) | _differs(f["age"], k["age"])),
+    ]
+    code = F.lit(STATUSES.index("match"))
+    for name, condition in reversed(rules):  # first rule that holds wins
+        code = F.when(condition, F.lit(STATUSES.index(name))).otherwise(code)
+    status = F.element_at(F.array(*[F.lit(s) for s in STATUSES]), code + 1)
     return grouped.select(
         "pair",
         status.alias("status"),
@@ -97,16 +103,15 @@ def classify(outputs: DataFrame) -> DataFrame:
     )
 
 
-def observe_statuses(classified: DataFrame, observation: Observation) -> DataFrame:
-    """Count every (pair, status) as rows stream past, so the summary needs no second pass."""
-    metrics = [
-        F.count_if((F.col("pair") == pair) & (F.col("status") == status)).alias(f"{pair}:{status}")
-        for pair in PAIRS
-        for status in STATUSES
-    ]
+def observe_totals(classified: DataFrame, observation: Observation) -> DataFrame:
+    """Count the orders of each pair as rows stream past (two counters: cheap per row)."""
+    metrics = [F.count_if(F.col("pair") == pair).alias(pair) for pair in PAIRS]
     return classified.observe(observation, *metrics)
 
 
-def status_counts(metrics: Mapping[str, int]) -> dict[str, dict[str, int]]:
-    """``observe_statuses`` metrics as {pair: {status: count}} with every status present."""
-    return {pair: {status: int(metrics.get(f"{pair}:{status}", 0)) for status in STATUSES} for pair in PAIRS}
+def status_counts(totals: Mapping[str, int], mismatches: Mapping[tuple[str, str], int]) -> dict[str, dict[str, int]]:
+    """{pair: {status: count}}, every status present: non-matches counted, match = total - non-matches."""
+    counts = {pair: {status: int(mismatches.get((pair, status), 0)) for status in STATUSES} for pair in PAIRS}
+    for pair in PAIRS:
+        counts[pair]["match"] = int(totals.get(pair, 0)) - sum(n for s, n in counts[pair].items() if s != "match")
+    return counts

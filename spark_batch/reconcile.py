@@ -46,6 +46,8 @@ OUTPUT_ROLES = {
 PLAN_FILE = "offsets.json"
 FLAGS = {role: flag for role, (flag, _) in TOPIC_OPTIONS.items()}
 SAMPLES = 20
+#: Up to this many mismatching orders are broadcast when explained (about 100 bytes each).
+BROADCAST_MISMATCHES = 1_000_000
 console = Console(highlight=False)
 
 
@@ -133,17 +135,20 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
     frames, plan, num_partitions, reader = _inputs(spark, options, out_dir)
     output_observation = Observation("outputs")
     outputs = decode.valid_outputs(frames["outputs"], output_observation)
-    status_observation = Observation("statuses")
-    classified = compare.observe_statuses(compare.classify(outputs), status_observation)
+    totals = Observation("totals")
+    classified = compare.observe_totals(compare.classify(outputs), totals)
     if options.detail == "mismatches":
         classified = classified.where(F.col("status") != "match")
     try:
         with _step("Read and classified the join outputs"):
             classified.write.parquet(str(staging / "_classified"))
-        counts = compare.status_counts(status_observation.get)
-        stage = spark.read.parquet(str(staging / "_classified"))
+        stage = spark.read.schema(classified.schema).parquet(str(staging / "_classified"))  # schema: may be empty
+        counted = stage.where(F.col("status") != "match").groupBy("pair", "status").count().collect()
+        counts = compare.status_counts(totals.get, {(r["pair"], r["status"]): int(r["count"]) for r in counted})
         index = causes.user_index(decode.users(frames["users"]), num_partitions).cache()
-        explained = causes.explain(stage.where(F.col("status") != "match"), decode.orders(frames["orders"]), index)
+        mismatching = sum(n for by in counts.values() for status, n in by.items() if status != "match")
+        explained = causes.explain(stage.where(F.col("status") != "match"), decode.orders(frames["orders"]), index,
+                                   few=mismatching <= BROADCAST_MISMATCHES)
         if options.detail == "all":
             explained = explained.unionByName(stage.where(F.col("status") == "match"), allowMissingColumns=True)
         with _step("Explained the mismatches from the input topics"):

@@ -88,3 +88,29 @@ def test_reconcile_unknown_topic_is_a_one_line_error(bootstrap, topics, tmp_path
     assert main(_args(bootstrap, wrong, tmp_path / "out")) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "no_such_topic_reconcile (--ksqldb-topic)" in err
+
+
+def test_python_datasource_reads_exactly_the_planned_ranges_one_task_each(spark, bootstrap, new_topic):
+    from confluent_kafka import Producer
+
+    from spark_batch.errors import ReconcileError
+    from spark_batch.kafka_source import choose_reader, read_ranges
+    from spark_batch.offsets import scan
+    from spark_batch.window import TopicRange
+
+    topic = new_topic("ranges", 3)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})  # batches of several records
+    for i in range(30):
+        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % 3, timestamp=1000 + i)
+    producer.flush(30)
+    ends = scan(bootstrap, {(topic, p): None for p in range(3)})
+    assert ends == {(topic, p): (0, 10) for p in range(3)}  # the fetch high watermark, not ListOffsets'
+    planned = TopicRange("orders", topic, {0: (2, 5), 1: (0, 10), 2: (10, 10)}, True)
+    assert choose_reader(spark, "auto") == "python"
+    with pytest.raises(ReconcileError, match="--kafka-reader=spark"):
+        choose_reader(spark, "spark")
+    frame = read_ranges(spark, bootstrap, [planned], "python")
+    assert frame.rdd.getNumPartitions() == 2
+    got = sorted((r["partition"], r["offset"], r["value"]) for r in frame.collect())
+    expected = sorted([(0, o, b"v%d" % (o * 3)) for o in range(2, 5)] + [(1, o, b"v%d" % (o * 3 + 1)) for o in range(10)])
+    assert got == expected
