@@ -44,6 +44,7 @@ def faust_config(settings: Settings) -> dict[str, Any]:
         "topic_partitions": settings.partitions,
         "topic_replication_factor": settings.replication_factor,
         "web_host": settings.web_host,
+        "web_bind": settings.web_host,
         "web_port": settings.web_port,
         "web_tables_enabled": settings.web_table_blueprint,
         "broker_session_timeout": settings.broker_session_timeout,

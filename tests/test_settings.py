@@ -73,6 +73,12 @@ def test_embedded_workarounds_only_on_the_embedded_broker() -> None:
     assert real["broker"] == "kafka://127.0.0.1:9092"
 
 
+def test_web_server_binds_web_host_not_all_interfaces() -> None:
+    """Faust listens on ``web_bind`` (0.0.0.0 by default), so streamapp sets it from web_host."""
+    assert faust_config(Settings())["web_bind"] == "127.0.0.1"
+    assert faust_config(Settings(web_host="10.1.2.3"))["web_bind"] == "10.1.2.3"
+
+
 def test_readme_settings_table_is_current() -> None:
     from pathlib import Path
 

@@ -28,7 +28,6 @@ STATIC_DIR = Path(__file__).parent / "static"
 #: Faust serves ``{"status": "OK"}`` at ``/``; the page takes its place.
 FAUST_INDEX = "faust.web.apps.production_index:blueprint"
 TOPIC_CACHE_SECONDS = 30.0
-FAUST_DEFAULT_BIND = "0.0.0.0"
 
 TABLES = {"users": users_table, "users_repartition": users_repartition_table}
 TOPICS = {"users": settings.users_topic, "users_repartition": settings.users_repartition_topic}
@@ -242,13 +241,7 @@ class IndexView(web.View):
 
 
 def _secure(web_driver: Any) -> None:
-    """Bind ``web_host`` only, put the middlewares on the aiohttp application, retire Faust's ``/`` placeholder.
-
-    Faust binds its ``web_bind`` (all interfaces by default), not ``web_host``;
-    streamapp promises 127.0.0.1 unless ``STREAMAPP_WEB_HOST`` says otherwise.
-    """
-    if app.conf.web_bind == FAUST_DEFAULT_BIND:
-        app.conf.web_bind = settings.web_host
+    """Put the middlewares on the aiohttp application and retire Faust's ``/`` placeholder."""
     web_driver.web_app.middlewares.extend(middlewares(settings.web_token))
     enabled = web_driver.blueprints._enabled
     enabled[:] = [(prefix, bp) for prefix, bp in enabled if bp != FAUST_INDEX]
