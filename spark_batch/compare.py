@@ -39,21 +39,22 @@ def _differs(a: Column, b: Column) -> Column:
 
 
 def classify(outputs: DataFrame) -> DataFrame:
-    """One row per (pair, order identity): counts per side, each side's first record, and the status.
+    """One row per (pair, order identity): counts per side, each side's values, and the status.
 
-    A side's "first record" is its lowest offset, so duplicates and reruns pick the same one
-    (offsets are unique within a topic-partition; a tie across partitions is a partition_mismatch anyway).
+    With a single record per side the values are that record's; for a ``duplicate`` they are
+    the largest of the copies, so reruns give the same row whatever the order of reading.
     """
     is_faust = F.col("is_faust")
 
     def first(column: str, mine: Column) -> Column:
-        # min_by skips rows whose ordering is null: the other side's rows; hash-aggregatable, unlike min(struct)
-        return F.min_by(F.col(column), F.when(mine, F.col("offset")))
+        # one fixed-width buffer per value keeps the (non-reducing) partial aggregation and its
+        # shuffle small; min(struct)/min_by would be sort-based or carry two buffers per value
+        return F.max(F.when(mine, F.col(column)))
 
     # NAME enters the aggregation as a 64-bit hash: fixed-width buffers keep Spark on its hash
     # aggregate (strings force a sort-based one, 3-4x slower at 10 M rows; see benchmarks/README.md)
     hashed = outputs.select(
-        "pair", *IDENTITY, "partition", "age", "offset", (F.col("side") == "faust").alias("is_faust"),
+        "pair", *IDENTITY, "partition", "age", (F.col("side") == "faust").alias("is_faust"),
         F.when(F.col("name").isNotNull(), F.xxhash64("name")).alias("name_hash"),
     )
     fields = ("partition", "name_hash", "age")
