@@ -120,3 +120,24 @@ def test_status_rules_one_order_each(spark):
     assert (got[4]["faust_count"], got[4]["ksqldb_count"]) == (2, 1)
     assert got[9]["mismatched_columns"] == ["NAME", "AGE"]
     assert got[5]["mismatched_columns"] == ["partition"] and got[1]["mismatched_columns"] == []
+
+
+def test_raw_json_schema_matches_what_inference_finds_and_leaves_other_shapes_to_it(spark, tmp_path):
+    """The explicit schema (which spares Spark's inference job) must read Kafka-shaped lines exactly as inference would."""
+    from spark_batch.files_source import raw_json_schema
+
+    lines = ['{"key": "u1", "value": "{\\"name\\": \\"A\\"}", "partition": 3, "offset": 7, "timestamp_ms": 1700000000000}',
+             '{"key": null, "value": null, "partition": 0, "offset": 8, "timestamp_ms": 1700000000001}']
+    path = tmp_path / "raw.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    schema = raw_json_schema(lines[0])
+    assert schema is not None
+    inferred = spark.read.json(str(path))
+    given = spark.read.schema(schema).json(str(path))
+    assert dict(given.dtypes) == dict(inferred.dtypes)
+    assert sorted(map(tuple, given.select(*inferred.columns).collect()), key=repr) == sorted(
+        map(tuple, inferred.collect()), key=repr)
+    for other in ('{"user_id": "u1", "ts": 1}', '{"key": "u1", "value": {"name": "A"}}', '{"key": 1, "value": "x"}',
+                  '{"key": "u1", "value": "x", "partition": true}', '{"key": "u1", "value": "x", "partition": 1.5}',
+                  "not json", "[1, 2]", ""):
+        assert raw_json_schema(other) is None, other
