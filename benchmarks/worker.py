@@ -14,6 +14,7 @@ each record its own batch), and with normal batching.  Then the worker's RSS
 with ``--rss-users`` users loaded into both tables.
 
     .venv/bin/python benchmarks/worker.py [--orders 50000] [--users 10000] [--rss-users 1000000]
+                                          [--batching both|restart-safe|normal]
     .venv/bin/python benchmarks/worker.py pipe ...   (the baseline's child process; used internally)
 """
 from __future__ import annotations
@@ -206,8 +207,10 @@ def run(args: argparse.Namespace) -> None:
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         base = broker.settings(Settings()).replace(web_port=free_port())
-        for label, batch in (("restart-safe (max_batch_size=1)", RESTART_SAFE_BATCH),
-                             ("normal (16 KiB batches)", NORMAL_BATCH)):
+        modes = (("restart-safe (max_batch_size=1)", RESTART_SAFE_BATCH), ("normal (16 KiB batches)", NORMAL_BATCH))
+        for label, batch in modes:
+            if args.batching not in ("both", "restart-safe" if batch == RESTART_SAFE_BATCH else "normal"):
+                continue
             pipe_rate = bench_pipe(base, batch, orders)
             worker_rate = bench_worker(base.replace(web_port=free_port()), tmp, batch, users, orders)
             table.add_row(label, f"{pipe_rate.wall:,.0f}/s", f"{worker_rate.wall:,.0f}/s",
@@ -236,6 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--orders", type=int, default=50_000)
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--rss-users", type=int, default=1_000_000, help="0 skips the RSS measurement")
+    parser.add_argument("--batching", choices=("both", "restart-safe", "normal"), default="both")
     args = parser.parse_args(argv)
     if args.mode == "pipe":
         asyncio.run(pipe(args.bootstrap, args.source, args.outputs.split(","), args.max_batch_size))
