@@ -33,9 +33,12 @@ from .produce import people_console, produce_with_progress, render_run
 RUNS = ("consistent_random", "murmur2_random")
 RECONCILE_TIMEOUT = 180.0
 #: Spark's defaults (200 shuffle partitions, the UI) are sized for clusters; the demo's data is tiny.
+#: Its JVM lives ~20 s, too short for C2 compilation to pay: C1 only cut the job 34 s -> 21 s
+#: (benchmarks/README.md, Demo).  The nightly job keeps the JVM's defaults.
 SPARK_SUBMIT_ARGS = ("--conf spark.sql.shuffle.partitions=2 --conf spark.default.parallelism=2 "
-                     "--conf spark.ui.enabled=false --conf spark.sql.adaptive.coalescePartitions.initialPartitionNum=2 "
-                     "pyspark-shell")
+                     "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false "
+                     "--conf spark.sql.adaptive.coalescePartitions.initialPartitionNum=2 "
+                     "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
 
 
 def add_parser(sub: Any) -> None:
