@@ -6,7 +6,7 @@ key (from ``streamapp.partitioners``, the batch API, vectorised over Arrow).
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from streamapp.partitioners import partition_batch
 
-from .compare import ENRICHMENT_STATUSES
+from .compare import ENRICHMENT_STATUSES, PAIRS
 from .decode import IDENTITY
 
 CAUSES = ("copartition_violation", "late_user", "unknown_user", "key_format", "other")
@@ -118,3 +118,23 @@ def _cause_and_detail() -> tuple[Column, Column]:
                                    F.col("order_partition"), F.col("ts") - F.col("user_first_ms")))
     )
     return cause, detail
+
+
+def tally(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, dict[str, int]], list[dict[str, Any]]]:
+    """Mismatches by (pair, cause) and by (pair, order partition, user partition), from one aggregation's rows.
+
+    ``rows`` are counts by (pair, cause, order_partition, user_partition): one
+    Spark aggregation gives both tables (cells only where both partitions are known).
+    """
+    by_cause: dict[str, dict[str, int]] = {pair: {c: 0 for c in CAUSES} for pair in PAIRS}
+    cells: dict[tuple[str, int, int], int] = {}
+    for row in rows:
+        n = int(row["count"])
+        by_cause[row["pair"]][row["cause"]] += n
+        if row["order_partition"] is not None and row["user_partition"] is not None:
+            cell = (row["pair"], int(row["order_partition"]), int(row["user_partition"]))
+            cells[cell] = cells.get(cell, 0) + n
+    return by_cause, [
+        {"pair": pair, "order_partition": order, "user_partition": user, "count": n}
+        for (pair, order, user), n in sorted(cells.items())
+    ]

@@ -177,16 +177,7 @@ def _summary(
     reader: str, observation: Observation, num_partitions: int, versions: dict[str, str],
 ) -> dict[str, Any]:
     """Counts by status (observed while classifying) and by cause and partition pair (from the detail rows)."""
-    by_cause: dict[str, dict[str, int]] = {pair: {c: 0 for c in causes.CAUSES} for pair in compare.PAIRS}
-    for row in detail.groupBy("pair", "cause").count().collect():
-        by_cause[row["pair"]][row["cause"]] = int(row["count"])
-    cells = [
-        {"pair": r["pair"], "order_partition": int(r["order_partition"]), "user_partition": int(r["user_partition"]),
-         "count": int(r["count"])}
-        for r in detail.where(F.col("order_partition").isNotNull() & F.col("user_partition").isNotNull())
-        .groupBy("pair", "order_partition", "user_partition").count()
-        .orderBy("pair", "order_partition", "user_partition").collect()
-    ]
+    by_cause, cells = causes.tally(detail.groupBy("pair", "cause", "order_partition", "user_partition").count().collect())
     totals = {}
     for pair, statuses in counts.items():
         orders = sum(statuses.values())

@@ -141,3 +141,22 @@ def test_raw_json_schema_matches_what_inference_finds_and_leaves_other_shapes_to
                   '{"key": "u1", "value": "x", "partition": true}', '{"key": "u1", "value": "x", "partition": 1.5}',
                   "not json", "[1, 2]", ""):
         assert raw_json_schema(other) is None, other
+
+
+def test_tally_gives_both_cause_and_partition_pair_counts_from_one_aggregation(spark):
+    """causes.tally over Spark's one (pair, cause, partitions) aggregation = counting the detail rows one by one."""
+    import random
+    from collections import Counter
+
+    from spark_batch.causes import CAUSES, tally
+
+    rng = random.Random(7)
+    detail = [(rng.choice(["direct", "repartition"]), rng.choice(CAUSES), rng.choice([None, 0, 1, 5]),
+               rng.choice([None, 0, 2, 11])) for _ in range(300)]
+    frame = spark.createDataFrame(detail, "pair string, cause string, order_partition int, user_partition int")
+    by_cause, cells = tally(frame.groupBy("pair", "cause", "order_partition", "user_partition").count().collect())
+    per_cause = Counter((p, c) for p, c, _, _ in detail)
+    assert by_cause == {p: {c: per_cause[(p, c)] for c in CAUSES} for p in ("direct", "repartition")}
+    per_cell = Counter((p, o, u) for p, _, o, u in detail if o is not None and u is not None)
+    assert cells == [{"pair": p, "order_partition": o, "user_partition": u, "count": n} for (p, o, u), n in sorted(per_cell.items())]
+    assert sum(c["count"] for c in cells) < len(detail)
