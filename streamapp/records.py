@@ -16,6 +16,9 @@ from .errors import StreamappError
 #: Longest part of a bad value quoted in a reason; keeps dead letters and logs readable.
 QUOTE_LIMIT = 60
 
+#: Largest record timestamp Kafka can store (a signed 64-bit integer of milliseconds).
+MAX_TIMESTAMP_MS = 2**63 - 1
+
 
 class RecordError(StreamappError, ValueError):
     """A record the join cannot use; ``reason`` says which field is wrong and why."""
@@ -127,7 +130,7 @@ def decode_order(key: bytes | None, value: bytes | None) -> Order:
             if type(obj) is dict:
                 ts, product_id, qty = obj.get("ts"), obj.get("product_id"), obj.get("qty")
                 unit_price, channel = obj.get("unit_price"), obj.get("channel")
-                if (type(ts) is int and ts >= 0 and type(product_id) is int and type(qty) is int
+                if (type(ts) is int and 0 <= ts <= MAX_TIMESTAMP_MS and type(product_id) is int and type(qty) is int
                         and type(channel) is str and type(unit_price) in _NUMBER_TYPES):
                     return Order(user_id, ts, product_id, qty, float(unit_price), channel)
     return _checked_order(key, value)
@@ -142,6 +145,9 @@ def _checked_order(key: bytes | None, value: bytes | None) -> Order:
     ts = _field(obj, "ts", _is_int)
     if ts < 0:
         raise RecordError(f"field 'ts' is {ts}, expected epoch milliseconds >= 0", "ts")
+    if ts > MAX_TIMESTAMP_MS:
+        raise RecordError(f"field 'ts' is {ts}, expected epoch milliseconds <= {MAX_TIMESTAMP_MS} "
+                          f"(a Kafka record timestamp is a signed 64-bit integer)", "ts")
     return Order(
         user_id=user_id,
         ts=ts,

@@ -10,6 +10,7 @@ import asyncio
 import json
 import math
 
+import pytest
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, TopicPartition
 from hypothesis import given, settings
@@ -75,6 +76,18 @@ def test_fast_decode_of_a_typical_order() -> None:
     order = decode_order(b"u1", value)
     assert order == Order("u1", 1677844114148, 1584, 1, 9.0, "store")
     assert type(order.unit_price) is float
+
+
+@pytest.mark.parametrize("ts", [0, 2**63 - 1, 2**63, 2**64, -1])
+def test_order_timestamps_must_fit_a_kafka_timestamp(ts: int) -> None:
+    """A record timestamp is a signed 64-bit integer; a larger ``ts`` is a dead letter, not a crash on send."""
+    value = json.dumps({"ts": ts, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web"}).encode()
+    if 0 <= ts < 2**63:
+        assert decode_order(b"k", value).ts == ts
+    else:
+        with pytest.raises(RecordError) as error:
+            decode_order(b"k", value)
+        assert error.value.field == "ts" and str(ts) in error.value.reason
 
 
 def _list_offsets_end(bootstrap: str, topic: str, partitions: int) -> int:

@@ -177,10 +177,6 @@ def test_10k_malformed_records_in_valid_traffic(embedded_settings: Settings, tmp
     run(isolated(embedded_settings, "bad"), tmp_path, bad_count=10_000, orders=10_000, timeout=1_200)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (worker engineer): streamapp/records.py decode_order accepts ts >= 2**63; agents/orders.py then "
-    "crashes on output.send (OverflowError: Python int too large to convert to C long), Faust's supervisor "
-    "restarts the agent and the order is lost: in neither output nor the dead-letter topic"))
 def test_order_with_timestamp_beyond_int64_is_dead_lettered(embedded_settings: Settings, tmp_path: Path) -> None:
     settings = isolated(embedded_settings, "bigts")
     n = settings.partitions
