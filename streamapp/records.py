@@ -8,6 +8,7 @@ field and the value, so the worker can dead-letter it instead of stopping.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -18,6 +19,8 @@ QUOTE_LIMIT = 60
 
 #: Largest record timestamp Kafka can store (a signed 64-bit integer of milliseconds).
 MAX_TIMESTAMP_MS = 2**63 - 1
+#: ksqlDB's BIGINT is a signed 64-bit integer; a larger JSON number cannot be written by it or read back.
+BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
 
 
 class RecordError(StreamappError, ValueError):
@@ -82,18 +85,25 @@ def decode_object(value: bytes | None) -> dict[str, Any]:
 
 
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and BIGINT_MIN <= value <= BIGINT_MAX
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A DOUBLE: NaN and Infinity are not JSON (Python's json accepts them; ksqlDB does not)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return _is_int(value)
 
 
 def _is_str(value: Any) -> bool:
     return isinstance(value, str)
 
 
-_TYPE_NAMES: dict[Callable[[Any], bool], str] = {_is_int: "an integer", _is_number: "a number", _is_str: "a string"}
+_TYPE_NAMES: dict[Callable[[Any], bool], str] = {
+    _is_int: "an integer within BIGINT (signed 64-bit)",
+    _is_number: "a finite number",
+    _is_str: "a string",
+}
 
 
 def _field(obj: dict[str, Any], name: str, check: Callable[[Any], bool]) -> Any:
@@ -130,13 +140,13 @@ def decode_order(key: bytes | None, value: bytes | None) -> Order:
             if type(obj) is dict:
                 ts, product_id, qty = obj.get("ts"), obj.get("product_id"), obj.get("qty")
                 unit_price, channel = obj.get("unit_price"), obj.get("channel")
-                if (type(ts) is int and 0 <= ts <= MAX_TIMESTAMP_MS and type(product_id) is int and type(qty) is int
-                        and type(channel) is str and type(unit_price) in _NUMBER_TYPES):
+                if (type(ts) is int and 0 <= ts <= MAX_TIMESTAMP_MS and type(channel) is str
+                        and type(product_id) is int and BIGINT_MIN <= product_id <= BIGINT_MAX
+                        and type(qty) is int and BIGINT_MIN <= qty <= BIGINT_MAX
+                        and ((type(unit_price) is float and math.isfinite(unit_price))
+                             or (type(unit_price) is int and BIGINT_MIN <= unit_price <= BIGINT_MAX))):
                     return Order(user_id, ts, product_id, qty, float(unit_price), channel)
     return _checked_order(key, value)
-
-
-_NUMBER_TYPES = (int, float)
 
 
 def _checked_order(key: bytes | None, value: bytes | None) -> Order:

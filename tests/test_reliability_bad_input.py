@@ -29,7 +29,7 @@ from workerkit import counters_from_log
 ORDER_FIELDS = {"ts": "int", "product_id": "int", "qty": "int", "unit_price": "number", "channel": "str"}
 USER_FIELDS = {"name": "str", "age": "int"}
 WRONG = {"int": ["7", 1.5, True, None, [1], {"n": 1}], "number": ["1.5", False, None, [], {}], "str": [7, 2.5, True, None, ["x"]]}
-TYPE_WORDS = {"int": "expected an integer", "number": "expected a number", "str": "expected a string"}
+TYPE_WORDS = {"int": "expected an integer", "number": "expected a finite number", "str": "expected a string"}
 HUGE = 300_000
 
 

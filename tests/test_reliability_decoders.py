@@ -91,10 +91,6 @@ out_of_range_ints = st.one_of(st.integers(min_value=2**63), st.integers(max_valu
 non_finite = st.sampled_from([math.nan, math.inf, -math.inf])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "streamapp/records.py accepts values ksqlDB cannot read: integers outside BIGINT (e.g. ts=2**63, "
-    "age=2**70) and NaN/Infinity (Python's json.loads accepts them), which the worker then writes as "
-    "non-standard JSON or cannot send at all; they should be dead-lettered (worker engineer)"))
 @settings(max_examples=50, deadline=None)
 @given(data=st.data(), order=valid_orders)
 def test_values_ksqldb_cannot_read_are_rejected(data: st.DataObject, order: dict) -> None:
