@@ -2,26 +2,20 @@
 
 The join value built by string formatting against ``json.dumps`` of the
 columns, the order decoder's fast path against its field-by-field checks (no
-Faust), and :class:`BatchSender` against the real embedded broker.
+Faust).
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 
 import pytest
-from aiokafka import AIOKafkaProducer
-from confluent_kafka import Consumer, TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamapp.batch_sender import BatchSender
 from streamapp.join import join_columns, join_record, join_value, order_tail
-from streamapp.partitioners import get_partitioner
 from streamapp.records import Order, RecordError, User, _checked_order, decode_order
 
-from workerkit import read_all
 
 texts = st.text(max_size=30).filter(lambda s: not any(0xD800 <= ord(c) <= 0xDFFF for c in s))
 ints = st.integers(min_value=-(2**70), max_value=2**70)
@@ -89,59 +83,3 @@ def test_order_timestamps_must_fit_a_kafka_timestamp(ts: int) -> None:
             decode_order(b"k", value)
         assert error.value.field == "ts" and str(ts) in error.value.reason
 
-
-def _list_offsets_end(bootstrap: str, topic: str, partitions: int) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fast-paths"})
-    try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
-    finally:
-        consumer.close()
-
-
-async def _send(bootstrap: str, records: list[tuple[str, bytes, bytes, int]], counts: dict[str, int],
-                max_batch_size: int) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=max_batch_size)
-    await producer.start()
-    try:
-        sender = BatchSender(producer, get_partitioner("murmur2"), counts)
-        for i, (topic, key, value, ts) in enumerate(records):
-            sender.add(topic, key, value, ts)
-            if i % 70 == 69:
-                await sender.send()
-        await sender.send()
-        await producer.flush()
-    finally:
-        await producer.stop()
-
-
-def _records(topics: list[str], count: int) -> list[tuple[str, bytes, bytes, int]]:
-    return [(topics[i % 2], f"user-{i % 37}".encode(), f'{{"n":{i}}}'.encode(), 1_700_000_000_000 + i)
-            for i in range(count)]
-
-
-def test_batch_sender_puts_each_record_where_the_partitioner_says_in_order(bootstrap: str, new_topic) -> None:
-    topics = [new_topic("bs_a", 6), new_topic("bs_b", 6)]
-    records = _records(topics, 400)
-    asyncio.run(_send(bootstrap, records, dict.fromkeys(topics, 6), 16384))
-    murmur2 = get_partitioner("murmur2")
-    for topic in topics:
-        sent = [(k, v, ts) for t, k, v, ts in records if t == topic]
-        got = read_all(bootstrap, topic, 6, len(sent))
-        assert sorted((r.key, r.value, r.timestamp) for r in got) == sorted(sent)
-        assert all(r.partition == murmur2(r.key, 6) for r in got)
-        for partition in range(6):
-            in_partition = sorted((r for r in got if r.partition == partition), key=lambda r: r.offset)
-            assert [r.value for r in in_partition] == [v for k, v, _ in sent if murmur2(k, 6) == partition]
-
-
-def test_batch_sender_keeps_one_record_per_batch_for_the_restart_safe_setting(bootstrap: str, new_topic) -> None:
-    """The embedded broker's ListOffsets(latest) is only right when every batch holds one record.
-
-    With 16 KiB batches the same records come out short, which shows this test can tell the two apart.
-    """
-    one, many = [new_topic("bs_one", 3), new_topic("bs_one2", 3)], [new_topic("bs_many", 3), new_topic("bs_many2", 3)]
-    asyncio.run(_send(bootstrap, _records(one, 120), dict.fromkeys(one, 3), 1))
-    asyncio.run(_send(bootstrap, _records(many, 120), dict.fromkeys(many, 3), 16384))
-    assert [len(read_all(bootstrap, t, 3, 60)) for t in one + many] == [60, 60, 60, 60]
-    assert [_list_offsets_end(bootstrap, t, 3) for t in one] == [60, 60]
-    assert all(_list_offsets_end(bootstrap, t, 3) < 60 for t in many)
