@@ -5,7 +5,7 @@ import logging
 from typing import AsyncIterator, Callable, TypeVar
 
 from faust import StreamT
-from faust.types import EventT, Message
+from faust.types import Message
 
 from streamapp.application import settings
 from streamapp.counters import counters
@@ -18,8 +18,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def send_dead_letter(event: EventT, error: RecordError) -> None:
-    msg = event.message
+async def send_dead_letter(msg: Message, error: RecordError) -> None:
     letter = DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, error.reason, error.field)
     await send_raw(settings.dead_letter_topic, msg.key, msg.value, headers=letter.headers())
     counters.record_dead_letter(msg.topic, msg.partition)
@@ -35,6 +34,6 @@ async def decoded(
         try:
             record = decode(msg.key, msg.value)
         except RecordError as error:
-            await send_dead_letter(event, error)
+            await send_dead_letter(msg, error)
             continue
         yield msg, record

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import faust
 
@@ -18,14 +18,15 @@ from .errors import StreamappError
 from .partitioners.adapters import client_partitioner
 from .settings import Settings
 from .topics import describe, ensure_topics
+from .transport import BatchHandler, Transport
 
 logger = logging.getLogger(__name__)
 
-#: What the embedded broker (Tansu) needs for Faust to be correct on it; see README.
+#: What the embedded broker (Tansu) needs: it holds a JoinGroup for half the session timeout.
+#: Its wrong ListOffsets(latest) is handled by the transport (:mod:`streamapp.transport`).
 EMBEDDED_BROKER_OVERRIDES: dict[str, Any] = {
     "broker_session_timeout": 6.0,
     "broker_heartbeat_interval": 1.0,
-    "producer_max_batch_size": 1,
 }
 
 
@@ -88,6 +89,29 @@ class StreamappApp(faust.App):
     streamapp_settings: Settings
     #: Partition count of each owned topic, read at start: sends pick their partition from it.
     partition_counts: dict[str, int]
+    #: Topic name -> the handler its fetched batches go to (see :mod:`streamapp.transport`).
+    batch_handlers: dict[str, BatchHandler]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batch_handlers = {}
+
+    def _new_transport(self) -> Transport:
+        return Transport(self.conf.broker_consumer, self)
+
+    def batch_agent(self, topic: faust.TopicT) -> Callable[[BatchHandler], BatchHandler]:
+        """Subscribe ``topic`` and hand its messages to the decorated handler a fetched batch at a time.
+
+        For a hot stream whose per-message work is small: Faust's one-event-at-a-time
+        path would cost more than the work.  The partitions are assigned like any
+        agent's, co-partitioned with the tables.
+        """
+        def register(handler: BatchHandler) -> BatchHandler:
+            for name in topic.topics:
+                self.batch_handlers[name] = handler
+            self.topics.add(topic)
+            return handler
+        return register
 
     async def on_first_start(self) -> None:
         await super().on_first_start()

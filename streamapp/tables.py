@@ -7,20 +7,17 @@ that a malformed record reaches :mod:`streamapp.records` (and the dead-letter
 topic) instead of being dropped by Faust's deserializer.
 
 A table is partitioned like its source topic: a row lives in the partition its
-record came from, and a lookup made while processing an order reads only the
-order's partition (Faust's RocksDB store reads only the current event's
-partition; :func:`lookup` insists that there is one and that it is the
-order's), exactly as a Kafka Streams/ksqlDB join does.
+record came from, and the join looks an order's user up in the order's
+partition only (:func:`partition_row`), exactly as a Kafka Streams/ksqlDB join does.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import faust
-from faust.streams import current_event
 
 from .application import app, settings
-from .errors import StreamappError
 from .join import faust_timestamp
 from .partitioners import get_partitioner
 
@@ -32,7 +29,7 @@ users_topic = app.topic(settings.users_topic, partitions=settings.partitions, **
 orders_topic = app.topic(settings.orders_topic, partitions=settings.partitions, **RAW)
 users_repartition_topic = app.topic(settings.users_repartition_topic, partitions=settings.partitions, **RAW)
 
-#: ``key_type=bytes`` makes Faust store table keys raw; values are plain JSON objects.
+#: ``key_type=bytes`` makes Faust store table keys raw; values are JSON (the app's default value serializer).
 TABLE_OPTIONS: dict[str, Any] = {"key_type": bytes, "partitions": settings.partitions}
 
 #: Users from ``users_topic``, in the partition their producer chose (the direct join's table).
@@ -46,22 +43,10 @@ users_repartition_table: faust.Table = app.Table(
 TABLES = {settings.users_topic: users_table, settings.users_repartition_topic: users_repartition_table}
 
 
-class CrossPartitionLookupError(StreamappError):
-    """A table lookup was attempted outside the processing of a record (it would search every partition)."""
-
-
-def lookup(table: faust.Table, key: bytes, partition: int) -> dict[str, Any] | None:
-    """The row for ``key`` in ``partition`` only, or None: never a row from another partition."""
-    event = current_event()
-    if event is None or event.message.partition != partition:
-        raise CrossPartitionLookupError(
-            f"lookup of {key!r} in table {table.name} for partition {partition} needs the current "
-            f"event of that partition (Faust would otherwise search every partition)"
-        )
-    try:
-        return table.data[key]
-    except KeyError:
-        return None
+def partition_row(table: faust.Table, partition: int, key: bytes) -> dict[str, Any] | None:
+    """The row for ``key`` in ``partition``'s RocksDB database only, or None: never a row from another partition."""
+    raw = table.data._db_for_partition(partition).get(key)
+    return None if raw is None else json.loads(raw)
 
 
 async def send_raw(

@@ -1,9 +1,7 @@
-"""The worker's small pure parts: counters, dead-letter records, the lookup's partition rule, the app's topics."""
+"""The worker's small pure parts: counters, dead-letter records, the app's topics."""
 from __future__ import annotations
 
 import json
-
-import pytest
 
 from streamapp.application import faust_config, owned_topics
 from streamapp.counters import Counters, summary_line
@@ -46,13 +44,6 @@ def test_dead_letter_keeps_bytes_and_reads_back_from_either_header_form() -> Non
     assert letter.to_dict()["key"] == "\\xffk"
     null = DeadLetter("t", 0, 1, None, None, "key is null", "key")
     assert from_record(None, None, null.headers()) == null
-
-
-def test_lookup_outside_an_event_refuses_instead_of_searching_every_partition() -> None:
-    from streamapp.tables import CrossPartitionLookupError, lookup, users_table
-
-    with pytest.raises(CrossPartitionLookupError, match="needs the current event"):
-        lookup(users_table, b"u1", 0)
 
 
 def test_app_owns_every_topic_with_the_configured_count_and_uses_the_partitioner() -> None:
