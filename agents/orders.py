@@ -5,11 +5,12 @@ Thin: decoding is :mod:`streamapp.records`, the value is built by
 :func:`streamapp.tables.partition_row`, and each record goes out in the
 partition ``Settings.partitioner`` picks.
 
-Orders arrive a fetched batch per partition (``app.batch_agent``): the join of
-one order is a few microseconds of work, less than Faust's per-event delivery
-would cost.  Each message is acked once both its outputs (or its dead letter)
-are queued; Faust flushes the producer before it commits, so a crash at any
-point loses no order (at-least-once).
+Orders arrive a fetched batch per partition (``app.batch_agent``): joining one
+order is a few microseconds of work, less than Faust's per-event delivery would
+cost, and the batch's outputs go out as whole producer batches.  The messages
+are acked once their outputs (or dead letters) are queued; Faust flushes the
+producer before it commits, so a crash at any point loses no order
+(at-least-once).
 """
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from typing import Sequence
 from faust.types import TP, Message
 
 from streamapp.application import app, settings
+from streamapp.batch_sender import BatchSender
 from streamapp.counters import counters
 from streamapp.join import join_value, order_tail
 from streamapp.records import RecordError, decode_order
-from streamapp.tables import orders_topic, partition_row, send_raw, users_repartition_table, users_table
+from streamapp.tables import PARTITIONER, orders_topic, partition_row, users_repartition_table, users_table
 
 from .decoding import send_dead_letter
 
@@ -33,18 +35,20 @@ JOINS = (
 
 @app.batch_agent(orders_topic)
 async def join_orders(tp: TP, messages: Sequence[Message]) -> None:
-    partition, ack = tp.partition, app.consumer.ack
+    partition = tp.partition
+    sender = BatchSender(app.producer._ensure_producer(), PARTITIONER, app.partition_counts)
     for msg in messages:
         try:
             order = decode_order(msg.key, msg.value)
         except RecordError as error:
             await send_dead_letter(msg, error)
-            ack(msg)
             continue
         counters.orders[partition] += 1
         tail = order_tail(order)
         for table, output in JOINS:
             row = partition_row(table, partition, msg.key)
-            await send_raw(output, msg.key, join_value(tail, row), order.ts)
+            sender.add(output, msg.key, join_value(tail, row), order.ts)
             counters.record_join(output, partition, row is not None)
-        ack(msg)
+    await sender.send()
+    for msg in messages:
+        app.consumer.ack(msg)

@@ -53,8 +53,10 @@ class Consumer(faust_aiokafka.Consumer):
         """
         handlers: Mapping[str, BatchHandler] = self.app.batch_handlers
         batches: dict[TP, list[Message]] = {}
-        generation = self.app.consumer_generation_id
+        generation: int | None = None
         async for tp, message in super().getmany(timeout):
+            if generation is None:  # Faust has just checked each message against the current generation
+                generation = self.app.consumer_generation_id
             if tp.topic not in handlers:
                 yield tp, message
             elif await self._is_new(tp, message):
