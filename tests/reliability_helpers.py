@@ -22,6 +22,7 @@ from typing import Any, Iterable, Sequence
 import aiohttp
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
+from streamapp import records
 from streamapp.broker import free_port
 from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
@@ -52,14 +53,9 @@ def isolated(settings: Settings, tag: str = "rel", **changes: Any) -> Settings:
     return settings.replace(app_id=f"rel-{suffix}", web_port=free_port(), **names, **changes)
 
 
-@dataclass(frozen=True)
-class Order:
-    user_id: str
-    ts: int
-    product_id: int
-    qty: int
-    unit_price: float
-    channel: str
+@dataclass(frozen=True, slots=True)
+class Order(records.Order):
+    """The worker's order record, plus what the scenarios need: its identity and its produced value."""
 
     @property
     def identity(self) -> Identity:
