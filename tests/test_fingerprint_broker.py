@@ -182,4 +182,5 @@ def test_unreachable_bootstrap_is_one_line(capsys) -> None:
     bootstrap = f"127.0.0.1:{free_port()}"
     assert main(["fingerprint", "--topic", "t", "--bootstrap-servers", bootstrap]) == 2
     err = capsys.readouterr().err
-    assert f"no answer from bootstrap servers {bootstrap}" in err and "Traceback" not in err
+    assert err.startswith(f"streamapp fingerprint: cannot reach the Kafka brokers at {bootstrap}: "), err
+    assert err.count("\n") == 1 and err.endswith("\n"), err
