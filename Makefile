@@ -9,8 +9,9 @@ STAMP  := $(VENV)/.installed
 demo: $(STAMP)
 	$(BIN)/streamapp demo
 
+# The whole suite, the full-volume reliability scenarios (`-m slow`) included: CI runs this.
 test: $(STAMP) test-deps
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The web views' browser test drives Debian's headless Chromium (CI runs as root).
 test-deps:
@@ -18,6 +19,7 @@ test-deps:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 	  else echo "Chromium is required by the browser test: run 'sudo apt-get install -y chromium' (or 'make test-deps' as root)." >&2; exit 1; fi; }
 
+# Only the full-volume scenarios (also part of `make test`).
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 

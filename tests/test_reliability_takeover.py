@@ -84,4 +84,4 @@ def test_survivor_takes_over_killed_workers_partitions(embedded_settings: Settin
 
 @pytest.mark.slow
 def test_survivor_takes_over_at_volume(embedded_settings: Settings, tmp_path: Path) -> None:
-    run(isolated(embedded_settings, "takeover"), tmp_path, users=5_000, orders=100_000, rate=700, timeout=3_000)
+    run(isolated(embedded_settings, "takeover"), tmp_path, users=5_000, orders=100_000, rate=5_000, timeout=1_800)
