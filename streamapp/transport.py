@@ -3,8 +3,9 @@
 - **Batch delivery.** Faust hands a stream one message at a time, and its
   per-message path (consumer hand-off, conductor, stream, event, ack) costs the
   join more than the join itself.  A topic with a batch handler
-  (:meth:`streamapp.application.StreamappApp.batch_agent`) is instead handed each
-  fetched batch of one partition, inline in the consumer's fetch loop.  Its
+  (:meth:`streamapp.application.StreamappApp.batch_agent`) is instead handed
+  each fetch's messages at once, by partition, inline in the consumer's fetch
+  loop.  Its
   partitions are still assigned by Faust, co-partitioned with the tables, and
   the handler acks each message when its output is queued; Faust flushes the
   producer before it commits, so delivery stays at-least-once.
@@ -21,8 +22,8 @@ from faust.types import TP, Message
 
 from .highwaters import fetched_highwaters
 
-#: Handles one partition's fetched messages, in offset order; acks each one it is done with.
-BatchHandler = Callable[[TP, Sequence[Message]], Awaitable[None]]
+#: Handles one fetch's messages of a topic, by partition in offset order; acks each one it is done with.
+BatchHandler = Callable[[Mapping[TP, Sequence[Message]]], Awaitable[None]]
 
 
 class FetchedHighwatersThread(faust_aiokafka.AIOKafkaConsumerThread):
@@ -52,7 +53,7 @@ class Consumer(faust_aiokafka.Consumer):
         back to the committed offsets, so it is fetched again by its next owner.
         """
         handlers: Mapping[str, BatchHandler] = self.app.batch_handlers
-        batches: dict[TP, list[Message]] = {}
+        batches: dict[str, dict[TP, list[Message]]] = {}
         generation: int | None = None
         async for tp, message in super().getmany(timeout):
             if generation is None:  # Faust has just checked each message against the current generation
@@ -60,11 +61,11 @@ class Consumer(faust_aiokafka.Consumer):
             if tp.topic not in handlers:
                 yield tp, message
             elif await self._is_new(tp, message):
-                batches.setdefault(tp, []).append(message)
-        for tp, messages in batches.items():
+                batches.setdefault(tp.topic, {}).setdefault(tp, []).append(message)
+        for topic, by_partition in batches.items():
             if not self.flow_active or self.app.consumer_generation_id != generation:
                 return
-            await handlers[tp.topic](tp, messages)
+            await handlers[topic](by_partition)
 
     async def _is_new(self, tp: TP, message: Message) -> bool:
         """What Faust's fetch loop does with each message's offset before delivering it."""
