@@ -5,10 +5,9 @@
   join more than the join itself.  A topic with a batch handler
   (:meth:`streamapp.application.StreamappApp.batch_agent`) is instead handed
   each fetch's messages at once, by partition, inline in the consumer's fetch
-  loop.  Its
-  partitions are still assigned by Faust, co-partitioned with the tables, and
-  the handler acks each message when its output is queued; Faust flushes the
-  producer before it commits, so delivery stays at-least-once.
+  loop.  Its partitions are still assigned by Faust, co-partitioned with the
+  tables, and the handler acks each message when its output is queued; Faust
+  flushes the producer before it commits, so delivery stays at-least-once.
 - **End offsets from a Fetch** on the embedded broker (:mod:`streamapp.highwaters`),
   so changelog recovery is right with normally batched producers.
 """
