@@ -26,6 +26,12 @@ def normalized_key(column: Column) -> Column:
     return F.regexp_replace(column, r'^"(.*)"$', "$1")
 
 
+def identity_hash() -> Column:
+    """xxhash64 of the order identity, ``unit_price`` normalized as grouping does (-0.0 = 0.0)."""
+    price = F.when(F.col("unit_price") == 0, F.lit(0.0)).otherwise(F.col("unit_price"))
+    return F.xxhash64(*[price if c == "unit_price" else F.col(c) for c in IDENTITY])
+
+
 def _murmur2_batches(num_partitions: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -39,40 +45,57 @@ def _murmur2_batches(num_partitions: int) -> Callable[[Iterator[pa.RecordBatch]]
     return assign
 
 
-def user_index(users: DataFrame, num_partitions: int) -> DataFrame:
-    """Per user key: first record time, the partitions holding it, and where murmur2 repartitions it."""
-    per_key = users.groupBy("user_key").agg(
+def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, repartitioned: bool = True) -> DataFrame:
+    """Per user id of a mismatch: the first record time and the partitions of that key, the keys that
+    differ from it only by JSON quoting (``similar_keys``) and, when ``repartitioned`` (the caller knows
+    the repartition pair has mismatches), where murmur2 repartitions a known key.
+
+    Only the users whose normalized key is a mismatch's are grouped (a broadcast semi join), and the
+    Python murmur2 worker starts only when some mismatch needs it.
+    """
+    ids = mismatches.select("user_id").distinct()
+    wanted = F.broadcast(ids.select(normalized_key(F.col("user_id")).alias("norm_key")).distinct())
+    relevant = users.join(wanted, normalized_key(F.col("user_key")) == F.col("norm_key"), "left_semi")
+    per_key = relevant.groupBy("user_key").agg(
         F.min("timestamp_ms").alias("user_first_ms"),
         F.sort_array(F.collect_set("partition")).alias("user_partitions"),
     )
-    placed = per_key.select("user_key").mapInArrow(
-        _murmur2_batches(num_partitions), "user_key string, repartitioned_to int"
-    )
-    return per_key.join(placed, "user_key")
-
-
-def explain(mismatches: DataFrame, orders: DataFrame, index: DataFrame, few: bool = True) -> DataFrame:
-    """``mismatches`` (classified rows that are not ``match``) with ``cause`` and ``cause_detail``.
-
-    ``index`` is ``user_index(users)``; it is used twice, so callers cache it.  ``few``
-    (the caller knows the count) broadcasts the mismatches, so the orders are not shuffled.
-    """
-    wanted = mismatches.select(*IDENTITY).distinct()
-    wanted = F.broadcast(wanted) if few else wanted
-    order_info = (
-        orders.join(wanted, list(IDENTITY), "left_semi")
-        .groupBy(*IDENTITY)
-        .agg(F.min("partition").alias("order_partition"))
-    )
-    similar = index.groupBy(normalized_key(F.col("user_key")).alias("norm_key")).agg(
+    similar = per_key.groupBy(normalized_key(F.col("user_key")).alias("norm_key")).agg(
         F.sort_array(F.collect_set("user_key")).alias("similar_keys")
     )
-    rows = (
-        mismatches.join(order_info, list(IDENTITY), "left")
-        .join(index.withColumnRenamed("user_key", "user_id"), "user_id", "left")
+    if repartitioned:
+        placed = per_key.select("user_key").mapInArrow(
+            _murmur2_batches(num_partitions), "user_key string, repartitioned_to int"
+        )
+        per_key = per_key.join(placed, "user_key")
+    else:
+        per_key = per_key.withColumn("repartitioned_to", F.lit(None).cast("int"))
+    return (
+        ids.join(per_key.withColumnRenamed("user_key", "user_id"), "user_id", "left")
         .join(similar, normalized_key(F.col("user_id")) == F.col("norm_key"), "left")
         .drop("norm_key")
     )
+
+
+def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_partitions: int,
+            few: bool = True, repartitioned: bool = True) -> DataFrame:
+    """``mismatches`` (classified rows that are not ``match``) with ``cause`` and ``cause_detail``.
+
+    ``few`` (the caller knows the count) broadcasts the mismatches' identities and users, so
+    neither the orders nor the mismatches are shuffled; ``repartitioned``: see ``user_index``.
+    """
+    # the orders are probed by a 64-bit hash of the identity (one long key: Spark's fast hash relation,
+    # ~5x cheaper per order than six columns); a colliding order is dropped by the exact join below
+    wanted = mismatches.select(identity_hash().alias("identity_hash")).distinct()
+    index = user_index(users, mismatches, num_partitions, repartitioned)
+    order_info = (
+        orders.join(F.broadcast(wanted) if few else wanted, identity_hash() == F.col("identity_hash"), "left_semi")
+        .groupBy(*IDENTITY)
+        .agg(F.min("partition").alias("order_partition"))
+    )
+    if few:
+        order_info, index = F.broadcast(order_info), F.broadcast(index)
+    rows = mismatches.join(order_info, list(IDENTITY), "left").join(index, "user_id", "left")
     user_partitions = F.when(F.col("pair") == "repartition", F.array("repartitioned_to")).otherwise(
         F.col("user_partitions")
     )

@@ -48,6 +48,9 @@ FLAGS = {role: flag for role, (flag, _) in TOPIC_OPTIONS.items()}
 SAMPLES = 20
 #: Up to this many mismatching orders are broadcast when explained (about 100 bytes each).
 BROADCAST_MISMATCHES = 1_000_000
+#: The classification groups ~1 row per order identity: a map-side partial aggregation cannot reduce
+#: that, so run one Complete aggregation after the shuffle (a Spark without this setting ignores it).
+CLASSIFY_SETTINGS = {"spark.sql.execution.bypassPartialAggregation": "true"}
 console = Console(highlight=False)
 
 
@@ -101,6 +104,22 @@ def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> tuple[dict[
 
 
 @contextmanager
+def _settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Session settings for one query, restored afterwards (the session may be a caller's)."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@contextmanager
 def _step(what: str) -> Iterator[None]:
     started = time.monotonic()
     yield
@@ -140,20 +159,20 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
     if options.detail == "mismatches":
         classified = classified.where(F.col("status") != "match")
     try:
-        with _step("Read and classified the join outputs"):
+        with _step("Read and classified the join outputs"), _settings(spark, CLASSIFY_SETTINGS):
             classified.write.parquet(str(staging / "_classified"))
         stage = spark.read.schema(classified.schema).parquet(str(staging / "_classified"))  # schema: may be empty
         counted = stage.where(F.col("status") != "match").groupBy("pair", "status").count().collect()
         counts = compare.status_counts(totals.get, {(r["pair"], r["status"]): int(r["count"]) for r in counted})
-        index = causes.user_index(decode.users(frames["users"]), num_partitions).cache()
-        mismatching = sum(n for by in counts.values() for status, n in by.items() if status != "match")
-        explained = causes.explain(stage.where(F.col("status") != "match"), decode.orders(frames["orders"]), index,
-                                   few=mismatching <= BROADCAST_MISMATCHES)
+        mismatching = {pair: sum(n for status, n in by.items() if status != "match") for pair, by in counts.items()}
+        explained = causes.explain(stage.where(F.col("status") != "match"), decode.orders(frames["orders"]),
+                                   decode.users(frames["users"]), num_partitions,
+                                   few=sum(mismatching.values()) <= BROADCAST_MISMATCHES,
+                                   repartitioned=mismatching["repartition"] > 0)
         if options.detail == "all":
             explained = explained.unionByName(stage.where(F.col("status") == "match"), allowMissingColumns=True)
         with _step("Explained the mismatches from the input topics"):
             explained.write.partitionBy("status").parquet(str(staging / "detail"))
-        index.unpersist()
         shutil.rmtree(staging / "_classified")
         with _step("Summarised"):
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
