@@ -62,16 +62,19 @@ def _lacks_identity() -> Column:
     return F.col("user_id").isNull() | F.col("ts").isNull() | F.col("product_id").isNull()
 
 
-def valid_outputs(frame: DataFrame, observation: Observation | None = None) -> DataFrame:
+def valid_outputs(frame: DataFrame, observation: Observation | None = None, role: tuple[str, str] | None = None) -> DataFrame:
     """``output_columns`` rows that carry an order identity; ``observation`` gets, per pair and side,
-    ``rows:<pair>:<side>`` and ``undecodable:<pair>:<side>`` (rows left out for lacking one)."""
+    ``rows:<pair>:<side>`` and ``undecodable:<pair>:<side>`` (rows left out for lacking one).
+
+    ``role`` (pair, side): the frame is that one output alone (an export), so two counters per
+    row suffice instead of eight (an observation's metrics are evaluated row by row).
+    """
     bad = _lacks_identity()
     if observation is not None:
         metrics = []
-        for pair in ("direct", "repartition"):
-            for side in ("faust", "ksqldb"):
-                mine = (F.col("pair") == pair) & (F.col("side") == side)
-                metrics += [F.count_if(mine).alias(f"rows:{pair}:{side}"), F.count_if(mine & bad).alias(f"undecodable:{pair}:{side}")]
+        for pair, side in [role] if role else [(p, s) for p in ("direct", "repartition") for s in ("faust", "ksqldb")]:
+            mine = F.lit(True) if role else (F.col("pair") == pair) & (F.col("side") == side)
+            metrics += [F.count_if(mine).alias(f"rows:{pair}:{side}"), F.count_if(mine & bad).alias(f"undecodable:{pair}:{side}")]
         frame = frame.observe(observation, *metrics)
     return frame.where(~bad)
 

@@ -51,6 +51,9 @@ BROADCAST_MISMATCHES = 1_000_000
 #: The classification groups ~1 row per order identity: a map-side partial aggregation cannot reduce
 #: that, so run one Complete aggregation after the shuffle (a Spark without this setting ignores it).
 CLASSIFY_SETTINGS = {"spark.sql.execution.bypassPartialAggregation": "true"}
+#: The explain step scans the orders alone: splits of 32 MiB (not 128) keep every core busy to the end
+#: (a 300 MB export made 3 tasks for 2 cores: 2 waves, the second one half idle).
+EXPLAIN_SETTINGS = {"spark.sql.files.maxPartitionBytes": str(32 << 20)}
 console = Console(highlight=False)
 
 
@@ -66,20 +69,24 @@ def spark_session(master: str | None) -> tuple[SparkSession, bool]:
     return builder.getOrCreate(), True
 
 
-def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> tuple[dict[str, DataFrame], OffsetPlan | None, int, str]:
-    """Raw ``outputs`` (tagged pair/side), ``orders`` and ``users`` frames; the offset plan; the orders partition count."""
+def _inputs(
+    spark: SparkSession, options: Options, out_dir: Path,
+) -> tuple[dict[str, DataFrame], list[Observation], OffsetPlan | None, int, str]:
+    """Valid ``outputs`` (tagged pair/side), ``orders`` and ``users`` frames; the observations counting
+    the outputs' records (``decode.valid_outputs``); the offset plan; the orders partition count."""
     if options.source == "files":
         assert options.input_dir is not None
         frames = {role: read_export(spark, options.input_dir, topic, role) for role, topic in options.topics.items()}
+        observations = [Observation(role) for role in OUTPUT_ROLES]
         decoded = [
-            decode.output_columns(decode.in_window(frames[role], options.window).select(
-                F.lit(pair).alias("pair"), F.lit(side).alias("side"), "*"))
-            for role, (pair, side) in OUTPUT_ROLES.items()
+            decode.valid_outputs(decode.output_columns(decode.in_window(frames[role], options.window).select(
+                F.lit(pair).alias("pair"), F.lit(side).alias("side"), "*")), observation, (pair, side))
+            for observation, (role, (pair, side)) in zip(observations, OUTPUT_ROLES.items())
         ]
         outputs = decoded[0]
         for more in decoded[1:]:
             outputs = outputs.unionByName(more)
-        return _timed(outputs, frames["orders"], frames["users"], options), None, options.partitions, "files"
+        return _timed(outputs, frames["orders"], frames["users"], options), observations, None, options.partitions, "files"
     counts = partition_counts(options.bootstrap, options.topics, FLAGS)
     previous = out_dir / PLAN_FILE
     plan = OffsetPlan.read(previous) if previous.is_file() and not options.re_resolve else None
@@ -97,10 +104,12 @@ def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> tuple[dict[
     tags = {options.topics[role]: pair_side for role, pair_side in OUTPUT_ROLES.items()}
     pair = F.create_map(*[F.lit(x) for topic, (p, _) in tags.items() for x in (topic, p)])[F.col("topic")]
     side = F.create_map(*[F.lit(x) for topic, (_, sd) in tags.items() for x in (topic, sd)])[F.col("topic")]
-    outputs = decode.output_columns(decode.in_window(raw, options.window).select(pair.alias("pair"), side.alias("side"), *raw.columns))
+    observation = Observation("outputs")
+    outputs = decode.valid_outputs(decode.output_columns(decode.in_window(raw, options.window).select(
+        pair.alias("pair"), side.alias("side"), *raw.columns)), observation)
     orders = read_ranges(spark, options.bootstrap, [plan.topics["orders"]], reader)
     users = read_ranges(spark, options.bootstrap, [plan.topics["users"]], reader)
-    return _timed(outputs, orders, users, options), plan, counts[options.topics["orders"]], reader
+    return _timed(outputs, orders, users, options), [observation], plan, counts[options.topics["orders"]], reader
 
 
 @contextmanager
@@ -151,13 +160,9 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
     out_dir = options.output / f"dt={label}"
     staging = options.output / f".dt={label}.staging-{uuid.uuid4().hex[:8]}"
     options.output.mkdir(parents=True, exist_ok=True)
-    frames, plan, num_partitions, reader = _inputs(spark, options, out_dir)
-    output_observation = Observation("outputs")
-    outputs = decode.valid_outputs(frames["outputs"], output_observation)
+    frames, output_observations, plan, num_partitions, reader = _inputs(spark, options, out_dir)
     totals = Observation("totals")
-    classified = compare.observe_totals(compare.classify(outputs), totals)
-    if options.detail == "mismatches":
-        classified = classified.where(F.col("status") != "match")
+    classified = compare.classify(frames["outputs"], totals, matches=options.detail == "all")
     try:
         with _step("Read and classified the join outputs"), _settings(spark, CLASSIFY_SETTINGS):
             classified.write.parquet(str(staging / "_classified"))
@@ -171,14 +176,14 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
                                    repartitioned=mismatching["repartition"] > 0)
         if options.detail == "all":
             explained = explained.unionByName(stage.where(F.col("status") == "match"), allowMissingColumns=True)
-        with _step("Explained the mismatches from the input topics"):
+        with _step("Explained the mismatches from the input topics"), _settings(spark, EXPLAIN_SETTINGS):
             explained.write.partitionBy("status").parquet(str(staging / "detail"))
         shutil.rmtree(staging / "_classified")
         with _step("Summarised"):
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
             detail = detail.select("pair", "status", "cause", "cause_detail", "order_partition", "user_partition",
                                    *decode.IDENTITY).cache()
-            summary = _summary(options, detail, counts, plan, reader, output_observation, num_partitions, _versions(spark))
+            summary = _summary(options, detail, counts, plan, reader, output_observations, num_partitions, _versions(spark))
             samples = _samples(detail)
             detail.unpersist()
         report.write_summary(staging / "summary.json", summary)
@@ -193,7 +198,7 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
 
 def _summary(
     options: Options, detail: DataFrame, counts: dict[str, dict[str, int]], plan: OffsetPlan | None,
-    reader: str, observation: Observation, num_partitions: int, versions: dict[str, str],
+    reader: str, observations: list[Observation], num_partitions: int, versions: dict[str, str],
 ) -> dict[str, Any]:
     """Counts by status (observed while classifying) and by cause and partition pair (from the detail rows)."""
     by_cause, cells = causes.tally(detail.groupBy("pair", "cause", "order_partition", "user_partition").count().collect())
@@ -202,7 +207,7 @@ def _summary(
         orders = sum(statuses.values())
         totals[pair] = {"orders": orders, "mismatches": orders - statuses["match"], "mismatch_rate": report.mismatch_rate(statuses)}
     breached = sorted(p for p, t in totals.items() if t["mismatch_rate"] > options.max_mismatch_rate)
-    metrics = observation.get
+    metrics = {name: value for observation in observations for name, value in observation.get.items()}
     records = {
         f"{side}_{pair}": {"rows": int(metrics[f"rows:{pair}:{side}"]), "undecodable": int(metrics[f"undecodable:{pair}:{side}"])}
         for pair, side in OUTPUT_ROLES.values()

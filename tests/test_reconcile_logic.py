@@ -160,3 +160,44 @@ def test_tally_gives_both_cause_and_partition_pair_counts_from_one_aggregation(s
     per_cell = Counter((p, o, u) for p, _, o, u in detail if o is not None and u is not None)
     assert cells == [{"pair": p, "order_partition": o, "user_partition": u, "count": n} for (p, o, u), n in sorted(per_cell.items())]
     assert sum(c["count"] for c in cells) < len(detail)
+
+
+def test_explain_finds_causes_from_the_mismatches_users_only(spark):
+    """causes.explain on direct-pair mismatches: each cause, -0.0 vs 0.0 prices still find the order,
+    and skipping murmur2 (no repartition-pair mismatch) changes nothing."""
+    from spark_batch import causes
+    from spark_batch.decode import ORDER_COLUMNS, USER_COLUMNS
+
+    def order(side, user, product, name, price=2.5, partition=1):
+        return ("direct", side, user, 1000 + product, product, 1, price, "web", name, None if name is None else 30, partition, 0)
+
+    outputs = [
+        order("faust", "u1", 1, "A"), order("ksqldb", "u1", 1, None),        # enriched_only_in_faust: user in partition 0
+        order("faust", "q", 2, None), order("ksqldb", "q", 2, None),          # users topic has '"q"': key_format
+        order("faust", "nobody", 3, None), order("ksqldb", "nobody", 3, None),  # unknown_user
+        order("faust", "late", 4, None), order("ksqldb", "late", 4, None),    # user's first record after the order
+        order("faust", "u1", 5, None, 0.0, 0), order("ksqldb", "u1", 5, None, 0.0, 0),  # co-located, on time: other
+        order("faust", "u2", 6, "B"), order("ksqldb", "u2", 6, "B"),          # match: not explained
+    ]
+    mismatches = classify(spark.createDataFrame(outputs, OUT)).where("status != 'match'")
+    orders = spark.createDataFrame(
+        [("u1", 1001, 1, 1, 2.5, "web", 1, 0), ("q", 1002, 2, 1, 2.5, "web", 3, 1), ("nobody", 1003, 3, 1, 2.5, "web", 2, 2),
+         ("late", 1004, 4, 1, 2.5, "web", 1, 3), ("u1", 1005, 5, 1, -0.0, "web", 0, 4), ("u2", 1006, 6, 1, 2.5, "web", 5, 5)],
+        "user_id string, ts bigint, product_id bigint, qty bigint, unit_price double, channel string, partition int, offset bigint",
+    ).select(*ORDER_COLUMNS)
+    users = spark.createDataFrame(
+        [("u1", "A", 30, 0, 0, 0), ('"q"', "Q", 40, 3, 1, 0), ("late", "L", 50, 1, 2, 5000), ("u2", "B", 30, 5, 3, 0)],
+        "user_key string, name string, age bigint, partition int, offset bigint, timestamp_ms bigint",
+    ).select(*USER_COLUMNS)
+    rows = {}
+    for repartitioned in (False, True):
+        explained = causes.explain(mismatches, orders, users, 6, few=repartitioned, repartitioned=repartitioned)
+        rows[repartitioned] = sorted((r.asDict() for r in explained.collect()), key=lambda r: r["product_id"])
+    assert rows[False] == rows[True]
+    got = {r["product_id"]: r for r in rows[False]}
+    assert {p: r["cause"] for p, r in got.items()} == {
+        1: "copartition_violation", 2: "key_format", 3: "unknown_user", 4: "late_user", 5: "other"}
+    assert got[1]["cause_detail"] == "order in partition 1, user in partition(s) 0"
+    assert got[2]["cause_detail"] == "users topic has key(s) \"q\", the order has 'q'"
+    assert (got[5]["order_partition"], got[5]["user_partition"]) == (0, 0)
+    assert got[5]["cause_detail"] == "user and order both in partition 0, user 1005 ms older than the order"
