@@ -1,17 +1,19 @@
 """Joined orders per second for one worker, next to a raw aiokafka consume→produce pipe, in one run.
 
 Both processors run as child processes on the same freshly started embedded
-broker and are timed the same way: the clock starts when the orders start being
-produced (by confluent-kafka, far faster than either processor) and stops when
-the last of them has come out of both output topics.  Each rate is given per
-wall-clock second and per CPU second the processor used (its user + system
-time), which stays comparable when other work shares the machine's cores.  The pipe does the same
-Kafka work as the worker (read each order, write one record to each of two
-topics) but no decoding, lookup or encoding: it is the ceiling for any Python
-asyncio processor on this broker.  The worker runs under both broker profiles:
-``embedded``, the settings that make restarts correct on the embedded broker
-(end offsets from a Fetch, 6 s sessions), and ``kafka``, Faust's stock
-transport; ``--rounds`` alternates pipe and worker and keeps the best of each.
+broker and are timed the same way: each is started and has joined its group,
+then the clock starts when the orders start being produced (by confluent-kafka,
+far faster than either processor, so each works through a backlog) and stops
+when the last of them has come out of both output topics.  Each rate is given
+per wall-clock second and per CPU second the processor used (its user + system
+time), which stays comparable when other work shares the machine's cores.  The
+pipe does the same Kafka work as the worker (read each order, write one record
+to each of two topics) the way a plain aiokafka application does, one ``send``
+per record, and no decoding, lookup or encoding.  The worker runs under both
+broker profiles: ``embedded``, the settings that make restarts correct on the
+embedded broker (end offsets from a Fetch, 6 s sessions), and ``kafka``,
+Faust's stock transport; each round measures a pipe and then a worker for each
+profile, and the table gives the best and the median of the rounds.
 Then the worker's RSS with ``--rss-users`` users loaded into both tables.
 
     .venv/bin/python benchmarks/worker.py [--orders 50000] [--users 10000] [--rounds 2]
@@ -24,6 +26,7 @@ import argparse
 import asyncio
 import json
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,25 +79,6 @@ def orders_records(user_keys: list[bytes], count: int, seed: int) -> list[tuple[
     return [(k, json.dumps(make_order(k.decode(), rng)).encode()) for k in rng.choices(user_keys, k=count)]
 
 
-def drain(bootstrap: str, topics: list[str], partitions: int, expected: int, timeout: float) -> float:
-    """Wait until every topic holds ``expected`` records; returns when the last one was read."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 10})
-    consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(partitions)])
-    counts = dict.fromkeys(topics, 0)
-    deadline = time.monotonic() + timeout
-    try:
-        while min(counts.values()) < expected:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"timed out: {counts} of {expected}")
-            for msg in consumer.consume(10_000, 0.2):
-                if not msg.error():
-                    counts[msg.topic()] += 1
-        return time.monotonic()
-    finally:
-        consumer.close()
-
-
 @dataclass(frozen=True)
 class Rate:
     """Orders per wall-clock second, and per CPU second of the processor (robust to other load on the machine)."""
@@ -107,14 +91,30 @@ def best(rates: list[Rate]) -> Rate:
     return Rate(max(r.wall for r in rates), max(r.cpu for r in rates))
 
 
-def timed_run(settings: Settings, orders: list[tuple[bytes, bytes]], outputs: list[str], pid: int) -> Rate:
-    """From the first order produced to the last one out of every output."""
+def live_rate(settings: Settings, orders: list[tuple[bytes, bytes]], outputs: list[str], pid: int) -> Rate:
+    """From the first order produced to the last one out of every output, the processor already running."""
     process = psutil.Process(pid)
-    cpu_start, start = sum(process.cpu_times()[:2]), time.monotonic()
+    start, cpu_start = time.monotonic(), cpu_seconds(process)
     produce_many(settings.bootstrap_servers, settings.orders_topic, orders)
-    end = drain(settings.bootstrap_servers, outputs, settings.partitions, len(orders), timeout=900)
-    cpu = sum(process.cpu_times()[:2]) - cpu_start
-    return Rate(len(orders) / (end - start), len(orders) / cpu)
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"bench-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+    consumer.assign([TopicPartition(t, p, 0) for t in outputs for p in range(settings.partitions)])
+    counts = dict.fromkeys(outputs, 0)
+    deadline = time.monotonic() + 900
+    try:
+        while min(counts.values()) < len(orders):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"timed out: {counts} of {len(orders)}")
+            for msg in consumer.consume(10_000, 0.2):
+                if not msg.error():
+                    counts[msg.topic()] += 1
+        return Rate(len(orders) / (time.monotonic() - start), len(orders) / (cpu_seconds(process) - cpu_start))
+    finally:
+        consumer.close()
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    return sum(process.cpu_times()[:2])
 
 
 def wait_users(worker: WorkerProcess, count: int, timeout: float) -> None:
@@ -141,7 +141,7 @@ def bench_worker(base: Settings, tmp: Path, profile: str, users: list[tuple[byte
         produce_many(settings.bootstrap_servers, settings.users_topic, users)
         wait_users(worker, len(users), timeout=600)
         assert worker.proc is not None
-        return timed_run(settings, orders, [settings.merged_topic, settings.merged_repartition_topic], worker.proc.pid)
+        return live_rate(settings, orders, [settings.merged_topic, settings.merged_repartition_topic], worker.proc.pid)
     finally:
         worker.stop()
 
@@ -155,7 +155,7 @@ def bench_pipe(base: Settings, orders: list[tuple[bytes, bytes]]) -> Rate:
                              stdout=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
-        return timed_run(settings, orders, outputs, child.pid)
+        return live_rate(settings, orders, outputs, child.pid)
     finally:
         child.terminate()
         child.wait(30)
@@ -170,6 +170,8 @@ async def pipe(bootstrap: str, source: str, outputs: list[str]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await consumer.start()
     await producer.start()
+    while not consumer.assignment():  # joined the group: from here on it is only the pipe's work
+        await consumer.getmany(timeout_ms=100)
     print("ready", flush=True)
     try:
         while True:
@@ -203,29 +205,32 @@ def run(args: argparse.Namespace) -> None:
     users = users_records(args.users, seed=1)
     orders = orders_records([k for k, _ in users], args.orders, seed=2)
     table = Table(title=f"Worker throughput: {args.orders:,} orders, {args.users:,} users, embedded broker, "
-                        f"best of {args.rounds}")
-    for column in ("worker profile", "raw aiokafka pipe", "worker", "worker ÷ pipe",
-                   "pipe per CPU-s", "worker per CPU-s", "worker ÷ pipe (CPU)"):
+                        f"best of {args.rounds} rounds and the median of each round's ratio")
+    for column in ("worker profile", "raw aiokafka pipe", "worker", "worker ÷ pipe", "median of rounds",
+                   "pipe per CPU-s", "worker per CPU-s", "worker ÷ pipe (CPU)", "median of rounds (CPU)"):
         table.add_column(column, justify="right")
     profiles = PROFILES if args.profile == "both" else (args.profile,)
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         base = broker.settings(Settings()).replace(web_port=free_port())
-        pipes: list[Rate] = []
+        pipes: dict[str, list[Rate]] = {profile: [] for profile in profiles}
         workers: dict[str, list[Rate]] = {profile: [] for profile in profiles}
         for round_ in range(1, args.rounds + 1):
             for profile in profiles:
-                pipes.append(bench_pipe(base, orders))
+                pipes[profile].append(bench_pipe(base, orders))
                 workers[profile].append(bench_worker(base.replace(web_port=free_port()), tmp, profile, users, orders))
-                console.print(f"round {round_}: pipe {pipes[-1].wall:,.0f}/s ({pipes[-1].cpu:,.0f} per CPU-s), "
+                console.print(f"round {round_}: pipe {pipes[profile][-1].wall:,.0f}/s "
+                              f"({pipes[profile][-1].cpu:,.0f} per CPU-s), "
                               f"worker ({profile}) {workers[profile][-1].wall:,.0f}/s "
                               f"({workers[profile][-1].cpu:,.0f} per CPU-s)")
-        pipe_rate = best(pipes)
         for profile, rates in workers.items():
-            worker_rate = best(rates)
+            pipe_rate, worker_rate = best(pipes[profile]), best(rates)
+            paired = list(zip(rates, pipes[profile]))
             table.add_row(profile, f"{pipe_rate.wall:,.0f}/s", f"{worker_rate.wall:,.0f}/s",
-                          f"{worker_rate.wall / pipe_rate.wall:.2f}×", f"{pipe_rate.cpu:,.0f}",
-                          f"{worker_rate.cpu:,.0f}", f"{worker_rate.cpu / pipe_rate.cpu:.2f}×")
+                          f"{worker_rate.wall / pipe_rate.wall:.2f}×",
+                          f"{statistics.median(w.wall / p.wall for w, p in paired):.2f}×",
+                          f"{pipe_rate.cpu:,.0f}", f"{worker_rate.cpu:,.0f}", f"{worker_rate.cpu / pipe_rate.cpu:.2f}×",
+                          f"{statistics.median(w.cpu / p.cpu for w, p in paired):.2f}×")
         console.print(table)
         if args.rss_users:
             before, after, seconds = rss_with_users(base.replace(web_port=free_port()), tmp, args.rss_users)
