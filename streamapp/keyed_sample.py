@@ -13,7 +13,7 @@ import time
 import uuid
 from typing import Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from .errors import StreamappError
 from .topics import describe
@@ -55,10 +55,7 @@ def read_keyed_sample(
     """
     if limit < 1:
         raise SampleError(f"sample={limit}: must be at least 1")
-    try:
-        info = describe(bootstrap, [topic])
-    except KafkaException as exc:
-        raise SampleError(f"cannot read topic {topic!r}: no answer from bootstrap servers {bootstrap} ({exc.args[0].str()})") from None
+    info = describe(bootstrap, [topic])
     if topic not in info:
         raise SampleError(f"topic {topic!r} does not exist on {bootstrap} (it was not created)")
     count = info[topic].partitions
