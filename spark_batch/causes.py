@@ -84,8 +84,8 @@ def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_part
     ``few`` (the caller knows the count) broadcasts the mismatches' identities and users, so
     neither the orders nor the mismatches are shuffled; ``repartitioned``: see ``user_index``.
     """
-    # the orders are probed by a 64-bit hash of the identity (one long key: Spark's fast hash relation,
-    # ~5x cheaper per order than six columns); a colliding order is dropped by the exact join below
+    # the orders are probed by a 64-bit hash of the identity (one long key: Spark's fast hash relation
+    # instead of a six-column one); an order whose hash merely collides is dropped by the exact join below
     wanted = mismatches.select(identity_hash().alias("identity_hash")).distinct()
     index = user_index(users, mismatches, num_partitions, repartitioned)
     order_info = (

@@ -49,8 +49,9 @@ def classify(outputs: DataFrame, totals: Observation | None = None, matches: boo
     is_faust = F.col("is_faust")
 
     def first(column: str, mine: Column) -> Column:
-        # one fixed-width buffer per value keeps the (non-reducing) partial aggregation and its
-        # shuffle small; min(struct)/min_by would be sort-based or carry two buffers per value
+        # one fixed-width buffer per value keeps the aggregation's hash map small (the job runs it
+        # without a partial step: reconcile.CLASSIFY_SETTINGS); min(struct)/min_by would be
+        # sort-based or carry two buffers per value
         return F.max(F.when(mine, F.col(column)))
 
     # NAME enters the aggregation as a 64-bit hash: fixed-width buffers keep Spark on its hash
