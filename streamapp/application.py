@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from typing import Any, Callable
 
 import faust
@@ -95,6 +96,11 @@ class StreamappApp(faust.App):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.batch_handlers = {}
+
+    def _on_autodiscovery_error(self, name: str) -> None:
+        """Stop: Faust would log a warning and run on without that module's agents or views."""
+        super()._on_autodiscovery_error(name)
+        raise SystemExit(f"streamapp worker: module {name} failed to import: {sys.exc_info()[1]!r}")
 
     def _new_transport(self) -> Transport:
         return Transport(self.conf.broker_consumer, self)

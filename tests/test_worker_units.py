@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from streamapp.application import faust_config, owned_topics
 from streamapp.counters import Counters, summary_line
 from streamapp.dead_letters import SOURCE_OFFSET, DeadLetter, from_record
@@ -54,3 +56,13 @@ def test_app_owns_every_topic_with_the_configured_count_and_uses_the_partitioner
     choose = faust_config(s)["producer_partitioner"]
     key = b"2b4f5c1e9a0d4f3e8c7b6a5d4e3f2a1b"
     assert choose(key, list(range(9)), []) == (murmur2(key) & 0x7FFFFFFF) % 9
+
+
+def test_a_module_of_agents_that_does_not_import_stops_the_worker_naming_it() -> None:
+    from streamapp.application import app
+
+    try:
+        raise ImportError("cannot import name 'partition_row'")
+    except ImportError:
+        with pytest.raises(SystemExit, match=r"module agents\.orders failed to import: ImportError\(\"cannot import"):
+            app._on_autodiscovery_error("agents.orders")
