@@ -166,10 +166,3 @@ def _checked_order(key: bytes | None, value: bytes | None) -> Order:
         unit_price=float(_field(obj, "unit_price", _is_number)),
         channel=_field(obj, "channel", _is_str),
     )
-
-
-def user_from_table(user_id: str, row: dict[str, Any] | None) -> User | None:
-    """The table row (``{"name", "age"}``) back as a User, None when the lookup missed."""
-    if row is None:
-        return None
-    return User(user_id, row["name"], row["age"])

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from streamapp.errors import StreamappError
-from streamapp.records import Order, RecordError, User, decode_order, decode_user, user_from_table
+from streamapp.records import Order, RecordError, User, decode_order, decode_user
 
 GOOD_ORDER = {"ts": 1677844043886, "product_id": 1669, "qty": 6, "unit_price": 68.67, "channel": "store"}
 
@@ -78,9 +78,3 @@ def test_long_bad_values_are_shortened_in_the_reason() -> None:
     with pytest.raises(RecordError) as info:
         decode_order(b"u", b"x" * 5000)
     assert len(info.value.reason) < 200
-
-
-def test_table_row_round_trips() -> None:
-    user = User("u9", "Ann", 41)
-    assert user_from_table("u9", user.to_table_value()) == user
-    assert user_from_table("u9", None) is None
