@@ -34,7 +34,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition

@@ -32,7 +32,7 @@ from spark_batch import causes, compare, decode, report
 from spark_batch.errors import ReconcileError
 from spark_batch.files_source import check_exports, read_export
 from spark_batch.kafka_source import choose_reader, read_ranges
-from spark_batch.offsets import TIMED_ROLES, partition_counts, resolve_plan
+from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import TOPIC_OPTIONS, Options, parse
 from spark_batch.window import OffsetPlan
 

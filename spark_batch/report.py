@@ -60,10 +60,10 @@ def partition_chart(cells: Sequence[Mapping[str, Any]], pair: str) -> str:
     top = max(c["count"] for c in mine)
     side = 40 + CELL * size
     parts = [f'<svg role="img" aria-label="{escape(pair)} mismatches by partition pair" width="{side + 10}" height="{side + 10}">',
-             f'<text x="40" y="12" font-size="11">user partition &#8594;</text>',
-             f'<text x="0" y="30" font-size="11">order &#8595;</text>']
+             '<text x="40" y="12" font-size="11">user partition &#8594;</text>',
+             '<text x="0" y="30" font-size="11">order &#8595;</text>']
     for i in range(size):
-        parts.append(f'<text x="{44 + CELL * i}" y="{34 if i else 34}" font-size="11" dy="-8">{i}</text>')
+        parts.append(f'<text x="{44 + CELL * i}" y="34" font-size="11" dy="-8">{i}</text>')
         parts.append(f'<text x="22" y="{58 + CELL * i}" font-size="11">{i}</text>')
     for c in mine:
         x, y = 40 + CELL * c["user_partition"], 40 + CELL * c["order_partition"]

@@ -92,10 +92,10 @@ def _deliver(producer: Producer, topic: str, records: Iterable[tuple[bytes, byte
         if progress:
             progress(1)
 
-    for key, value, ts in records:
+    for record_key, value, ts in records:
         while True:
             try:
-                producer.produce(topic, key=key, value=value, timestamp=ts or 0, on_delivery=on_delivery)
+                producer.produce(topic, key=record_key, value=value, timestamp=ts or 0, on_delivery=on_delivery)
                 break
             except BufferError:
                 producer.poll(0.1)
