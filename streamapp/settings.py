@@ -89,6 +89,10 @@ class Settings:
         "Consumer group session timeout in seconds (6 is forced on the embedded broker).",
         default=60.0,
     )
+    broker_heap: str = _doc(
+        "Heap of the Apache Kafka JVM that `streamapp broker`, the demo and the tests start (`-Xmx`).",
+        default="512m",
+    )
     app_id: str = _doc("Faust application id (consumer group and changelog prefix).", default="streamapp")
 
     def __post_init__(self) -> None:

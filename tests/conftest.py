@@ -1,7 +1,8 @@
-"""Shared fixtures: one embedded broker and one SparkSession for the whole test session.
+"""Shared fixtures: one Apache Kafka broker and one SparkSession for the whole test session.
 
-Nothing here mocks Kafka: every Kafka test talks to a real Tansu broker on a
-loopback port, started once per session.
+Nothing here mocks Kafka: every Kafka test talks to a real Apache Kafka node
+(KRaft, from Maven Central) on a loopback port, started once per session by the
+same code as ``streamapp broker``.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from streamapp.topics import ensure_topics
 
 @pytest.fixture(scope="session")
 def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as running:
+    with EmbeddedBroker(heap="1g") as running:
         yield running
 
 
@@ -47,9 +48,14 @@ def new_topic(bootstrap: str, request: pytest.FixtureRequest) -> Callable[..., s
 
 @pytest.fixture
 def embedded_settings(broker: EmbeddedBroker, tmp_path) -> Settings:
-    """Settings pointing at the session broker, with a private data dir and unique app id."""
+    """Settings pointing at the session broker, with a private data dir and unique app id.
+
+    Consumer sessions are 10 s (Faust's default is 60 s) so that a killed worker's
+    partitions move within the tests' patience.
+    """
     return broker.settings(Settings()).replace(
-        data_dir=str(tmp_path / "data"), app_id=f"streamapp-test-{uuid.uuid4().hex[:8]}"
+        data_dir=str(tmp_path / "data"), app_id=f"streamapp-test-{uuid.uuid4().hex[:8]}",
+        broker_session_timeout=10.0,
     )
 
 

@@ -1,7 +1,7 @@
 """streamapp's murmur2 against the REAL Java Kafka client on 100,000+ random keys.
 
 tests/java/Murmur2Oracle.java is compiled at test time against kafka-clients.jar
-(from the ``shigawire-apache-flink-libraries`` wheel, see tests/javatools.py) and
+(from Maven Central through jvm/clients/pom.xml, see tests/javatools.py) and
 computes ``Utils.toPositive(Utils.murmur2(key)) % n`` and
 ``BuiltInPartitioner.partitionForKey(key, n)`` (what ``KafkaProducer`` calls for
 a keyed record) with Kafka's own code.  Keys travel hex-encoded in a file.

@@ -1,19 +1,27 @@
-"""``streamapp broker``: run the embedded broker in the foreground until Ctrl-C or SIGTERM."""
+"""``streamapp broker``: run Apache Kafka (one KRaft node) in the foreground until Ctrl-C or SIGTERM."""
 from __future__ import annotations
 
 import argparse
 import signal
 import threading
+from pathlib import Path
 from typing import Any
 
-from ..broker import EmbeddedBroker
-from ..settings import Settings
+from ..broker import BrokerError, EmbeddedBroker
+from ..settings import Settings, add_arguments
 
 
 def add_parser(sub: Any) -> None:
-    parser = sub.add_parser("broker", help="run the embedded Kafka-protocol broker (Tansu, in memory)")
+    parser = sub.add_parser(
+        "broker", help="run Apache Kafka on loopback: one KRaft node, broker and controller, in a child JVM"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=9092, help="port to listen on; 0 picks a free one (default 9092)")
+    parser.add_argument("--port", type=int, default=9092, help="client port; 0 picks a free one (default 9092)")
+    parser.add_argument(
+        "--data-dir", type=Path, default=None, dest="broker_data_dir",
+        help="keep the log here across restarts (default: a temporary directory, removed on stop)",
+    )
+    add_arguments(parser, only=("broker_heap",))
     parser.set_defaults(func=run)
 
 
@@ -21,11 +29,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with EmbeddedBroker(host=args.host, port=args.port) as broker:
-        print(f"Embedded broker (Tansu, in memory) ready on {broker.bootstrap}", flush=True)
+    broker = EmbeddedBroker.from_settings(settings, host=args.host, port=args.port, data_dir=args.broker_data_dir)
+    with broker:
+        kept = f"data in {broker.data_dir}" if args.broker_data_dir else "data in a temporary directory, removed on stop"
+        print(f"Apache Kafka ready on {broker.bootstrap} (pid {broker.pid}, {kept})", flush=True)
         print("Point streamapp at it with:", flush=True)
         for name, value in broker.env().items():
             print(f"  export {name}={value}", flush=True)
-        stop.wait()
-        print("Stopping the embedded broker; its data is gone.", flush=True)
+        while not stop.is_set():
+            status = broker.wait(0.5)
+            if status is not None:
+                raise BrokerError(f"Apache Kafka on {broker.bootstrap} exited by itself (status {status}); see its log above")
+        print("Stopping Apache Kafka" + ("; its data is kept." if args.broker_data_dir else "; its data is removed."), flush=True)
     return 0
