@@ -93,6 +93,16 @@ class Settings:
         "Heap of the Apache Kafka JVM that `streamapp broker`, the demo and the tests start (`-Xmx`).",
         default="512m",
     )
+    kafka_unreachable_timeout: float = _doc(
+        "Seconds the worker may go without reaching any Kafka broker before it logs so and "
+        "its `/health` answers 503.",
+        default=60.0,
+    )
+    kafka_unreachable_exit: float = _doc(
+        "Seconds without reaching any Kafka broker after which the worker exits with status 3, "
+        "so a supervisor restarts it; 0 = never.",
+        default=300.0,
+    )
     app_id: str = _doc("Faust application id (consumer group and changelog prefix).", default="streamapp")
 
     def __post_init__(self) -> None:
@@ -110,6 +120,13 @@ class Settings:
             raise SettingsError(f"web_port={self.web_port}: must be between 1 and 65535")
         if not self.bootstrap_servers.strip():
             raise SettingsError("bootstrap_servers is empty: give host:port[,host:port]")
+        if not self.kafka_unreachable_timeout > 0:
+            raise SettingsError(f"kafka_unreachable_timeout={self.kafka_unreachable_timeout}: must be above 0 seconds")
+        if self.kafka_unreachable_exit and not self.kafka_unreachable_exit >= self.kafka_unreachable_timeout:
+            raise SettingsError(
+                f"kafka_unreachable_exit={self.kafka_unreachable_exit}: must be 0 (never) or at least "
+                f"kafka_unreachable_timeout ({self.kafka_unreachable_timeout})"
+            )
 
     @property
     def embedded(self) -> bool:
