@@ -1,4 +1,4 @@
-"""``streamapp demo``: the whole pipeline on the embedded broker, started and stopped by us.
+"""``streamapp demo``: the whole pipeline on Apache Kafka (one KRaft node), started and stopped by us.
 
 Two producer runs share one broker, one worker and the same topics, as two runs
 of the original demo against one cluster would.  Each report is scoped to the
@@ -42,7 +42,7 @@ SPARK_SUBMIT_ARGS = ("--conf spark.sql.shuffle.partitions=2 --conf spark.default
 
 
 def add_parser(sub: Any) -> None:
-    parser = sub.add_parser("demo", help="run the demo end to end on the embedded broker")
+    parser = sub.add_parser("demo", help="run the demo end to end on Apache Kafka, started and stopped by the demo")
     parser.add_argument("--messages", type=int, default=20, help="users (one order each) per run (default 20)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the first run (the second uses seed+1)")
     parser.add_argument("--no-reconcile", dest="reconcile", action="store_false",
@@ -59,8 +59,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     results: list[ProduceRun] = []
     reconciliation: dict[str, Any] = {"ran": False}
     window_start = datetime.now(timezone.utc) - timedelta(minutes=1)
-    with tempfile.TemporaryDirectory(prefix="streamapp-demo-") as tmp, EmbeddedBroker() as broker:
-        console.print(f"Embedded broker (Tansu, in memory) ready on {broker.bootstrap} (pid {broker.pid})")
+    with tempfile.TemporaryDirectory(prefix="streamapp-demo-") as tmp, EmbeddedBroker.from_settings(settings) as broker:
+        console.print(f"Apache Kafka (one KRaft node, temporary data) ready on {broker.bootstrap} "
+                      f"(pid {broker.pid}) after {time.monotonic() - started:.1f}s")
         demo_settings = broker.settings(settings).replace(
             data_dir=str(Path(tmp) / "data"), web_port=free_port(), ksqldb_endpoint="", partitioner="murmur2"
         )
@@ -112,8 +113,7 @@ def export_topics(settings: Settings, directory: Path) -> None:
     """Each input and output topic as ``<name>.jsonl`` (Kafka-shaped rows), read to its end.
 
     The job reads these files instead of Kafka: the demo has just read the
-    topics to their ends, and the job's own offset scan of the embedded broker
-    would cost most of the demo's minute.  The Faust repartitioned join is
+    topics to their ends.  The Faust repartitioned join is
     exported once more under each ``STAND_IN`` name, as ksqlDB's output.
     """
     directory.mkdir(parents=True, exist_ok=True)
