@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import ConfigResource, ConfigSource, NewPartitions, NewTopic
 
 from .partitioners import get_partitioner
 from .topic_reader import read_topic
@@ -85,7 +85,7 @@ def list_topics(bootstrap: str, include_internal: bool = False) -> list[TopicInf
     return sorted((t for t in topics if include_internal or not t.name.startswith("__")), key=lambda t: t.name)
 
 
-def describe_topic(bootstrap: str, topic: str, embedded: bool = False) -> TopicDetail:
+def describe_topic(bootstrap: str, topic: str) -> TopicDetail:
     """Leader, replicas and ISR of each partition, and its record count read to the partition's end."""
     _existing(bootstrap, topic)
     metadata = admin_client(bootstrap).list_topics(topic, timeout=ADMIN_TIMEOUT).topics[topic]
@@ -95,14 +95,15 @@ def describe_topic(bootstrap: str, topic: str, embedded: bool = False) -> TopicD
     return TopicDetail(topic, [
         PartitionDetail(p, m.leader, list(m.replicas), list(m.isrs), counts.get(p, 0))
         for p, m in sorted(metadata.partitions.items())
-    ], topic_configs(bootstrap, topic, embedded))
+    ], topic_configs(bootstrap, topic))
 
 
-def topic_configs(bootstrap: str, topic: str, embedded: bool = False) -> dict[str, str]:
-    """The topic's configs that differ from the broker's defaults (DescribeConfigs).
+def topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
+    """The configs set on the topic itself (DescribeConfigs), as ``kafka-configs --describe`` lists them.
 
-    The embedded broker returns only the configs a topic was created with but
-    flags each as a default, so with ``embedded`` every reported entry is kept.
+    Not every entry that is not ``is_default``: a value the broker's own
+    properties set (a single node's ``min.insync.replicas=1``) would be listed
+    for every topic, though nobody chose it for this one.
     """
     admin = admin_client(bootstrap)
     future = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
@@ -110,7 +111,7 @@ def topic_configs(bootstrap: str, topic: str, embedded: bool = False) -> dict[st
         entries = next(iter(future.values())).result(ADMIN_TIMEOUT)
     except KafkaException as exc:
         raise TopicError(f"could not read the configs of topic {topic}: {exc.args[0].str()}") from None
-    return {name: str(e.value) for name, e in sorted(entries.items()) if embedded or not e.is_default}
+    return {name: str(e.value) for name, e in sorted(entries.items()) if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
 
 
 def _result(futures: Mapping[str, object], what: str) -> None:

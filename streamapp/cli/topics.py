@@ -53,7 +53,7 @@ def add_parser(sub: Any) -> None:
 
     for action in (listing, described, create, delete, grow):
         action.add_argument("--json", action="store_true", help="print JSON for programs")
-        add_arguments(action, only=("bootstrap_servers", "broker_profile"))
+        add_arguments(action, only=("bootstrap_servers",))
     add_arguments(create, only=("partitions", "replication_factor"))
 
 
@@ -78,7 +78,7 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_describe(args: argparse.Namespace, settings: Settings) -> int:
-    detail = describe_topic(settings.bootstrap_servers, args.topic, settings.embedded)
+    detail = describe_topic(settings.bootstrap_servers, args.topic)
     total = sum(p.records for p in detail.partitions)
     table = Table("partition", "leader", "replicas", "ISR", "records")
     for p in detail.partitions:
