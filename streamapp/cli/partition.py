@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -64,7 +65,13 @@ def parse_keys(texts: Sequence[str], hex_keys: bool) -> list[KeyArg]:
     result = []
     for text in texts:
         if not hex_keys:
-            result.append(KeyArg(text, text.encode("utf-8")))
+            try:
+                result.append(KeyArg(text, text.encode("utf-8")))
+            except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as surrogate escapes
+                raw = os.fsencode(text)
+                raise PartitionCliError(
+                    f"key {raw!r} is not valid UTF-8: give its bytes as hex instead (--hex {raw.hex()})"
+                ) from None
             continue
         try:
             result.append(KeyArg(text, bytes.fromhex(text)))
@@ -94,7 +101,10 @@ def partitions_for(specs: Sequence[str], keys: Sequence[KeyArg], num_partitions:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     console = wide_console()
     if args.list:
-        console.print(list_table())
+        if args.json:
+            print(json.dumps({"partitioners": list_rows(), "profiles": dict(PROFILES)}))
+        else:
+            console.print(list_table())
         return 0
     keys = parse_keys(args.keys, args.hex) + ([KeyArg(None, None)] if args.null_key else [])
     if not keys:
@@ -133,10 +143,19 @@ def partition_table(specs: Sequence[str], keys: Sequence[KeyArg], rows: Sequence
     return table
 
 
+def list_rows() -> list[dict[str, Any]]:
+    """One entry per partitioner: the facts ``--list`` shows, for the table and for ``--json``."""
+    return [
+        {"name": name, "librdkafka_name": chooser.librdkafka_name, "clients": clients_of([name]),
+         "description": chooser.description}
+        for name, chooser in PARTITIONERS.items()
+    ]
+
+
 def list_table() -> Table:
     table = Table(title="Partitioners (use a name, a client profile, or package.module:callable)")
     for header in ("name", "librdkafka partitioner", "client defaults", "what"):
         table.add_column(header)
-    for name, chooser in PARTITIONERS.items():
-        table.add_row(name, chooser.librdkafka_name or "-", ", ".join(clients_of([name])), chooser.description)
+    for row in list_rows():
+        table.add_row(row["name"], row["librdkafka_name"] or "-", ", ".join(row["clients"]), row["description"])
     return table

@@ -58,6 +58,8 @@ def settings_for(args: argparse.Namespace, settings: Settings) -> Settings:
 def options_for(args: argparse.Namespace) -> ProduceOptions:
     if args.messages < 1:
         raise ProduceError(f"--messages={args.messages}: must be at least 1")
+    if not args.wait >= 0:  # also refuses nan
+        raise ProduceError(f"--wait={args.wait}: seconds to wait must be 0 or more")
     return ProduceOptions(partitioner=args.users_partitioner, messages=args.messages, client_id=args.client_id,
                           c3_endpoint=args.c3_endpoint, seed=args.seed, wait=args.wait)
 
