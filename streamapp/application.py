@@ -3,8 +3,8 @@
 Agents live in the top-level ``agents`` package and are found by Faust's
 autodiscovery; the topics and tables they share are in :mod:`streamapp.tables`.
 Before any consumer subscribes, the app creates the topics it owns with the
-configured partition count (the embedded broker would auto-create them with 4)
-and runs the co-partitioning guard.
+configured partition count (a broker that auto-creates topics would give them
+its own default count) and runs the co-partitioning guard.
 """
 from __future__ import annotations
 
@@ -23,21 +23,13 @@ from .transport import BatchHandler, Transport
 
 logger = logging.getLogger(__name__)
 
-#: What the embedded broker (Tansu) needs: it holds a JoinGroup for half the session timeout.
-#: Its wrong ListOffsets(latest) is handled by the transport (:mod:`streamapp.transport`).
-EMBEDDED_BROKER_OVERRIDES: dict[str, Any] = {
-    "broker_session_timeout": 6.0,
-    "broker_heartbeat_interval": 1.0,
-}
-
-
 #: Exit status of a worker stopped by the guard (``guard_policy=fail``), like the CLI's errors.
 GUARD_EXIT_CODE = 2
 
 
 def faust_config(settings: Settings) -> dict[str, Any]:
     """Faust keyword settings for ``settings``; pure, so it is tested without Faust."""
-    config: dict[str, Any] = {
+    return {
         "broker": ";".join(f"kafka://{server}" for server in settings.bootstrap_list),
         "store": "rocksdb://",
         "datadir": settings.data_dir,
@@ -53,9 +45,6 @@ def faust_config(settings: Settings) -> dict[str, Any]:
         "table_cleanup_interval": 30.0,
         "producer_partitioner": client_partitioner(settings.partitioner),
     }
-    if settings.embedded:
-        config.update(EMBEDDED_BROKER_OVERRIDES)
-    return config
 
 
 def owned_topics(settings: Settings) -> dict[str, int]:

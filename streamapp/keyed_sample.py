@@ -1,10 +1,10 @@
 """Read a sample of keyed records with their partitions, spread over the partitions of a topic.
 
 Fingerprinting needs keys from every partition, not the first thousand of
-partition 0, and must stop at each partition's real end: the end is where the
-Fetch response's high watermark says (partition EOF), never ListOffsets(latest),
-which the embedded broker answers too low.  A partition that reaches its share
-is paused, so a sample of a large topic does not read the whole topic.
+partition 0, and must stop at each partition's end: the end is where the
+Fetch response's high watermark says (partition EOF), as in
+:mod:`streamapp.topic_reader`.  A partition that reaches its share is paused,
+so a sample of a large topic does not read the whole topic.
 """
 from __future__ import annotations
 

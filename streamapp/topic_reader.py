@@ -1,8 +1,9 @@
 """Read a whole topic up to its end, for reports that must see every record.
 
 The end is where each partition's Fetch reports end-of-partition (the high
-watermark in the Fetch response), never ListOffsets(latest): the embedded broker
-answers that too low when a batch held several records (see README).
+watermark in the Fetch response).  That needs no ListOffsets round trip and
+needs no care for a log whose last offsets are transaction markers, which a
+consumer never receives, so a reader waiting for offset ``end - 1`` would hang.
 """
 from __future__ import annotations
 

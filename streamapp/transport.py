@@ -1,50 +1,26 @@
-"""The Faust transport the worker runs on: Faust's aiokafka driver with two changes.
+"""The Faust transport the worker runs on: Faust's aiokafka driver plus batch delivery.
 
-- **Batch delivery.** Faust hands a stream one message at a time, and its
-  per-message path (consumer hand-off, conductor, stream, event, ack) costs the
-  join more than the join itself.  A topic with a batch handler
-  (:meth:`streamapp.application.StreamappApp.batch_agent`) is instead handed
-  each fetch's messages at once, by partition, inline in the consumer's fetch
-  loop.  Its partitions are still assigned by Faust, co-partitioned with the
-  tables, and the handler acks each message when its output is queued; Faust
-  flushes the producer before it commits, so delivery stays at-least-once.
-- **End offsets from a Fetch** on the embedded broker (:mod:`streamapp.highwaters`),
-  so changelog recovery is right with normally batched producers.
+Faust hands a stream one message at a time, and its per-message path (consumer
+hand-off, conductor, stream, event, ack) costs the join more than the join
+itself.  A topic with a batch handler
+(:meth:`streamapp.application.StreamappApp.batch_agent`) is instead handed each
+fetch's messages at once, by partition, inline in the consumer's fetch loop.
+Its partitions are still assigned by Faust, co-partitioned with the tables, and
+the handler acks each message when its output is queued; Faust flushes the
+producer before it commits, so delivery stays at-least-once.
 """
 from __future__ import annotations
 
 from typing import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
-from aiokafka.structs import TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
-
-from .highwaters import fetched_highwaters
 
 #: Handles one fetch's messages of a topic, by partition in offset order; acks each one it is done with.
 BatchHandler = Callable[[Mapping[TP, Sequence[Message]]], Awaitable[None]]
 
 
-class FetchedHighwatersThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """Faust's consumer thread, with changelog end offsets checked against a Fetch."""
-
-    async def _highwaters(self, partitions: list[TP]) -> Mapping[TP, int]:
-        listed = await super()._highwaters(partitions)
-        if self.consumer.in_transaction:
-            return listed
-        servers = self.app.streamapp_settings.bootstrap_servers
-        fetched = await fetched_highwaters(
-            servers, {TopicPartition(tp.topic, tp.partition): end for tp, end in listed.items()}
-        )
-        return {TP(tp.topic, tp.partition): end for tp, end in fetched.items()}
-
-
 class Consumer(faust_aiokafka.Consumer):
-    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
-        if self.app.streamapp_settings.embedded:
-            return FetchedHighwatersThread(self, loop=self.loop, beacon=self.beacon)
-        return super()._new_consumer_thread()
-
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
         """Faust's fetch, less the batch topics' messages, which go to their handlers afterwards.
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamapp.application import EMBEDDED_BROKER_OVERRIDES, faust_config
+from streamapp.application import faust_config
 from streamapp.cli import build_parser
 from streamapp.settings import Settings, SettingsError, documentation_table
 
@@ -55,7 +55,6 @@ def test_cli_flags_override_environment() -> None:
         ({"STREAMAPP_PARTITIONS": "six"}, "STREAMAPP_PARTITIONS='six': expected a int"),
         ({"STREAMAPP_PARTITIONS": "0"}, "partitions=0"),
         ({"STREAMAPP_GUARD_POLICY": "explode"}, "guard_policy='explode'"),
-        ({"STREAMAPP_BROKER_PROFILE": "redpanda"}, "broker_profile='redpanda'"),
         ({"STREAMAPP_WEB_TABLE_BLUEPRINT": "maybe"}, "STREAMAPP_WEB_TABLE_BLUEPRINT='maybe'"),
     ],
 )
@@ -64,13 +63,9 @@ def test_bad_values_name_the_setting(env: dict[str, str], fragment: str) -> None
         Settings.from_env(env)
 
 
-def test_embedded_workarounds_only_on_the_embedded_broker() -> None:
-    real = faust_config(Settings())
-    embedded = faust_config(Settings(broker_profile="embedded"))
-    for key, value in EMBEDDED_BROKER_OVERRIDES.items():
-        assert embedded[key] == value
-        assert real.get(key) != value
-    assert real["broker"] == "kafka://127.0.0.1:9092"
+def test_faust_broker_url_lists_every_bootstrap_server() -> None:
+    assert faust_config(Settings())["broker"] == "kafka://127.0.0.1:9092"
+    assert faust_config(Settings(bootstrap_servers="k1:9092, k2:9093"))["broker"] == "kafka://k1:9092;kafka://k2:9093"
 
 
 def test_web_server_binds_web_host_not_all_interfaces() -> None:
