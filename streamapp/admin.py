@@ -3,15 +3,15 @@
 Adding partitions moves keys: a keyed record's partition is ``hash(key) % n``,
 so after ``n -> m`` most existing keys would be written elsewhere and a join or
 a compacted table no longer finds their history.  ``partition_impact`` measures
-that share before anything is changed.  The embedded broker has no
-CreatePartitions (Kafka API 37); that is said plainly, not hidden.
+that share, and names the keys, before anything is changed.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewPartitions, NewTopic
 
 from .partitioners import get_partitioner
@@ -39,38 +39,67 @@ class TopicDetail:
 
 
 @dataclass(frozen=True)
+class MovedKey:
+    """A key whose new records will land in another partition than its history."""
+
+    key: bytes | None
+    old_partition: int
+    new_partition: int
+
+    @property
+    def text(self) -> str | None:
+        """The key for people and JSON: UTF-8, with undecodable bytes as ``\\xNN`` (None for a NULL key)."""
+        return None if self.key is None else self.key.decode("utf-8", "backslashreplace")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"key": self.text, "from": self.old_partition, "to": self.new_partition}
+
+
+@dataclass(frozen=True)
 class PartitionImpact:
-    """How many of a topic's distinct keys would change partition at the new count."""
+    """Which of a topic's distinct keys would change partition at the new count."""
 
     topic: str
     partitioner: str
     old_count: int
     new_count: int
     keys: int
-    moved: int
     unscored: int
+    moved_keys: tuple[MovedKey, ...]
+
+    @property
+    def moved(self) -> int:
+        return len(self.moved_keys)
 
     @property
     def moved_pct(self) -> float:
         return 100.0 * self.moved / self.keys if self.keys else 0.0
 
     def to_dict(self) -> dict[str, object]:
-        return {**self.__dict__, "moved_pct": round(self.moved_pct, 2)}
+        fields = {k: v for k, v in self.__dict__.items() if k != "moved_keys"}
+        return {**fields, "moved": self.moved, "moved_pct": round(self.moved_pct, 2),
+                "moved_keys": [m.to_dict() for m in self.moved_keys]}
 
 
 def partition_impact(
     topic: str, keys: Iterable[bytes | None], partitioner: str, old_count: int, new_count: int
 ) -> PartitionImpact:
-    """Pure: the share of distinct keys whose partition differs between ``old_count`` and ``new_count``.
+    """Pure: the distinct keys whose partition differs between ``old_count`` and ``new_count``.
 
     Keys the partitioner places at random (a NULL key, mostly) have no fixed
-    partition to lose and are counted as ``unscored``.
+    partition to lose and are counted as ``unscored``.  The moved keys are
+    named (sorted by bytes) so that an operator can tell their owners.
     """
     chooser = get_partitioner(partitioner)
     distinct = set(keys)
-    scored = [k for k in distinct if chooser.is_deterministic(k)]
-    moved = sum(chooser(k, old_count) != chooser(k, new_count) for k in scored)
-    return PartitionImpact(topic, chooser.name, old_count, new_count, len(scored), moved, len(distinct) - len(scored))
+    scored = sorted((k for k in distinct if chooser.is_deterministic(k)), key=lambda k: (k is not None, k or b""))
+    unscored = len(distinct) - len(scored)
+    moved = tuple(
+        MovedKey(k, old, new)
+        for k in scored
+        if (old := chooser(k, old_count)) != (new := chooser(k, new_count))
+    )
+    return PartitionImpact(topic, chooser.name, old_count, new_count, len(scored), unscored, moved)
 
 
 def _existing(bootstrap: str, topic: str) -> TopicInfo:
@@ -156,7 +185,12 @@ def add_partitions_impact(bootstrap: str, topic: str, new_count: int, partitione
 
 
 def add_partitions(bootstrap: str, topic: str, new_count: int) -> TopicInfo:
-    """CreatePartitions (Kafka API 37); a broker without it gets a plain error and nothing changes."""
+    """CreatePartitions (Kafka API 37), then wait until the broker's metadata shows the new count.
+
+    Producers started after this returns see the new count, so the keys the
+    impact named move from then on.  A refusal is one line naming the broker
+    and Kafka's error; CreatePartitions is all-or-nothing, so nothing changed.
+    """
     current = check_new_count(bootstrap, topic, new_count)
     admin = admin_client(bootstrap)
     futures = admin.create_partitions([NewPartitions(topic, new_count)], operation_timeout=ADMIN_TIMEOUT)
@@ -164,10 +198,23 @@ def add_partitions(bootstrap: str, topic: str, new_count: int) -> TopicInfo:
         futures[topic].result(ADMIN_TIMEOUT)
     except KafkaException as exc:
         error = exc.args[0]
-        if error.code() in (KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION):
+        if error.name() in ("_TIMED_OUT", "REQUEST_TIMED_OUT"):
+            # No answer is not a refusal: the change may still be applied, so do not claim it was not.
             raise TopicError(
-                f"the broker at {bootstrap} does not support CreatePartitions (Kafka API 37) - the embedded "
-                f"broker (Tansu) lacks it; {topic} keeps its {current} partitions, nothing was changed"
+                f"count={new_count}: the broker at {bootstrap} did not answer CreatePartitions for {topic} "
+                f"within {ADMIN_TIMEOUT:.0f} s ({error.name()}); see `streamapp topics describe {topic}`"
             ) from None
-        raise TopicError(f"could not add partitions to {topic}: {error.str()}") from None
-    return _existing(bootstrap, topic)
+        raise TopicError(
+            f"count={new_count}: the broker at {bootstrap} refused CreatePartitions for {topic}: "
+            f"{error.name()}: {error.str().rstrip('.')}; {topic} keeps its {current} partitions"
+        ) from None
+    # The controller has committed the change; the broker's metadata follows a moment later.
+    deadline = time.monotonic() + ADMIN_TIMEOUT
+    while (info := _existing(bootstrap, topic)).partitions != new_count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if info.partitions != new_count:
+        raise TopicError(
+            f"count={new_count}: the broker at {bootstrap} accepted CreatePartitions for {topic} but its "
+            f"metadata still shows {info.partitions} partitions after {ADMIN_TIMEOUT:.0f} s"
+        )
+    return info

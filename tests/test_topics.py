@@ -1,12 +1,16 @@
-"""`streamapp topics`: list, describe, create, delete and add-partitions (impact first) on the embedded broker.
+"""`streamapp topics`: list, describe, create, delete and add-partitions (impact first) on Apache Kafka.
 
 Impact numbers are checked against partitions computed here from zlib's CRC-32
-and the murmur2 reference, not from the code under test.
+and the murmur2 reference, not from the code under test; the keys that move
+when partitions are added are read back from where a real librdkafka producer
+(murmur2_random, Java's placement) put them before and after.
 """
 from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 import uuid
 import zlib
 
@@ -18,6 +22,8 @@ from streamapp.demo_data import key, make_users
 from streamapp.partitioners.hashes import murmur2, to_positive
 from streamapp.produce import produce_users
 from streamapp.topics import describe
+
+from workerkit import produce, read_all
 
 
 def java(k: bytes, n: int) -> int:
@@ -46,6 +52,16 @@ def test_doubling_moves_exactly_the_keys_whose_hash_lands_in_the_upper_half() ->
     assert impact.moved == sum(java(k, 12) >= 6 for k in keys)
 
 
+def test_impact_names_each_moved_key_with_its_old_and_new_partition() -> None:
+    keys = [f"k{i}".encode() for i in range(200)] + [b"\xff\x00"]
+    impact = partition_impact("t", keys, "murmur2", 3, 5)
+    expected = {k: (java(k, 3), java(k, 5)) for k in keys if java(k, 3) != java(k, 5)}
+    assert {m.key: (m.old_partition, m.new_partition) for m in impact.moved_keys} == expected
+    named = {m["key"]: (m["from"], m["to"]) for m in impact.to_dict()["moved_keys"]}  # type: ignore[union-attr]
+    assert named == {k.decode("utf-8", "backslashreplace"): v for k, v in expected.items()}
+    json.dumps(impact.to_dict())
+
+
 def test_create_list_describe_delete_round_trip(bootstrap: str, capsys) -> None:
     topic = f"admin_{uuid.uuid4().hex[:8]}"
     code, out, _ = cli(capsys, bootstrap, "create", topic, "--partitions", "3", "--config", "cleanup.policy=compact")
@@ -61,7 +77,8 @@ def test_create_list_describe_delete_round_trip(bootstrap: str, capsys) -> None:
     detail = json.loads(out)
     expected = [sum(zlib.crc32(key(u)) % 3 == p for u in users) for p in range(3)]
     assert [p["records"] for p in detail["partitions"]] == expected
-    code, out, _ = cli(capsys, bootstrap, "describe", topic, "--broker-profile", "embedded")
+    assert detail["configs"] == {"cleanup.policy": "compact"}
+    code, out, _ = cli(capsys, bootstrap, "describe", topic)
     assert f"{topic}: 3 partitions, 30 records; configs: cleanup.policy=compact" in out
 
     code, out, _ = cli(capsys, bootstrap, "delete", topic)
@@ -69,22 +86,76 @@ def test_create_list_describe_delete_round_trip(bootstrap: str, capsys) -> None:
     assert topic not in describe(bootstrap, [topic])
 
 
-def test_add_partitions_prints_the_impact_then_says_the_broker_lacks_the_api(bootstrap: str, capsys) -> None:
+def landed(bootstrap: str, topic: str, partitions: int, expected: int) -> dict[tuple[int, int], bytes]:
+    """Every record's key by (partition, offset), read back with a plain consumer."""
+    records = read_all(bootstrap, topic, partitions, expected)
+    assert len(records) == expected
+    return {(r.partition, r.offset): r.key for r in records if r.key is not None}
+
+
+def test_add_partitions_moves_exactly_the_keys_the_impact_named(bootstrap: str, capsys) -> None:
     topic = f"grow_{uuid.uuid4().hex[:8]}"
     cli(capsys, bootstrap, "create", topic, "--partitions", "6")
-    users = make_users(400, random.Random(9))
-    produce_users(bootstrap, topic, users, "murmur2_random", "test")
-    moved = sum(java(key(u), 6) != java(key(u), 9) for u in users)
+    keys = [key(u) for u in make_users(400, random.Random(9))]
+    produce(bootstrap, topic, ((k, b"before") for k in keys), "murmur2_random")
+    before = landed(bootstrap, topic, 6, len(keys))
+    old_partition = {k: p for (p, _), k in before.items()}
+    assert old_partition == {k: java(k, 6) for k in keys}
 
-    code, out, err = cli(capsys, bootstrap, "add-partitions", topic, "--count", "9")
-    assert f"Adding partitions to {topic}: 6 -> 9" in out and "fingerprinted" in out
-    assert f" - Keys that would change partition: {moved} of 400 ({100 * moved / 400:.2f}%)" in out
+    code, out, err = cli(capsys, bootstrap, "add-partitions", topic, "--count", "9", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["applied"] is True and result["partitioner_source"].startswith("fingerprinted")
+    named = {m["key"].encode(): (m["from"], m["to"]) for m in result["impact"]["moved_keys"]}
+    assert describe(bootstrap, [topic])[topic].partitions == 9
+
+    produce(bootstrap, topic, ((k, b"after") for k in keys), "murmur2_random")
+    after = {k: p for (p, o), k in landed(bootstrap, topic, 9, 2 * len(keys)).items() if (p, o) not in before}
+    moved = {k: (old_partition[k], after[k]) for k in keys if after[k] != old_partition[k]}
+    assert moved == named
+    assert 0 < len(moved) < len(keys)
+
+
+def test_add_partitions_refused_by_the_broker_prints_the_impact_then_one_line(bootstrap: str, capsys) -> None:
+    """Apache Kafka refuses more than 10,000 new partitions in one request: a real refusal, nothing changes."""
+    topic = f"grow_{uuid.uuid4().hex[:8]}"
+    cli(capsys, bootstrap, "create", topic, "--partitions", "3")
+    users = make_users(40, random.Random(4))
+    produce_users(bootstrap, topic, users, "murmur2_random", "test")
+    moved = sorted(key(u) for u in users if java(key(u), 3) != java(key(u), 20000))
+
+    code, out, err = cli(capsys, bootstrap, "add-partitions", topic, "--count", "20000")
+    assert f"Adding partitions to {topic}: 3 -> 20000" in out and "fingerprinted" in out
+    assert f" - Keys that would change partition: {len(moved)} of 40 ({100 * len(moved) / 40:.2f}%)" in out
+    first = moved[0]
+    assert f" - Moving: {first.decode()} ({java(first, 3)} -> {java(first, 20000)})," in out
+    assert f" and {len(moved) - 10} more (--json lists every one)" in out
     assert code == 2
     assert err.strip() == (
-        f"streamapp topics: the broker at {bootstrap} does not support CreatePartitions (Kafka API 37) - the embedded "
-        f"broker (Tansu) lacks it; {topic} keeps its 6 partitions, nothing was changed"
+        f"streamapp topics: count=20000: the broker at {bootstrap} refused CreatePartitions for {topic}: "
+        f"POLICY_VIOLATION: Excessively large number of additional partitions per request; "
+        f"{topic} keeps its 3 partitions"
     )
-    assert describe(bootstrap, [topic])[topic].partitions == 6
+    assert describe(bootstrap, [topic])[topic].partitions == 3
+
+
+def test_guard_reports_the_count_mismatch_after_adding_partitions(bootstrap: str, new_topic, capsys) -> None:
+    users, orders, repartition = new_topic("users"), new_topic("orders"), new_topic("repart")
+    produce(bootstrap, users, ((key(u), b"{}") for u in make_users(50, random.Random(3))), "murmur2_random")
+    code, _, err = cli(capsys, bootstrap, "add-partitions", users, "--count", "8")
+    assert code == 0, err
+
+    guard = subprocess.run(
+        [sys.executable, "-m", "streamapp", "guard", "--json", "--bootstrap-servers", bootstrap,
+         "--users-topic", users, "--orders-topic", orders, "--users-repartition-topic", repartition],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert guard.returncode == 1, guard.stderr
+    problems = json.loads(guard.stdout)["problems"]
+    assert (
+        f"Can't join {orders} with {users} since the number of partitions don't match: "
+        f"{orders} has 6 partitions, {users} has 8. Repartition one of them so the counts match."
+    ) in problems
 
 
 def test_add_partitions_dry_run_with_given_partitioner_as_json(bootstrap: str, capsys) -> None:

@@ -30,7 +30,8 @@ def add_parser(sub: Any) -> None:
     listing.add_argument("--all", action="store_true", help="include internal topics (__...)")
     listing.set_defaults(func=run_list)
 
-    described = actions.add_parser("describe", help="partitions, leaders, replicas, ISR and record counts")
+    described = actions.add_parser(
+        "describe", help="partitions, leaders, replicas, ISR, record counts and the configs set on the topic")
     described.add_argument("topic")
     described.set_defaults(func=run_describe)
 
@@ -43,7 +44,7 @@ def add_parser(sub: Any) -> None:
     delete.add_argument("topics", nargs="+", metavar="topic")
     delete.set_defaults(func=run_delete)
 
-    grow = actions.add_parser("add-partitions", help="print how many keys would move, then add partitions")
+    grow = actions.add_parser("add-partitions", help="print which keys would move, then add partitions")
     grow.add_argument("topic")
     grow.add_argument("--count", type=int, required=True, help="the new total partition count")
     grow.add_argument("--partitioner", default=None,
@@ -129,13 +130,24 @@ def topic_partitioner(bootstrap: str, topic: str, given: str | None) -> tuple[st
     raise TopicError(f"cannot tell which partitioner wrote {topic}: {fingerprint.verdict} Give --partitioner NAME.")
 
 
+#: How many moved keys the people's report names; ``--json`` names every one.
+SHOWN_KEYS = 10
+
+
 def render_impact(impact: PartitionImpact, how: str) -> str:
-    return (
+    """The impact as people read it: the share that moves, then the first moved keys by name."""
+    lines = [
         f"Adding partitions to {impact.topic}: {impact.old_count} -> {impact.new_count} "
-        f"(partitioner {impact.partitioner}, {how})\n"
+        f"(partitioner {impact.partitioner}, {how})",
         f" - Keys that would change partition: {impact.moved} of {impact.keys} ({impact.moved_pct:.2f}%)"
-        + (f"; {impact.unscored} keys placed at random not counted" if impact.unscored else "")
-    )
+        + (f"; {impact.unscored} keys placed at random not counted" if impact.unscored else ""),
+    ]
+    if impact.moved_keys:
+        shown = ", ".join(f"{m.text} ({m.old_partition} -> {m.new_partition})"
+                          for m in impact.moved_keys[:SHOWN_KEYS])
+        more = impact.moved - SHOWN_KEYS
+        lines.append(f" - Moving: {shown}" + (f" and {more} more (--json lists every one)" if more > 0 else ""))
+    return "\n".join(lines)
 
 
 def run_add_partitions(args: argparse.Namespace, settings: Settings) -> int:
@@ -157,5 +169,6 @@ def run_add_partitions(args: argparse.Namespace, settings: Settings) -> int:
             print(json.dumps({**result, "error": str(exc)}, indent=2))
         raise
     result["applied"] = True
-    _emit(args, result, f"{info.name} now has {info.partitions} partitions")
+    _emit(args, result, f"{info.name} now has {info.partitions} partitions; records already written stay where "
+                        f"they are, new records of the moved keys go to their new partitions")
     return 0
