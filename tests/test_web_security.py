@@ -1,6 +1,8 @@
 """Input validation and the web server's middlewares, on a real aiohttp server (no worker needed)."""
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import AsyncIterator
 
 import aiohttp
@@ -10,7 +12,7 @@ from aiohttp.test_utils import TestServer
 
 from streamapp.web import params
 from streamapp.web.params import MAX_KEY_BYTES, MAX_LIMIT, WebInputError
-from streamapp.web.security import middlewares, token_ok
+from streamapp.web.security import middlewares, quiet_malformed_requests, token_ok
 
 TOKEN = "s3cret-token"
 
@@ -115,3 +117,30 @@ async def test_errors_are_json_without_traceback(server: TestServer) -> None:
     status, body = await _get(server, "/bug")
     assert status == 500 and "RuntimeError" in body["error"]
     assert "secret internal detail" not in body["error"] and "Traceback" not in body["error"]
+
+
+async def _raw(server: TestServer, request: bytes) -> bytes:
+    """Send bytes no HTTP client library would send, and return the status line."""
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    writer.write(request)
+    await writer.drain()
+    status = await reader.readline()
+    writer.close()
+    return status
+
+
+async def test_token_header_that_is_not_utf8_is_401_not_500(server: TestServer) -> None:
+    status = await _raw(server, b"GET /data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \xff\xfe\r\nConnection: close\r\n\r\n")
+    assert status.split()[1] == b"401"
+    assert not token_ok("Bearer \udcff\udcfe", TOKEN)
+
+
+async def test_100kb_url_is_400_and_one_log_line(server: TestServer, caplog: pytest.LogCaptureFixture) -> None:
+    quiet_malformed_requests()
+    with caplog.at_level(logging.DEBUG, logger="aiohttp.server"):
+        status = await _raw(server, b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert status.split()[1] == b"400"
+    records = [r for r in caplog.records if r.name == "aiohttp.server"]
+    assert len(records) == 1
+    assert records[0].exc_info is None and "\n" not in records[0].getMessage()
+    assert records[0].getMessage().startswith("refused a malformed HTTP request (400 Got more than 8190 bytes")

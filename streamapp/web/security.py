@@ -12,6 +12,7 @@ import logging
 from typing import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .params import WebInputError
 
@@ -31,7 +32,30 @@ def token_ok(header: str | None, token: str) -> bool:
     """True when ``header`` is ``Bearer <token>``; constant-time so the token cannot be guessed by timing."""
     if not header or not header.startswith("Bearer "):
         return False
-    return hmac.compare_digest(header[len("Bearer "):].strip().encode(), token.encode())
+    # aiohttp decodes header bytes as UTF-8 with surrogate escapes: undo that, so any bytes compare (and fail).
+    sent = header[len("Bearer "):].strip().encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(sent, token.encode("utf-8", "surrogateescape"))
+
+
+class MalformedRequestFilter(logging.Filter):
+    """aiohttp logs a request it cannot parse (a 100 kB URL, a bad header) with a traceback: make it one line.
+
+    The client already got its 400 from aiohttp; the log only needs what was refused and why.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            reason = str(exc.message).split(": bytearray(", 1)[0].strip().rstrip(":")
+            record.msg, record.args = "refused a malformed HTTP request (%s %s)", (exc.code, reason[:200])
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def quiet_malformed_requests(logger: logging.Logger = logging.getLogger("aiohttp.server")) -> None:
+    """Install :class:`MalformedRequestFilter` once on aiohttp's server logger."""
+    if not any(isinstance(f, MalformedRequestFilter) for f in logger.filters):
+        logger.addFilter(MalformedRequestFilter())
 
 
 def is_public(path: str) -> bool:

@@ -21,7 +21,7 @@ from ..tables import users_repartition_table, users_table
 from ..topics import describe
 from . import lookup, params, routing
 from .placement import diagnose, expected_partition, place
-from .security import middlewares
+from .security import middlewares, quiet_malformed_requests
 from .stats import merge
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -215,7 +215,7 @@ class StatsView(web.View):
         me = routing.self_url(app)
         local = counters.snapshot()
         if request.query.get("scope") == "local":
-            return self.json({"worker": me, "counters": local})
+            return self.json({"worker": me, "counters": local, "health": app.kafka_monitor.status()})
         workers: dict[str, Any] = {me: local}
         unreachable = []
         answers = await routing.gather(app, request, routing.other_workers(app), request.path, {"scope": "local"})
@@ -229,7 +229,17 @@ class StatsView(web.View):
             "workers": workers,
             "group": merge(workers.values()),
             "unreachable": unreachable,
+            "health": app.kafka_monitor.status(),
         })
+
+
+@app.page("/health", name="streamapp_health")
+class HealthView(web.View):
+    """``GET /health``: 200 while Kafka answers, 503 once it has not for ``kafka_unreachable_timeout``."""
+
+    async def get(self, request: web.Request) -> web.Response:
+        status = app.kafka_monitor.status()
+        return self.json(status, status=200 if status["healthy"] else 503)
 
 
 @app.page("/", name="streamapp_index")
@@ -243,6 +253,7 @@ class IndexView(web.View):
 def _secure(web_driver: Any) -> None:
     """Put the middlewares on the aiohttp application and retire Faust's ``/`` placeholder."""
     web_driver.web_app.middlewares.extend(middlewares(settings.web_token))
+    quiet_malformed_requests()
     enabled = web_driver.blueprints._enabled
     enabled[:] = [(prefix, bp) for prefix, bp in enabled if bp != FAUST_INDEX]
 
