@@ -4,14 +4,19 @@ Adding partitions moves keys: a keyed record's partition is ``hash(key) % n``,
 so after ``n -> m`` most existing keys would be written elsewhere and a join or
 a compacted table no longer finds their history.  ``partition_impact`` measures
 that share, and names the keys, before anything is changed.
+
+Creating a topic is checked before anything is created: the name as Kafka's
+own rules allow it, the configs by the broker itself (a validate-only
+CreateTopics), so a bad value is one line naming it, not a half-made topic.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewPartitions, NewTopic
 
 from .partitioners import get_partitioner
@@ -151,13 +156,80 @@ def _result(futures: Mapping[str, object], what: str) -> None:
             raise TopicError(f"could not {what} topic {name}: {exc.args[0].str()}") from None
 
 
+#: Kafka's own rules for a topic name (org.apache.kafka.common.internals.Topic.validate).
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_NAME = 249
+
+
+def _shown(name: str, limit: int = 40) -> str:
+    """A name as an error shows it: quoted, and cut with its length when long (one line stays readable)."""
+    return repr(name) if len(name) <= limit else f"{name[:limit]!r}… ({len(name)} characters)"
+
+
+def validate_topic_name(topic: str) -> None:
+    """Refuse a name Kafka would refuse, before asking it: the error names the field and the value."""
+    if not topic:
+        raise TopicError("topic='': a topic name cannot be empty")
+    if topic in (".", ".."):
+        raise TopicError(f"topic={topic!r}: '.' and '..' are not allowed as topic names")
+    if len(topic) > MAX_TOPIC_NAME:
+        raise TopicError(f"topic={_shown(topic)}: a topic name is at most {MAX_TOPIC_NAME} characters")
+    if not TOPIC_NAME.fullmatch(topic):
+        bad = "".join(sorted({c for c in topic if not TOPIC_NAME.fullmatch(c)}))
+        raise TopicError(
+            f"topic={_shown(topic)}: contains {bad!r}; a topic name may contain only ASCII letters, digits, "
+            f"'.', '_' and '-'"
+        )
+
+
+def _validate_only(bootstrap: str, new: NewTopic) -> KafkaError | None:
+    """The broker's answer to CreateTopics with validate_only: None when it would create ``new``."""
+    admin = admin_client(bootstrap)  # held: a client collected early cancels its own request
+    futures = admin.create_topics([new], operation_timeout=ADMIN_TIMEOUT, validate_only=True)
+    try:
+        futures[new.topic].result(ADMIN_TIMEOUT)
+    except KafkaException as exc:
+        return exc.args[0]
+    return None
+
+
+def _refused(bootstrap: str, topic: str, partitions: int, replication_factor: int, config: dict[str, str],
+             error: KafkaError) -> TopicError:
+    """One line for the broker's refusal, naming the field it refused and its value."""
+    if error.name() == "INVALID_CONFIG":
+        # Ask again per config, so the line names the one the broker refuses, not the whole set.
+        for name, value in config.items():
+            alone = _validate_only(bootstrap, NewTopic(topic, partitions, replication_factor, config={name: value}))
+            if alone is not None and alone.name() == "INVALID_CONFIG":
+                return TopicError(f"config {name}={value}: the broker at {bootstrap} refuses it: {alone.str()}")
+        pairs = ", ".join(f"{k}={v}" for k, v in config.items())
+        return TopicError(f"config {pairs}: the broker at {bootstrap} refuses them together: {error.str()}")
+    field = {
+        "INVALID_REPLICATION_FACTOR": f"replication_factor={replication_factor}",
+        "INVALID_PARTITIONS": f"partitions={partitions}",
+        "TOPIC_EXCEPTION": f"topic={_shown(topic)}",
+        "INVALID_TOPIC_EXCEPTION": f"topic={_shown(topic)}",
+    }.get(error.name(), f"topic {topic}")
+    return TopicError(f"{field}: the broker at {bootstrap} refuses it: {error.name()}: {error.str()}")
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1,
                  config: Mapping[str, str] | None = None) -> TopicInfo:
+    """Create ``topic`` only once its name and the broker's validate-only answer say it will be created as asked.
+
+    A bad config would otherwise surface as the whole CreateTopics error, or a
+    name Kafka cannot hold as a client-side exception; both become one line.
+    """
     if partitions < 1:
         raise TopicError(f"partitions={partitions}: must be at least 1")
+    validate_topic_name(topic)
     if topic in describe(bootstrap, [topic]):
         raise TopicError(f"topic {topic} already exists on {bootstrap}")
-    new = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor, config=dict(config or {}))
+    configs = dict(config or {})
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor, config=configs)
+    error = _validate_only(bootstrap, new)
+    if error is not None:
+        raise _refused(bootstrap, topic, partitions, replication_factor, configs, error)
     admin = admin_client(bootstrap)
     _result(admin.create_topics([new], operation_timeout=ADMIN_TIMEOUT), "create")
     return _existing(bootstrap, topic)

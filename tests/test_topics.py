@@ -179,6 +179,18 @@ def test_add_partitions_dry_run_with_given_partitioner_as_json(bootstrap: str, c
         (["create", "other_{t}", "--config", "nonsense"], "--config 'nonsense': expected KEY=VALUE, e.g. cleanup.policy=compact"),
         (["delete", "missing_{t}"], "topic missing_{t} does not exist on {b}"),
         (["add-partitions", "{t}", "--count", "4", "--partitioner", "nope"], "unknown partitioner 'nope'"),
+        (["create", "bad name"], "topic='bad name': contains ' '; a topic name may contain only ASCII letters, "
+                                 "digits, '.', '_' and '-'"),
+        (["create", "."], "topic='.': '.' and '..' are not allowed as topic names"),
+        (["create", ".."], "topic='..': '.' and '..' are not allowed as topic names"),
+        (["create", "a" * 300], f"topic={'a' * 40!r}… (300 characters): a topic name is at most 249 characters"),
+        (["create", "other_{t}", "--config", "cleanup.policy=bogus"],
+         "config cleanup.policy=bogus: the broker at {b} refuses it: Invalid value bogus for configuration "
+         "cleanup.policy: String must be one of: compact, delete"),
+        (["create", "other_{t}", "--config", "retention.ms=1000", "--config", "no.such.config=1"],
+         "config no.such.config=1: the broker at {b} refuses it: Unknown topic config name: no.such.config"),
+        (["create", "other_{t}", "--replication-factor", "3"],
+         "replication_factor=3: the broker at {b} refuses it: INVALID_REPLICATION_FACTOR: "),
     ],
 )
 def test_bad_requests_are_one_line_errors(bootstrap: str, capsys, argv: list[str], message: str) -> None:
@@ -188,3 +200,4 @@ def test_bad_requests_are_one_line_errors(bootstrap: str, capsys, argv: list[str
     assert code == 2
     assert len(err.strip().splitlines()) == 1
     assert err.startswith("streamapp topics: " + message.format(t=topic, b=bootstrap))
+    assert f"other_{topic}" not in describe(bootstrap)

@@ -35,7 +35,8 @@ def add_parser(sub: Any) -> None:
     described.add_argument("topic")
     described.set_defaults(func=run_describe)
 
-    create = actions.add_parser("create", help="create a topic with an explicit partition count")
+    create = actions.add_parser(
+        "create", help="create a topic with an explicit partition count (name and configs checked first)")
     create.add_argument("topic")
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config, repeatable")
     create.set_defaults(func=run_create)
