@@ -131,8 +131,8 @@ def topic_partitioner(bootstrap: str, topic: str, given: str | None) -> tuple[st
     raise TopicError(f"cannot tell which partitioner wrote {topic}: {fingerprint.verdict} Give --partitioner NAME.")
 
 
-#: How many moved keys the people's report names; ``--json`` names every one.
-SHOWN_KEYS = 10
+#: How many moved keys the people's report names, one a line; ``--json`` names every one.
+SHOWN_KEYS = 5
 
 
 def render_impact(impact: PartitionImpact, how: str) -> str:
@@ -141,13 +141,12 @@ def render_impact(impact: PartitionImpact, how: str) -> str:
         f"Adding partitions to {impact.topic}: {impact.old_count} -> {impact.new_count} "
         f"(partitioner {impact.partitioner}, {how})",
         f" - Keys that would change partition: {impact.moved} of {impact.keys} ({impact.moved_pct:.2f}%)"
-        + (f"; {impact.unscored} keys placed at random not counted" if impact.unscored else ""),
+        + (f"; {impact.unscored} keys placed at random not counted" if impact.unscored else "")
+        + (", among them:" if impact.moved_keys else ""),
     ]
-    if impact.moved_keys:
-        shown = ", ".join(f"{m.text} ({m.old_partition} -> {m.new_partition})"
-                          for m in impact.moved_keys[:SHOWN_KEYS])
-        more = impact.moved - SHOWN_KEYS
-        lines.append(f" - Moving: {shown}" + (f" and {more} more (--json lists every one)" if more > 0 else ""))
+    lines += [f"     {m.text}: {m.old_partition} -> {m.new_partition}" for m in impact.moved_keys[:SHOWN_KEYS]]
+    if impact.moved > SHOWN_KEYS:
+        lines.append(f"     and {impact.moved - SHOWN_KEYS} more (--json lists every one)")
     return "\n".join(lines)
 
 
