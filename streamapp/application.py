@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import faust
 
+from . import health
 from .errors import StreamappError
 from .partitioners.adapters import client_partitioner
 from .settings import Settings
@@ -81,6 +82,8 @@ class StreamappApp(faust.App):
     partition_counts: dict[str, int]
     #: Topic name -> the handler its fetched batches go to (see :mod:`streamapp.transport`).
     batch_handlers: dict[str, BatchHandler]
+    #: Whether Kafka answers: ``/health``, ``/stats`` (see :mod:`streamapp.health`).
+    kafka_monitor: health.KafkaMonitor
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -129,6 +132,7 @@ def create_app(settings: Settings | None = None) -> StreamappApp:
     settings = settings or Settings.from_env()
     app = StreamappApp(settings.app_id, **faust_config(settings))
     app.streamapp_settings = settings
+    app.kafka_monitor = health.install(app, settings)  # /health, the unreachable line, the exit
     return app
 
 

@@ -260,6 +260,18 @@ def check_output(dataset: Dataset, records: Sequence[OutputRecord], partitions: 
     )
 
 
+def assert_every_order_joined(dataset: Dataset, tails: Sequence[TopicTail], partitions: int) -> dict[str, dict[str, int]]:
+    """Each tailed output holds every order, each record exact; returns its figures (records, duplicates) by topic."""
+    figures: dict[str, dict[str, int]] = {}
+    for tail in tails:
+        check = check_output(dataset, tail.records, partitions)
+        assert check.missing == [] and check.wrong == [], (tail.topic, check.missing[:3], check.wrong)
+        assert check.distinct == len(dataset.orders), tail.topic
+        figures[tail.topic] = {"records": check.records, "duplicates": check.duplicates,
+                               "duplicated_orders": check.duplicated_orders}
+    return figures
+
+
 def wait_for_outputs(tails: Sequence[TopicTail], dataset: Dataset, workers: Sequence[WorkerProcess],
                      timeout: float) -> None:
     """Until every order has at least one record in each tailed output (or fail with the workers' logs)."""
