@@ -1,11 +1,12 @@
 """Topic administration: create the topics streamapp owns, explicitly, with the configured count.
 
 streamapp never relies on broker auto-creation: Apache Kafka's default is one
-partition and the embedded broker's is four, and either silently breaks a join.
+partition, which silently breaks a join.
 """
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -49,6 +50,25 @@ def describe(bootstrap: str, names: Iterable[str] | None = None, timeout: float 
     }
 
 
+def wait_listed(bootstrap: str, names: Iterable[str], timeout: float = ADMIN_TIMEOUT) -> dict[str, TopicInfo]:
+    """``describe`` once every named topic is listed.
+
+    Apache Kafka answers CreateTopics before its broker has a leader for each
+    new partition; until then Metadata gives the topic an error and ``describe``
+    leaves it out, so a caller reading the counts straight after would miss it.
+    """
+    wanted = set(names)
+    deadline = time.monotonic() + timeout
+    while True:
+        result = describe(bootstrap, wanted)
+        unlisted = sorted(wanted - set(result))
+        if not unlisted:
+            return result
+        if time.monotonic() > deadline:
+            raise TopicError(f"the brokers at {bootstrap} did not list topics {', '.join(unlisted)} within {timeout:.0f}s")
+        time.sleep(0.1)
+
+
 def ensure_topics(bootstrap: str, wanted: Mapping[str, int], replication_factor: int = 1) -> dict[str, TopicInfo]:
     """Create each topic that does not exist; fail naming every topic whose count differs."""
     existing = describe(bootstrap, wanted)
@@ -66,7 +86,7 @@ def ensure_topics(bootstrap: str, wanted: Mapping[str, int], replication_factor:
             except KafkaException as exc:
                 if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
                     raise TopicError(f"could not create topic {name}: {exc.args[0].str()}") from None
-    result = describe(bootstrap, wanted)
+    result = wait_listed(bootstrap, wanted) if missing else existing
     wrong = {name: info for name, info in result.items() if info.partitions != wanted[name]}
     if wrong:
         details = "; ".join(

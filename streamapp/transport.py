@@ -8,19 +8,41 @@ fetch's messages at once, by partition, inline in the consumer's fetch loop.
 Its partitions are still assigned by Faust, co-partitioned with the tables, and
 the handler acks each message when its output is queued; Faust flushes the
 producer before it commits, so delivery stays at-least-once.
+
+The consumer also subscribes only once the broker lists every topic: Apache
+Kafka answers CreateTopics before its metadata knows the new topic, and a
+consumer that joins in that moment counts the changelog Faust has just created
+as having no partitions until its next metadata refresh, so every
+table write through it fails (``PartitionsMismatch``).
 """
 from __future__ import annotations
 
-from typing import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+import asyncio
+import logging
+from typing import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
+
+from .topics import TopicError, wait_listed
+
+logger = logging.getLogger(__name__)
 
 #: Handles one fetch's messages of a topic, by partition in offset order; acks each one it is done with.
 BatchHandler = Callable[[Mapping[TP, Sequence[Message]]], Awaitable[None]]
 
 
 class Consumer(faust_aiokafka.Consumer):
+    async def subscribe(self, topics: Iterable[str]) -> None:
+        """Faust's subscribe, once the broker lists every topic (see the module's docstring)."""
+        names = set(topics)
+        servers = self.app.streamapp_settings.bootstrap_servers
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, wait_listed, servers, names)
+        except TopicError as exc:  # a topic nobody created: subscribe to it as Faust would
+            logger.warning("Subscribing anyway: %s", exc)
+        await super().subscribe(names)
+
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
         """Faust's fetch, less the batch topics' messages, which go to their handlers afterwards.
 

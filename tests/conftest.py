@@ -47,7 +47,7 @@ def new_topic(bootstrap: str, request: pytest.FixtureRequest) -> Callable[..., s
 
 
 @pytest.fixture
-def embedded_settings(broker: EmbeddedBroker, tmp_path) -> Settings:
+def broker_settings(broker: EmbeddedBroker, tmp_path) -> Settings:
     """Settings pointing at the session broker, with a private data dir and unique app id.
 
     Consumer sessions are 10 s (Faust's default is 60 s) so that a killed worker's

@@ -1,4 +1,4 @@
-"""`streamapp demo` end to end: real embedded broker, real Faust worker, both runs' reports checked.
+"""`streamapp demo` end to end: real Apache Kafka broker, real Faust worker, both runs' reports checked.
 
 Each run's users are regenerated from its seed and their partitions computed
 here from zlib's CRC-32 (librdkafka's consistent_random) and the murmur2

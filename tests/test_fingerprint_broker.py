@@ -1,4 +1,4 @@
-"""Fingerprinting topics written by real producers on the session's embedded broker.
+"""Fingerprinting topics written by real producers on the session's Apache Kafka broker.
 
 Producers: librdkafka (confluent-kafka with each of its seven ``partitioner``
 settings) and the real Java ``KafkaProducer`` (tests/java/JavaProducer.java,

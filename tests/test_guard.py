@@ -1,4 +1,4 @@
-"""The co-partitioning guard: pure checks on computed facts, then against real topics on the embedded broker."""
+"""The co-partitioning guard: pure checks on computed facts, then against real topics on Apache Kafka."""
 from __future__ import annotations
 
 import json
@@ -117,9 +117,9 @@ def test_report_to_dict_is_json_ready() -> None:
     assert {c["name"] for c in data["checks"]} >= {"partitioner of demo_user", "key serialization demo_user"}
 
 
-def test_guard_on_real_topics(embedded_settings: Settings, new_topic) -> None:
-    """Topics on the embedded broker: users by librdkafka's default (crc32), repartition topic with 4 partitions."""
-    s = isolated(embedded_settings)
+def test_guard_on_real_topics(broker_settings: Settings, new_topic) -> None:
+    """Topics on Apache Kafka: users by librdkafka's default (crc32), repartition topic with 4 partitions."""
+    s = isolated(broker_settings)
     s = s.replace(users_topic=new_topic("users", N), orders_topic=new_topic("orders", N),
                   users_repartition_topic=new_topic("repart", 4))
     produce(s.bootstrap_servers, s.users_topic, ((k, b'{"name":"a","age":1}') for k in KEYS), "consistent_random")

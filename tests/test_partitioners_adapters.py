@@ -1,6 +1,6 @@
 """Real clients, plugged with streamapp's adapters, put every key where streamapp predicts.
 
-Records are produced to the session's embedded broker by aiokafka and
+Records are produced to the session's Apache Kafka broker by aiokafka and
 kafka-python (``partitioner=client_partitioner(name)``) and by confluent-kafka
 (``**confluent_config(name)``, i.e. librdkafka's own partitioner), then read
 back with a plain consumer: the partition each record was *stored* in is

@@ -15,7 +15,7 @@ from streamapp.topics import describe
 
 
 def test_read_topic_returns_every_record_of_multi_record_batches(bootstrap: str, new_topic) -> None:
-    """Batches of many records are where the embedded broker's ListOffsets(latest) is too low."""
+    """Multi-record batches: every record of a batch is read, not one per batch."""
     topic = new_topic("batches", partitions=3)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 200, "batch.num.messages": 1000})
     for i in range(3000):

@@ -168,17 +168,17 @@ def test_malformed_generator_breaks_each_record_once() -> None:
     assert any(m.value is not None and len(m.value) > HUGE for m in made)
 
 
-def test_1k_malformed_records_in_valid_traffic(embedded_settings: Settings, tmp_path: Path) -> None:
-    run(isolated(embedded_settings, "bad"), tmp_path, bad_count=1_000, orders=1_000, timeout=300)
+def test_1k_malformed_records_in_valid_traffic(broker_settings: Settings, tmp_path: Path) -> None:
+    run(isolated(broker_settings, "bad"), tmp_path, bad_count=1_000, orders=1_000, timeout=300)
 
 
 @pytest.mark.slow
-def test_10k_malformed_records_in_valid_traffic(embedded_settings: Settings, tmp_path: Path) -> None:
-    run(isolated(embedded_settings, "bad"), tmp_path, bad_count=10_000, orders=10_000, timeout=1_200)
+def test_10k_malformed_records_in_valid_traffic(broker_settings: Settings, tmp_path: Path) -> None:
+    run(isolated(broker_settings, "bad"), tmp_path, bad_count=10_000, orders=10_000, timeout=1_200)
 
 
-def test_order_with_timestamp_beyond_int64_is_dead_lettered(embedded_settings: Settings, tmp_path: Path) -> None:
-    settings = isolated(embedded_settings, "bigts")
+def test_order_with_timestamp_beyond_int64_is_dead_lettered(broker_settings: Settings, tmp_path: Path) -> None:
+    settings = isolated(broker_settings, "bigts")
     n = settings.partitions
     dataset = make_dataset(users=20, orders=40, seed=5)
     records = dataset.order_records()

@@ -1,11 +1,8 @@
 """Worker kill -9 in the middle of the orders stream, then restart: nothing lost, the duplicates counted and reconciled.
 
-Real ``faust -A streamapp worker`` child, real embedded broker, real Spark. The
-embedded broker has no idempotent producer and no transactions, so the worker is
-at-least-once there, with normally batched producers (the embedded profile's
-transport takes changelog end offsets from a Fetch, which is what makes
-restart-with-state correct on it): after kill -9 it
-reprocesses what it had not committed, so an order may appear twice, never zero
+Real ``faust -A streamapp worker`` child, real Apache Kafka broker, real Spark.
+The worker runs at-least-once (its default; no transactions), so after kill -9
+it reprocesses what it had not committed: an order may appear twice, never zero
 times.  ksqlDB cannot run here, so its two output topics are written by this test
 in ksqlDB's exact format from the users and orders it produced; the
 reconciliation must then call every extra Faust record a ``duplicate`` and
@@ -136,10 +133,10 @@ def run(settings: Settings, tmp_path: Path, users: int, orders: int, chunk: int,
     print(f"kill -9 scenario: {json.dumps(figures)}")
 
 
-def test_kill9_mid_stream_5k_orders(embedded_settings: Settings, tmp_path: Path, spark) -> None:
-    run(isolated(embedded_settings, "kill"), tmp_path, users=500, orders=5_000, chunk=250, rate=500, timeout=300)
+def test_kill9_mid_stream_5k_orders(broker_settings: Settings, tmp_path: Path, spark) -> None:
+    run(isolated(broker_settings, "kill"), tmp_path, users=500, orders=5_000, chunk=250, rate=500, timeout=300)
 
 
 @pytest.mark.slow
-def test_kill9_mid_stream_100k_orders(embedded_settings: Settings, tmp_path: Path, spark) -> None:
-    run(isolated(embedded_settings, "kill"), tmp_path, users=5_000, orders=100_000, chunk=2_000, rate=5_000, timeout=1_800)
+def test_kill9_mid_stream_100k_orders(broker_settings: Settings, tmp_path: Path, spark) -> None:
+    run(isolated(broker_settings, "kill"), tmp_path, users=5_000, orders=100_000, chunk=2_000, rate=5_000, timeout=1_800)

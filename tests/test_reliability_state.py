@@ -1,6 +1,6 @@
 """State loss: delete a worker's RocksDB directory, restart, and both tables come back from their changelogs.
 
-Real worker, real RocksDB, real embedded broker. The rows are read through the
+Real worker, real RocksDB, real Apache Kafka broker. The rows are read through the
 worker's own ``/users`` pages (every partition, both tables) and hashed; the
 expected digest is computed from the records produced (last write per key wins,
 a tombstone deletes; partition = murmur2 of the key, which both the producer
@@ -56,8 +56,8 @@ def wait_for_digest(worker: WorkerProcess, wanted: str, timeout: float) -> float
     raise AssertionError(f"tables did not reach digest {wanted[:12]} in {timeout:.0f}s; last: {last}\n{worker.tail()}")
 
 
-def test_deleted_rocksdb_recovers_from_changelogs(embedded_settings: Settings, tmp_path: Path) -> None:
-    settings = worker_settings(isolated(embedded_settings, "state"), tmp_path, "w")
+def test_deleted_rocksdb_recovers_from_changelogs(broker_settings: Settings, tmp_path: Path) -> None:
+    settings = worker_settings(isolated(broker_settings, "state"), tmp_path, "w")
     n = settings.partitions
     dataset = make_dataset(users=400, orders=0, seed=11)
     records: list[tuple[bytes, bytes | None]] = list(dataset.user_records())

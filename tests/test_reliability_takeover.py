@@ -1,10 +1,10 @@
 """Two workers in one group, one killed with kill -9 mid-stream: the other takes over its partitions, outputs complete.
 
-Real worker processes with their own RocksDB directories on the embedded broker.
-The survivor notices the death after the session timeout (6 s on the embedded
-broker), rebalances, restores the dead worker's table partitions from their
-changelogs and reprocesses what was not committed: at-least-once, so an order
-may appear twice, never zero times.
+Real worker processes with their own RocksDB directories on Apache Kafka.
+The survivor notices the death after the session timeout (10 s, from the
+``broker_settings`` fixture), rebalances, restores the dead worker's table
+partitions from their changelogs and reprocesses what was not committed:
+at-least-once, so an order may appear twice, never zero times.
 """
 from __future__ import annotations
 
@@ -78,10 +78,10 @@ def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float
     assert code == 0, survivor.tail()
 
 
-def test_survivor_takes_over_killed_workers_partitions(embedded_settings: Settings, tmp_path: Path) -> None:
-    run(isolated(embedded_settings, "takeover"), tmp_path, users=300, orders=5_000, rate=500, timeout=300)
+def test_survivor_takes_over_killed_workers_partitions(broker_settings: Settings, tmp_path: Path) -> None:
+    run(isolated(broker_settings, "takeover"), tmp_path, users=300, orders=5_000, rate=500, timeout=300)
 
 
 @pytest.mark.slow
-def test_survivor_takes_over_at_volume(embedded_settings: Settings, tmp_path: Path) -> None:
-    run(isolated(embedded_settings, "takeover"), tmp_path, users=5_000, orders=100_000, rate=5_000, timeout=1_800)
+def test_survivor_takes_over_at_volume(broker_settings: Settings, tmp_path: Path) -> None:
+    run(isolated(broker_settings, "takeover"), tmp_path, users=5_000, orders=100_000, rate=5_000, timeout=1_800)

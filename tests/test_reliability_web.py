@@ -1,6 +1,6 @@
 """The worker's web views under hostile input: fuzzed paths, query strings and methods against a running worker.
 
-Real ``faust -A streamapp worker`` on the embedded broker, real HTTP over
+Real ``faust -A streamapp worker`` on Apache Kafka, real HTTP over
 loopback (``http.client``, so paths reach the server byte for byte, without a
 client normalising them).  The views have no OpenAPI description, so hypothesis
 generates the requests: every route template with hostile segments (percent

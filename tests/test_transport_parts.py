@@ -1,13 +1,16 @@
-"""The worker transport's whole-batch sends on the real Apache Kafka broker."""
+"""The worker transport's parts on the real Apache Kafka broker: whole-batch sends, subscribing to listed topics."""
 from __future__ import annotations
 
 import time
 import uuid
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from confluent_kafka.admin import NewTopic
 
 from streamapp.batch_sender import BatchSender
 from streamapp.partitioners import get_partitioner
+from streamapp.topics import TopicError, admin_client, wait_listed
 
 
 async def test_batch_sender_puts_each_record_where_the_partitioner_says_with_its_timestamp(
@@ -43,3 +46,14 @@ async def test_batch_sender_puts_each_record_where_the_partitioner_says_with_its
     finally:
         await consumer.stop()
     assert got == sent
+
+
+def test_wait_listed_returns_a_topic_created_a_moment_ago_and_names_one_never_created(bootstrap: str) -> None:
+    """What the worker's consumer waits for before it subscribes (no wait of our own after CreateTopics)."""
+    topic = f"listed_{uuid.uuid4().hex[:8]}"
+    admin = admin_client(bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=5, replication_factor=1)])[topic].result(15)
+    assert wait_listed(bootstrap, [topic])[topic].partitions == 5
+    missing = f"never_{uuid.uuid4().hex[:8]}"
+    with pytest.raises(TopicError, match=f"did not list topics {missing} within 1s"):
+        wait_listed(bootstrap, [topic, missing], timeout=1.0)

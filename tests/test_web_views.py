@@ -1,4 +1,4 @@
-"""The web views on a real worker (`faust -A streamapp worker` on the session's embedded broker).
+"""The web views on a real worker (`faust -A streamapp worker` on the session's Apache Kafka broker).
 
 Users are produced with confluent-kafka's ``consistent`` (crc32) partitioner, as a
 librdkafka client would, so their rows sit where ksqlDB's murmur2 does not look:

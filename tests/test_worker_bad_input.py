@@ -2,7 +2,7 @@
 
 A null user value is not bad input: it is a tombstone that deletes the user, as in a ksqlDB table.
 
-Real worker process, real embedded broker, records produced by librdkafka.
+Real worker process, real Apache Kafka broker, records produced by librdkafka.
 """
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ BAD_ORDERS: list[tuple[bytes | None, bytes | None, str]] = [
 
 
 def test_malformed_records_are_dead_lettered_and_valid_orders_joined(
-    embedded_settings: Settings, tmp_path: Path
+    broker_settings: Settings, tmp_path: Path
 ) -> None:
-    settings = isolated(embedded_settings)
+    settings = isolated(broker_settings)
     n = settings.partitions
     users = make_users(40, seed=3)
     rng = random.Random(5)

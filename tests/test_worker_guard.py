@@ -13,8 +13,8 @@ from streamapp.worker_process import WorkerError, WorkerProcess
 from workerkit import isolated, make_users, produce, to_json
 
 
-def test_warn_policy_reports_crc32_users_and_keeps_running(embedded_settings: Settings, tmp_path: Path) -> None:
-    settings = isolated(embedded_settings)
+def test_warn_policy_reports_crc32_users_and_keeps_running(broker_settings: Settings, tmp_path: Path) -> None:
+    settings = isolated(broker_settings)
     ensure_topics(settings.bootstrap_servers, {settings.users_topic: settings.partitions})
     users = make_users(300, seed=11)
     produce(settings.bootstrap_servers, settings.users_topic,
@@ -31,8 +31,8 @@ def test_warn_policy_reports_crc32_users_and_keeps_running(embedded_settings: Se
         assert worker.stop() == 0, worker.tail()
 
 
-def test_fail_policy_stops_the_worker_with_one_line(embedded_settings: Settings, tmp_path: Path) -> None:
-    settings = isolated(embedded_settings, guard_policy="fail")
+def test_fail_policy_stops_the_worker_with_one_line(broker_settings: Settings, tmp_path: Path) -> None:
+    settings = isolated(broker_settings, guard_policy="fail")
     ensure_topics(settings.bootstrap_servers, {settings.users_topic: settings.partitions - 2})
     worker = WorkerProcess(settings, tmp_path / "worker.log")
     with pytest.raises(WorkerError, match=f"exited with code {GUARD_EXIT_CODE}"):

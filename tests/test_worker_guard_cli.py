@@ -1,4 +1,4 @@
-"""`streamapp guard` on real topics of the embedded broker: a table of checks, exit 1 on problems, 0 when fine."""
+"""`streamapp guard` on real topics on Apache Kafka: a table of checks, exit 1 on problems, 0 when fine."""
 from __future__ import annotations
 
 import json
@@ -19,8 +19,8 @@ def guard(settings: Settings, *extra: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_guard_cli_reports_crc32_users_then_passes_for_murmur2(embedded_settings: Settings, new_topic) -> None:
-    s = isolated(embedded_settings)
+def test_guard_cli_reports_crc32_users_then_passes_for_murmur2(broker_settings: Settings, new_topic) -> None:
+    s = isolated(broker_settings)
     s = s.replace(users_topic=new_topic("users"), orders_topic=new_topic("orders"),
                   users_repartition_topic=new_topic("repart"))
     users = {uid.encode(): to_json(row) for uid, row in make_users(200, seed=21).items()}
@@ -39,8 +39,8 @@ def test_guard_cli_reports_crc32_users_then_passes_for_murmur2(embedded_settings
     assert "Co-partitioned for partitioner murmur2." in result.stdout
 
 
-def test_guard_cli_missing_topic_is_a_problem_not_a_traceback(embedded_settings: Settings) -> None:
-    s = isolated(embedded_settings)
+def test_guard_cli_missing_topic_is_a_problem_not_a_traceback(broker_settings: Settings) -> None:
+    s = isolated(broker_settings)
     result = guard(s)
     assert result.returncode == 1
     assert "does not exist" in result.stdout and "Traceback" not in result.stderr

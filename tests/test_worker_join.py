@@ -1,4 +1,4 @@
-"""The real worker on the embedded broker: users by librdkafka, orders by murmur2, both joins checked record by record.
+"""The real worker on Apache Kafka: users by librdkafka, orders by murmur2, both joins checked record by record.
 
 Expected misses are computed independently of streamapp's partitioner registry:
 zlib.crc32 for librdkafka's ``consistent_random`` and the murmur2 reference
@@ -121,10 +121,10 @@ def stored_rows(data_dir: Path, table: str, n: int) -> dict[bytes, tuple[int, di
 
 
 @pytest.mark.parametrize("users_partitioner", ["consistent_random", "murmur2_random"])
-def test_one_worker_joins_like_ksqldb(embedded_settings: Settings, tmp_path: Path, users_partitioner: str) -> None:
-    run_scenario(isolated(embedded_settings), tmp_path, users_partitioner, workers=1)
+def test_one_worker_joins_like_ksqldb(broker_settings: Settings, tmp_path: Path, users_partitioner: str) -> None:
+    run_scenario(isolated(broker_settings), tmp_path, users_partitioner, workers=1)
 
 
 @pytest.mark.parametrize("users_partitioner", ["consistent_random", "murmur2_random"])
-def test_two_workers_share_partitions(embedded_settings: Settings, tmp_path: Path, users_partitioner: str) -> None:
-    run_scenario(isolated(embedded_settings), tmp_path, users_partitioner, workers=2)
+def test_two_workers_share_partitions(broker_settings: Settings, tmp_path: Path, users_partitioner: str) -> None:
+    run_scenario(isolated(broker_settings), tmp_path, users_partitioner, workers=2)

@@ -1,4 +1,4 @@
-"""`faust -A streamapp worker` reaches "Worker ready" on the embedded broker, and a bad setting is one line."""
+"""`faust -A streamapp worker` reaches "Worker ready" on Apache Kafka, and a bad setting is one line."""
 from __future__ import annotations
 
 import os
@@ -11,8 +11,8 @@ from streamapp.settings import Settings
 from streamapp.worker_process import WorkerProcess, settings_env
 
 
-def test_worker_reaches_ready(embedded_settings: Settings, tmp_path: Path) -> None:
-    settings = embedded_settings.replace(web_port=free_port())
+def test_worker_reaches_ready(broker_settings: Settings, tmp_path: Path) -> None:
+    settings = broker_settings.replace(web_port=free_port())
     worker = WorkerProcess(settings, tmp_path / "worker.log").start(timeout=90)
     try:
         assert "Worker ready" in worker.log()
@@ -21,8 +21,8 @@ def test_worker_reaches_ready(embedded_settings: Settings, tmp_path: Path) -> No
         assert worker.stop() == 0, worker.tail()
 
 
-def test_bad_setting_stops_the_worker_with_one_line(embedded_settings: Settings, tmp_path: Path) -> None:
-    env = {**os.environ, **settings_env(embedded_settings), "STREAMAPP_PARTITIONER": "no_such_partitioner"}
+def test_bad_setting_stops_the_worker_with_one_line(broker_settings: Settings, tmp_path: Path) -> None:
+    env = {**os.environ, **settings_env(broker_settings), "STREAMAPP_PARTITIONER": "no_such_partitioner"}
     result = subprocess.run([sys.executable, "-m", "faust", "-A", "streamapp", "worker"], env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode != 0

@@ -1,6 +1,6 @@
 """Helpers for the worker's integration tests: isolated settings, real producers, reading outputs, log counters.
 
-Everything talks to the session's real embedded broker; the worker is the real
+Everything talks to the session's real Apache Kafka broker; the worker is the real
 ``faust -A streamapp worker`` child process.
 """
 from __future__ import annotations
