@@ -1,7 +1,8 @@
 """Joined orders per second for one worker, next to a raw aiokafka consume→produce pipe, in one run.
 
-Both processors run as child processes on the same freshly started embedded
-broker and are timed the same way: each is started and has joined its group,
+Both processors run as child processes on the same freshly started Apache
+Kafka broker (one KRaft node, :class:`streamapp.broker.EmbeddedBroker`) and are
+timed the same way: each is started and has joined its group,
 then the clock starts when the orders start being produced (by confluent-kafka,
 far faster than either processor, so each works through a backlog) and stops
 when the last of them has come out of both output topics.  Each rate is given
@@ -9,15 +10,14 @@ per wall-clock second and per CPU second the processor used (its user + system
 time), which stays comparable when other work shares the machine's cores.  The
 pipe does the same Kafka work as the worker (read each order, write one record
 to each of two topics) the way a plain aiokafka application does, one ``send``
-per record, and no decoding, lookup or encoding.  The worker runs under both
-broker profiles: ``embedded``, the settings that make restarts correct on the
-embedded broker (end offsets from a Fetch, 6 s sessions), and ``kafka``,
-Faust's stock transport; each round measures a pipe and then a worker for each
-profile, and the table gives the best and the median of the rounds.
-Then the worker's RSS with ``--rss-users`` users loaded into both tables.
+per record, and no decoding, lookup or encoding.  Each round measures a pipe
+and then a worker, each on topics and with a log of its own, and checks that
+every output record of the round's worker carries its user (the users were all
+loaded before its orders); the table gives the best and the median of the
+rounds.  Then the worker's RSS with ``--rss-users`` users loaded into both tables.
 
     .venv/bin/python benchmarks/worker.py [--orders 50000] [--users 10000] [--rounds 2]
-                                          [--rss-users 1000000] [--profile both|embedded|kafka]
+                                          [--rss-users 1000000]
     .venv/bin/python benchmarks/worker.py pipe ...   (the baseline's child process; used internally)
 """
 from __future__ import annotations
@@ -42,6 +42,7 @@ from rich.table import Table
 
 from streamapp.application import owned_topics
 from streamapp.broker import EmbeddedBroker, free_port
+from streamapp.join import MISS_HEAD
 from streamapp.settings import Settings
 from streamapp.topics import ensure_topics
 from streamapp.worker_process import WorkerProcess
@@ -50,7 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from workerkit import COUNTERS, isolated, make_order  # noqa: E402
 
 console = Console(width=160)
-PROFILES = ("embedded", "kafka")
+#: How an output value without its user (a join miss) starts.
+MISS = MISS_HEAD.encode()
 
 
 def produce_many(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
@@ -90,8 +92,13 @@ def best(rates: list[Rate]) -> Rate:
     return Rate(max(r.wall for r in rates), max(r.cpu for r in rates))
 
 
-def live_rate(settings: Settings, orders: list[tuple[bytes, bytes]], outputs: list[str], pid: int) -> Rate:
-    """From the first order produced to the last one out of every output, the processor already running."""
+def live_rate(
+    settings: Settings, orders: list[tuple[bytes, bytes]], outputs: list[str], pid: int
+) -> tuple[Rate, int]:
+    """From the first order produced to the last one out of every output, the processor already running.
+
+    Also how many of the output records carry no user (a join miss; always 0 for the pipe, which copies).
+    """
     process = psutil.Process(pid)
     start, cpu_start = time.monotonic(), cpu_seconds(process)
     produce_many(settings.bootstrap_servers, settings.orders_topic, orders)
@@ -99,6 +106,7 @@ def live_rate(settings: Settings, orders: list[tuple[bytes, bytes]], outputs: li
                          "enable.auto.commit": False, "fetch.wait.max.ms": 10})
     consumer.assign([TopicPartition(t, p, 0) for t in outputs for p in range(settings.partitions)])
     counts = dict.fromkeys(outputs, 0)
+    misses = 0
     deadline = time.monotonic() + 900
     try:
         while min(counts.values()) < len(orders):
@@ -107,7 +115,9 @@ def live_rate(settings: Settings, orders: list[tuple[bytes, bytes]], outputs: li
             for msg in consumer.consume(10_000, 0.2):
                 if not msg.error():
                     counts[msg.topic()] += 1
-        return Rate(len(orders) / (time.monotonic() - start), len(orders) / (cpu_seconds(process) - cpu_start))
+                    misses += msg.value().startswith(MISS)
+        rate = Rate(len(orders) / (time.monotonic() - start), len(orders) / (cpu_seconds(process) - cpu_start))
+        return rate, misses
     finally:
         consumer.close()
 
@@ -126,21 +136,26 @@ def wait_users(worker: WorkerProcess, count: int, timeout: float) -> None:
     raise RuntimeError(f"users not loaded within {timeout:.0f}s: {worker.tail(3)}")
 
 
-def worker_settings(base: Settings, tmp: Path, profile: str) -> Settings:
-    """The ``kafka`` profile keeps the embedded broker's short session, which only affects start-up."""
+def start_worker(base: Settings, tmp: Path) -> WorkerProcess:
+    """A worker with its own topics, data dir, group and log: a round never reads another round's log."""
     settings = isolated(base, data_dir=str(tmp / uuid.uuid4().hex), app_id=f"bench-{uuid.uuid4().hex[:8]}")
-    return settings.replace(broker_profile=profile, broker_session_timeout=6.0)
+    return WorkerProcess(settings, tmp / f"worker-{settings.app_id}.log").start(timeout=120)
 
 
-def bench_worker(base: Settings, tmp: Path, profile: str, users: list[tuple[bytes, bytes]],
+def bench_worker(base: Settings, tmp: Path, users: list[tuple[bytes, bytes]],
                  orders: list[tuple[bytes, bytes]]) -> Rate:
-    settings = worker_settings(base, tmp, profile)
-    worker = WorkerProcess(settings, tmp / f"worker-{profile}.log").start(timeout=120)
+    worker = start_worker(base, tmp)
+    settings = worker.settings
     try:
         produce_many(settings.bootstrap_servers, settings.users_topic, users)
         wait_users(worker, len(users), timeout=600)
         assert worker.proc is not None
-        return live_rate(settings, orders, [settings.merged_topic, settings.merged_repartition_topic], worker.proc.pid)
+        outputs = [settings.merged_topic, settings.merged_repartition_topic]
+        rate, misses = live_rate(settings, orders, outputs, worker.proc.pid)
+        if misses:
+            raise RuntimeError(f"{misses:,} of {len(outputs) * len(orders):,} output records carry no user: this "
+                               f"round's orders were not all joined with its users: {worker.tail(3)}")
+        return rate
     finally:
         worker.stop()
 
@@ -154,7 +169,7 @@ def bench_pipe(base: Settings, orders: list[tuple[bytes, bytes]]) -> Rate:
                              stdout=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
-        return live_rate(settings, orders, outputs, child.pid)
+        return live_rate(settings, orders, outputs, child.pid)[0]
     finally:
         child.terminate()
         child.wait(30)
@@ -186,8 +201,8 @@ async def pipe(bootstrap: str, source: str, outputs: list[str]) -> None:
 
 def rss_with_users(base: Settings, tmp: Path, count: int) -> tuple[float, float, float]:
     """(RSS MiB before loading, RSS MiB with ``count`` users in both tables, seconds to load)."""
-    settings = worker_settings(base, tmp, "embedded")
-    worker = WorkerProcess(settings, tmp / "worker-rss.log").start(timeout=120)
+    worker = start_worker(base, tmp)
+    settings = worker.settings
     try:
         assert worker.proc is not None
         process = psutil.Process(worker.proc.pid)
@@ -203,33 +218,28 @@ def rss_with_users(base: Settings, tmp: Path, count: int) -> tuple[float, float,
 def run(args: argparse.Namespace) -> None:
     users = users_records(args.users, seed=1)
     orders = orders_records([k for k, _ in users], args.orders, seed=2)
-    table = Table(title=f"Worker throughput: {args.orders:,} orders, {args.users:,} users, embedded broker, "
+    table = Table(title=f"Worker throughput: {args.orders:,} orders, {args.users:,} users, Apache Kafka, "
                         f"best of {args.rounds} rounds and the median of each round's ratio")
-    for column in ("worker profile", "raw aiokafka pipe", "worker", "worker ÷ pipe", "median of rounds",
+    for column in ("raw aiokafka pipe", "worker", "worker ÷ pipe", "median of rounds",
                    "pipe per CPU-s", "worker per CPU-s", "worker ÷ pipe (CPU)", "median of rounds (CPU)"):
         table.add_column(column, justify="right")
-    profiles = PROFILES if args.profile == "both" else (args.profile,)
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         base = broker.settings(Settings()).replace(web_port=free_port())
-        pipes: dict[str, list[Rate]] = {profile: [] for profile in profiles}
-        workers: dict[str, list[Rate]] = {profile: [] for profile in profiles}
+        pipes: list[Rate] = []
+        workers: list[Rate] = []
         for round_ in range(1, args.rounds + 1):
-            for profile in profiles:
-                pipes[profile].append(bench_pipe(base, orders))
-                workers[profile].append(bench_worker(base.replace(web_port=free_port()), tmp, profile, users, orders))
-                console.print(f"round {round_}: pipe {pipes[profile][-1].wall:,.0f}/s "
-                              f"({pipes[profile][-1].cpu:,.0f} per CPU-s), "
-                              f"worker ({profile}) {workers[profile][-1].wall:,.0f}/s "
-                              f"({workers[profile][-1].cpu:,.0f} per CPU-s)")
-        for profile, rates in workers.items():
-            pipe_rate, worker_rate = best(pipes[profile]), best(rates)
-            paired = list(zip(rates, pipes[profile]))
-            table.add_row(profile, f"{pipe_rate.wall:,.0f}/s", f"{worker_rate.wall:,.0f}/s",
-                          f"{worker_rate.wall / pipe_rate.wall:.2f}×",
-                          f"{statistics.median(w.wall / p.wall for w, p in paired):.2f}×",
-                          f"{pipe_rate.cpu:,.0f}", f"{worker_rate.cpu:,.0f}", f"{worker_rate.cpu / pipe_rate.cpu:.2f}×",
-                          f"{statistics.median(w.cpu / p.cpu for w, p in paired):.2f}×")
+            pipes.append(bench_pipe(base, orders))
+            workers.append(bench_worker(base.replace(web_port=free_port()), tmp, users, orders))
+            console.print(f"round {round_}: pipe {pipes[-1].wall:,.0f}/s ({pipes[-1].cpu:,.0f} per CPU-s), "
+                          f"worker {workers[-1].wall:,.0f}/s ({workers[-1].cpu:,.0f} per CPU-s), every order enriched")
+        pipe_rate, worker_rate = best(pipes), best(workers)
+        paired = list(zip(workers, pipes))
+        table.add_row(f"{pipe_rate.wall:,.0f}/s", f"{worker_rate.wall:,.0f}/s",
+                      f"{worker_rate.wall / pipe_rate.wall:.2f}×",
+                      f"{statistics.median(w.wall / p.wall for w, p in paired):.2f}×",
+                      f"{pipe_rate.cpu:,.0f}", f"{worker_rate.cpu:,.0f}", f"{worker_rate.cpu / pipe_rate.cpu:.2f}×",
+                      f"{statistics.median(w.cpu / p.cpu for w, p in paired):.2f}×")
         console.print(table)
         if args.rss_users:
             before, after, seconds = rss_with_users(base.replace(web_port=free_port()), tmp, args.rss_users)
@@ -251,7 +261,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--rss-users", type=int, default=1_000_000, help="0 skips the RSS measurement")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--profile", choices=("both", *PROFILES), default="both")
     args = parser.parse_args(argv)
     if args.mode == "pipe":
         asyncio.run(pipe(args.bootstrap, args.source, args.outputs.split(",")))
