@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # Every JVM artifact (Apache Kafka, kafka-clients, Spark's Kafka source) from jvm/pom.xml, copied to jvm/lib/.
 JVM_STAMP := jvm/lib/.installed
-JVM_POMS  := jvm/pom.xml $(wildcard jvm/*/pom.xml)
+# The ksql-equivalent module is built from sources too: a change to them rebuilds it.
+JVM_POMS  := jvm/pom.xml $(wildcard jvm/*/pom.xml) $(shell find jvm/ksql-equivalent/src -type f 2>/dev/null)
 
 .PHONY: demo test test-slow bench install check-java check-mvn check-cc check-node test-deps clean
 
