@@ -19,6 +19,7 @@ COMMANDS = (
     "topics",
     "produce",
     "demo",
+    "ksql_equivalent",
 )
 
 

@@ -1,0 +1,68 @@
+"""``streamapp ksql-equivalent``: ksqlDB's demo joins executed by Kafka Streams, in the foreground."""
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..ksql_equivalent import FAILED_MARK, KsqlEquivalent, KsqlEquivalentError
+from ..settings import Settings, add_arguments
+
+DESCRIPTION = (
+    "Runs ksqlDB's join semantics, executed by Kafka Streams (the engine ksqlDB compiles its queries to), "
+    "in a child JVM: the demo's five ksqlDB statements as a Kafka Streams topology with ksqlDB's JSON "
+    "format. It is not ksqlDB: there is no SQL and no REST API. It reads the users and orders topics, "
+    "writes the users through the Java (murmur2) partitioner to <users topic>_repartition (ksqlDB's "
+    "demo_user_repartition) and the two LEFT JOINs to the ksqldb_merged_topic and "
+    "ksqldb_merged_repartition_topic settings, creating those three topics with the configured "
+    "partition count when missing. Runs until Ctrl-C or SIGTERM."
+)
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser(
+        "ksql-equivalent",
+        help="ksqlDB's demo joins executed by Kafka Streams (not ksqlDB: no SQL, no REST API)",
+        description=DESCRIPTION,
+    )
+    parser.add_argument(
+        "--state-dir", type=Path, default=None,
+        help="where Kafka Streams keeps its tables (default: <data dir>/ksql-equivalent)",
+    )
+    add_arguments(parser, only=(
+        "bootstrap_servers", "users_topic", "orders_topic", "ksqldb_merged_topic",
+        "ksqldb_merged_repartition_topic", "partitions", "replication_factor", "data_dir", "app_id",
+    ))
+    parser.set_defaults(func=run)
+
+
+def echo(line: str) -> None:
+    """The program's log on stdout, except its FAILED line: that one becomes the command's one-line error."""
+    if FAILED_MARK not in line:
+        print(line, flush=True)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    program = KsqlEquivalent(settings, state_dir=args.state_dir, on_line=echo)
+    with program:
+        topics = program.topics
+        print(
+            f"Kafka Streams running ksqlDB's demo joins (not ksqlDB) on {settings.bootstrap_servers} "
+            f"(pid {program.pid}, application id {program.application_id}): {topics.orders} LEFT JOIN "
+            f"{topics.users} -> {topics.merged}; {topics.users} -> {topics.users_repartition}, "
+            f"{topics.orders} LEFT JOIN {topics.users_repartition} -> {topics.merged_repartition}",
+            flush=True,
+        )
+        if program.created_topics:
+            print(f"Created topics with {settings.partitions} partitions: {', '.join(program.created_topics)}", flush=True)
+        while not stop.is_set():
+            status = program.wait(0.5)
+            if status is not None:
+                raise KsqlEquivalentError(f"Kafka Streams exited by itself (status {status}): {program.failure_message()}")
+        print("Stopping Kafka Streams.", flush=True)
+    return 0
