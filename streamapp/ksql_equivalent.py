@@ -170,8 +170,16 @@ class KsqlEquivalent:
         )
         self._drainer = threading.Thread(target=self._drain, args=(self._proc,), daemon=True)
         self._drainer.start()
-        self._wait_ready(timeout)
+        try:
+            self._wait_ready(timeout)
+        finally:
+            self._remove_workdir()  # the program has read its properties by the time it runs or fails
         return self
+
+    def _remove_workdir(self) -> None:
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
 
     def _config(self, topics: Topics) -> dict[str, str]:
         state_dir = self.state_dir or self.settings.data_path / "ksql-equivalent"
@@ -248,9 +256,7 @@ class KsqlEquivalent:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout)
-        if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
-            self._workdir = None
+        self._remove_workdir()
 
     def __enter__(self) -> "KsqlEquivalent":
         return self.start() if self._proc is None else self
