@@ -13,27 +13,22 @@ temporary directory is used and removed on stop.
 from __future__ import annotations
 
 import base64
-import ctypes
 import json
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 import uuid
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from threading import Thread
-from types import TracebackType
 
+from .child import ChildProcess
 from .errors import StreamappError
 from .jvm import JvmError, classpath, java
 from .settings import Settings
 
 READY_TIMEOUT = 60.0
-STOP_TIMEOUT = 20.0
 STATE_FILE = "streamapp-broker.json"
 LOG_DIR = "kraft-log"
 #: The class behind bin/kafka-storage.sh and the one behind bin/kafka-server-start.sh (Kafka 4.4).
@@ -146,17 +141,8 @@ def can_create_topics(bootstrap: str, timeout: float = 5.0) -> bool:
         return False
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the process that started us dies (even by kill -9)."""
-    PR_SET_PDEATHSIG = 1
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass  # not Linux: the broker then outlives a killed parent, as before
-
-
 @dataclass
-class EmbeddedBroker:
+class EmbeddedBroker(ChildProcess):
     """Start Apache Kafka on loopback; use as a context manager or call start()/stop().
 
     ``port=0`` picks a free client port (or reuses the one a data directory was
@@ -168,9 +154,7 @@ class EmbeddedBroker:
     data_dir: Path | None = None
     heap: str = "512m"
     cluster_id: str | None = None
-    log_lines: deque[str] = field(default_factory=lambda: deque(maxlen=400))
     controller_port: int = field(default=0, init=False)
-    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _temporary: bool = field(default=False, init=False, repr=False)
 
     @classmethod
@@ -180,14 +164,6 @@ class EmbeddedBroker:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def settings(self, base: Settings | None = None) -> Settings:
         """Settings pointing at this broker."""
@@ -216,14 +192,9 @@ class EmbeddedBroker:
                 raise BrokerError(f"{name} {port} on {self.host} is already in use: {hint}")
         properties = self._write_config(root)
         self._format(java_bin, cp, root, properties, state)
-        self._proc = subprocess.Popen(
-            [java_bin, f"-Xmx{self.heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-             "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={root / 'log4j2.yaml'}",
-             "-cp", cp, SERVER_MAIN, str(properties)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=_die_with_parent,
-        )
-        Thread(target=self._drain, args=(self._proc,), daemon=True).start()
+        self._spawn([java_bin, f"-Xmx{self.heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                     "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={root / 'log4j2.yaml'}",
+                     "-cp", cp, SERVER_MAIN, str(properties)])
         self._wait_ready(timeout)
         (root / STATE_FILE).write_text(json.dumps({
             "cluster_id": self.cluster_id, "port": self.port, "controller_port": self.controller_port,
@@ -292,7 +263,7 @@ class EmbeddedBroker:
         """Ready once it answers Metadata and its controller accepts a topic."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
+            if self._exited():
                 message = self._failure_message()
                 self.stop()
                 raise BrokerError(message)
@@ -312,57 +283,16 @@ class EmbeddedBroker:
         tail = (errors or list(self.log_lines))[-1:] or ["no output"]
         return f"Apache Kafka exited at start: {tail[0][:300]}"
 
-    def _drain(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            self.log_lines.append(raw.decode("utf-8", "replace").rstrip())
+    # -- stop: ChildProcess.stop() (SIGTERM, Kafka's controlled shutdown) and kill() keep the data dir,
+    # except that stop() removes a temporary one.
 
-    # -- stop ----------------------------------------------------------------------------------
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        """Block until the broker exits (or ``timeout``); its exit status, or None if still running."""
-        proc = self._proc
-        if proc is None:
-            return None
-        try:
-            return proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash would: the data directory is kept, even a temporary one, for a restart."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(STOP_TIMEOUT)
-
-    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
-        """SIGTERM (Kafka's controlled shutdown), SIGKILL only after ``timeout``; a temporary data dir is removed."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout)
+    def _after_stop(self) -> None:
         self._cleanup()
 
     def _cleanup(self) -> None:
         if self._temporary and self.data_dir is not None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir, self._temporary = None, False
-
-    def __enter__(self) -> "EmbeddedBroker":
-        return self.start() if self._proc is None else self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _cluster_id() -> str:

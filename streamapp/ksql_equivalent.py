@@ -13,17 +13,14 @@ with the process that started it.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Callable
 
-from .broker import _die_with_parent
+from .child import ChildProcess
 from .errors import StreamappError
 from .jvm import JvmError, classpath, java
 from .ksqldb import DemoObjects
@@ -37,7 +34,6 @@ RUNNING_MARK = "ksql-equivalent RUNNING"
 FAILED_MARK = "ksql-equivalent FAILED: "
 COPARTITION_MARK = "Topics not co-partitioned"
 READY_TIMEOUT = 90.0
-STOP_TIMEOUT = 20.0
 
 
 class KsqlEquivalentError(StreamappError):
@@ -115,7 +111,7 @@ def properties_text(values: dict[str, str]) -> str:
 
 
 @dataclass
-class KsqlEquivalent:
+class KsqlEquivalent(ChildProcess):
     """Run the Kafka Streams program; use as a context manager or call start()/stop().
 
     Kafka Streams keeps its tables (RocksDB) in ``state_dir``, by default ``ksql-equivalent/``
@@ -127,12 +123,9 @@ class KsqlEquivalent:
     state_dir: Path | None = None
     heap: str = "384m"
     on_line: Callable[[str], None] | None = None
-    log_lines: deque[str] = field(default_factory=lambda: deque(maxlen=400))
     created_topics: list[str] = field(default_factory=list, init=False)
-    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _ready: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _workdir: Path | None = field(default=None, init=False, repr=False)
-    _drainer: threading.Thread | None = field(default=None, init=False, repr=False)
 
     @property
     def topics(self) -> Topics:
@@ -141,14 +134,6 @@ class KsqlEquivalent:
     @property
     def application_id(self) -> str:
         return application_id(self.settings)
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def start(self, timeout: float = READY_TIMEOUT) -> "KsqlEquivalent":
         try:
@@ -162,14 +147,8 @@ class KsqlEquivalent:
         config = self._workdir / "streams.properties"
         config.write_text(properties_text(self._config(topics)), encoding="utf-8")
         self._ready.clear()
-        self._proc = subprocess.Popen(
-            [java_bin, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
-             "-cp", cp, MAIN_CLASS, str(config)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=_die_with_parent,
-        )
-        self._drainer = threading.Thread(target=self._drain, args=(self._proc,), daemon=True)
-        self._drainer.start()
+        self._spawn([java_bin, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+                     "-cp", cp, MAIN_CLASS, str(config)])
         try:
             self._wait_ready(timeout)
         finally:
@@ -196,23 +175,16 @@ class KsqlEquivalent:
             "streamapp.topic.merged_repartition": topics.merged_repartition,
         }
 
-    def _drain(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip()
-            self.log_lines.append(line)
-            if self.on_line is not None:
-                self.on_line(line)
-            if RUNNING_MARK in line:
-                self._ready.set()
+    def _on_line(self, line: str) -> None:
+        if self.on_line is not None:
+            self.on_line(line)
+        if RUNNING_MARK in line:
+            self._ready.set()
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while not self._ready.wait(0.1):
-            proc = self._proc
-            if proc is None or proc.poll() is not None:
-                if self._drainer is not None:
-                    self._drainer.join(STOP_TIMEOUT)  # the output ends with the process: take its last lines
+            if self._exited():
                 message = self.failure_message()
                 self.stop()
                 raise KsqlEquivalentError(message)
@@ -236,35 +208,5 @@ class KsqlEquivalent:
             )
         return f"Kafka Streams stopped: {reason}"
 
-    def wait(self, timeout: float | None = None) -> int | None:
-        """Block until the program exits (or ``timeout``); its exit status, or None if still running."""
-        proc = self._proc
-        if proc is None:
-            return None
-        try:
-            return proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
-        """SIGTERM (Kafka Streams closes and leaves its group), SIGKILL only after ``timeout``."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout)
+    def _after_stop(self) -> None:
         self._remove_workdir()
-
-    def __enter__(self) -> "KsqlEquivalent":
-        return self.start() if self._proc is None else self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

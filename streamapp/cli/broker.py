@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
+from ..child import run_until, stop_on_signals
 from ..broker import BrokerError, EmbeddedBroker
 from ..settings import Settings, add_arguments
 
@@ -26,9 +25,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     broker = EmbeddedBroker.from_settings(settings, host=args.host, port=args.port, data_dir=args.broker_data_dir)
     with broker:
         kept = f"data in {broker.data_dir}" if args.broker_data_dir else "data in a temporary directory, removed on stop"
@@ -36,9 +33,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print("Point streamapp at it with:", flush=True)
         for name, value in broker.env().items():
             print(f"  export {name}={value}", flush=True)
-        while not stop.is_set():
-            status = broker.wait(0.5)
-            if status is not None:
-                raise BrokerError(f"Apache Kafka on {broker.bootstrap} exited by itself (status {status}); see its log above")
+        run_until(broker, stop, lambda status: BrokerError(
+            f"Apache Kafka on {broker.bootstrap} exited by itself (status {status}); see its log above"))
         print("Stopping Apache Kafka" + ("; its data is kept." if args.broker_data_dir else "; its data is removed."), flush=True)
     return 0

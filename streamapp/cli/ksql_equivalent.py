@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
+from ..child import run_until, stop_on_signals
 from ..ksql_equivalent import FAILED_MARK, KsqlEquivalent, KsqlEquivalentError
 from ..settings import Settings, add_arguments
 
@@ -45,9 +44,7 @@ def echo(line: str) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     program = KsqlEquivalent(settings, state_dir=args.state_dir, on_line=echo)
     with program:
         topics = program.topics
@@ -60,9 +57,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
         if program.created_topics:
             print(f"Created topics with {settings.partitions} partitions: {', '.join(program.created_topics)}", flush=True)
-        while not stop.is_set():
-            status = program.wait(0.5)
-            if status is not None:
-                raise KsqlEquivalentError(f"Kafka Streams exited by itself (status {status}): {program.failure_message()}")
+        run_until(program, stop, lambda status: KsqlEquivalentError(
+            f"Kafka Streams exited by itself (status {status}): {program.failure_message()}"))
         print("Stopping Kafka Streams.", flush=True)
     return 0
