@@ -5,6 +5,10 @@ for an order and the user found in the same partition, or None on a miss.
 Key = USER_ID as plain UTF-8 (ksqlDB's KAFKA STRING key, not repeated in the
 value); value = compact JSON with UPPERCASE columns in the CSAS select order and
 explicit nulls on a miss; record timestamp = the order's ``ts``.
+
+Building a value raises nothing but :class:`~streamapp.records.RecordError`,
+whatever the order or the table row holds (a lone surrogate, a row that is not
+a user, a non-finite number), so the worker dead-letters that one order.
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .records import Order, User
+from .records import Order, RecordError, User
 
 #: Value columns of the merged streams, in ksqlDB's select order.
 COLUMNS = ("NAME", "AGE", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS")
@@ -51,7 +55,7 @@ def _json(value: Any) -> str:
         return int.__repr__(value)
     if kind is float and value == value and value not in _INFINITIES:
         return float.__repr__(value)
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 _encode_str = json.encoder.encode_basestring
@@ -67,23 +71,50 @@ def _user_head(row: dict[str, Any]) -> str:
 
 def order_tail(order: Order) -> str:
     """The value after the user columns; the same for both joins of one order, so built once."""
-    return (f',"PRODUCT_ID":{_json(order.product_id)},"QTY":{_json(order.qty)},'
-            f'"UNIT_PRICE":{_json(order.unit_price)},"CHANNEL":{_json(order.channel)},"TS":{_json(order.ts)}}}')
+    try:
+        return (f',"PRODUCT_ID":{_json(order.product_id)},"QTY":{_json(order.qty)},'
+                f'"UNIT_PRICE":{_json(order.unit_price)},"CHANNEL":{_json(order.channel)},"TS":{_json(order.ts)}}}')
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise RecordError(f"the order cannot be written as ksqlDB JSON ({_describe(exc)})", "value") from None
 
 
 def join_value(tail: str, row: dict[str, Any] | None) -> bytes:
     """The output value for an order's :func:`order_tail` and the user's table row (None on a miss).
 
     Byte for byte the compact ``json.dumps`` of :func:`join_columns`, written by
-    string formatting because the worker builds two per order.
+    string formatting because the worker builds two per order.  A lone surrogate
+    (in the order's channel or the user's name: an old row, or one written by
+    something else) has no UTF-8 form, so the order is refused, naming the column.
     """
-    return ((MISS_HEAD if row is None else _user_head(row)) + tail).encode("utf-8")
+    try:
+        return ((MISS_HEAD if row is None else _user_head(row)) + tail).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        text = exc.object
+        column = "NAME" if row is not None and exc.start < len(_user_head(row)) else "CHANNEL"
+        raise RecordError(f"column {column} holds a lone surrogate {text[exc.start:exc.end]!r}, which has no "
+                          f"UTF-8 form (ksqlDB cannot represent it)", column.lower()) from None
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+        raise RecordError(f"the users table row {_short(row)} is not a user row ({_describe(exc)})", "name") from None
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = " ".join(repr(value).split()) if not isinstance(value, str) else " ".join(value.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` on one short line, for a dead letter's reason."""
+    return f"{type(exc).__name__}: {_short(str(exc), 120)}"
 
 
 def join_record(order: Order, user: User | None) -> JoinedRecord:
     """The LEFT JOIN output for ``order``; ``user`` is the partition-local lookup result."""
     value = join_value(order_tail(order), None if user is None else user.to_table_value())
-    return JoinedRecord(order.user_id.encode("utf-8"), value, order.ts, user is not None)
+    try:
+        key = order.user_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RecordError(f"key {_short(order.user_id)} holds a lone surrogate: no UTF-8 form", "key") from None
+    return JoinedRecord(key, value, order.ts, user is not None)
 
 
 def faust_timestamp(timestamp_ms: int) -> float:

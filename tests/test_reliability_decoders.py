@@ -3,7 +3,9 @@
 Pure (no broker): ``streamapp.records.decode_user`` / ``decode_order`` are what
 the worker runs on every input record before the dead-letter decision, so a
 decoder that raised anything else would stop the agent instead of
-dead-lettering one record.
+dead-lettering one record.  The same holds for the join (``streamapp.join``) on
+any order and any table row, and for JSON with lone surrogates (escaped or as
+raw bytes) and nesting far past Python's recursion limit.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamapp.records import RecordError, decode_order, decode_user
+from streamapp.join import join_value, order_tail
+from streamapp.records import MAX_NESTING, Order, RecordError, decode_order, decode_user, nesting_depth
 
 FIELDS = {"key", "value", "name", "age", "ts", "product_id", "qty", "unit_price", "channel"}
 INT64 = (-(2**63), 2**63 - 1)
@@ -102,3 +105,103 @@ def test_values_ksqldb_cannot_read_are_rejected(data: st.DataObject, order: dict
         return
     with pytest.raises(RecordError):
         decode_order(b"u1", json.dumps({**order, name: bad}).encode())
+
+
+# --- Nothing escapes: surrogates, invalid UTF-8, deep nesting, and the join on any row ---------
+
+#: Text with lone surrogates as often as not: what a ``\ud800`` escape in JSON decodes to.
+surrogate_text = st.text(st.characters() | st.characters(categories=["Cs"]), max_size=12) | st.sampled_from(
+    ["\ud800", "a\udfffb", "\udc00\ud800", "\U0001f600\ud83d"])
+any_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | surrogate_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(surrogate_text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def deep(depth: int, kind: str) -> bytes:
+    return (b"[" * depth + b"]" * depth) if kind == "[" else (b'{"a":' * depth + b"1" + b"}" * depth)
+
+
+def dumps(value: object, escape: bool) -> bytes:
+    """JSON bytes as a producer would send them: escaped (``\\ud800``) or raw (UTF-8 with surrogatepass)."""
+    text = json.dumps(value, ensure_ascii=escape, allow_nan=True)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def nested_in_field(depth: int, kind: str) -> st.SearchStrategy[bytes]:
+    base = {"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web", "name": "n", "age": 3}
+    head = json.dumps(base)[:-1].encode()
+    return st.just(head + b', "x": ' + deep(depth, kind) + b"}")
+
+
+hostile_values = st.one_of(
+    st.binary(max_size=200),
+    st.builds(dumps, any_json, st.booleans()),
+    st.builds(dumps, st.fixed_dictionaries({}, optional={f: any_json for f in
+                                                          ("ts", "product_id", "qty", "unit_price", "channel",
+                                                           "name", "age")}), st.booleans()),
+    st.builds(deep, st.integers(MAX_NESTING - 2, 20_000), st.sampled_from(["[", "{"])),
+    st.integers(MAX_NESTING - 2, MAX_NESTING + 3).flatmap(lambda d: nested_in_field(d, "[")),
+    st.binary(max_size=100).map(lambda b: b"\xed\xa0\x80" + b),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=keys, value=hostile_values)
+def test_decoders_raise_only_record_errors_on_hostile_json(key: bytes | None, value: bytes) -> None:
+    """Any bytes, any JSON: a record whose strings all have a UTF-8 form, or a RecordError; never another exception."""
+    for decode in (decode_order, decode_user):
+        try:
+            record = decode(key, value)
+        except RecordError as error:
+            assert error.field in FIELDS, error.field
+            assert error.reason and "\n" not in error.reason and len(error.reason) < 300, error.reason
+            continue
+        if record is not None:
+            for text in (record.user_id, getattr(record, "name", ""), getattr(record, "channel", "")):
+                text.encode("utf-8")  # what ksqlDB cannot represent never gets through
+            assert nesting_depth(value) <= MAX_NESTING
+
+
+@SETTINGS
+@given(order=st.builds(Order, user_id=st.text(min_size=1, max_size=5), ts=st.integers(0, INT64[1]),
+                       product_id=st.integers(*INT64), qty=st.integers(*INT64),
+                       unit_price=st.floats(allow_nan=True, allow_infinity=True), channel=surrogate_text),
+       row=st.none() | any_json | st.fixed_dictionaries({"name": any_json, "age": any_json}))
+def test_join_raises_only_record_errors_on_any_row(order: Order, row: object) -> None:
+    """The join on any order and any table row (an old row, a stray one): bytes that are JSON, or a RecordError."""
+    try:
+        value = join_value(order_tail(order), row)  # type: ignore[arg-type]
+    except RecordError as error:
+        assert error.reason and "\n" not in error.reason and len(error.reason) < 300, error.reason
+        return
+    columns = json.loads(value)
+    assert list(columns) == ["NAME", "AGE", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS"]
+
+
+@pytest.mark.parametrize("kind", ["[", "{"])
+def test_nesting_at_the_limit_is_accepted_and_beyond_it_refused(kind: str) -> None:
+    base = b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web", "x": '
+    at_limit = base + deep(MAX_NESTING - 1, kind) + b"}"  # the order object itself is one level
+    assert nesting_depth(at_limit) == MAX_NESTING
+    assert decode_order(b"u", at_limit).channel == "web"
+    with pytest.raises(RecordError, match=f"{MAX_NESTING + 1} deep, deeper than the limit of {MAX_NESTING}"):
+        decode_order(b"u", base + deep(MAX_NESTING, kind) + b"}")
+
+
+def test_brackets_inside_strings_do_not_nest() -> None:
+    value = json.dumps({"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "[" * 5000 + '\\"{'}).encode()
+    assert nesting_depth(value) == 1
+    assert decode_order(b"u", value).channel.startswith("[[[")
+
+
+@pytest.mark.parametrize("value", [
+    b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "\\ud800"}',
+    b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "\xed\xa0\x80"}',
+])
+def test_lone_surrogates_in_a_column_are_refused(value: bytes) -> None:
+    with pytest.raises(RecordError) as info:
+        decode_order(b"u", value)
+    assert info.value.field in ("channel", "value")
+    assert ("surrogate" in info.value.reason) or ("not UTF-8" in info.value.reason)
