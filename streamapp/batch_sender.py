@@ -7,39 +7,66 @@ aiokafka's batch builders and each builder is queued with one ``send_batch``.
 They go through Faust's own aiokafka producer, whose ``flush()`` Faust awaits
 before every offset commit, so once :meth:`BatchSender.send` has returned the
 records are covered by the next commit exactly as single sends are.
+
+A batch the broker refuses fails only later, in its delivery future, which
+nothing else looks at: its records would be gone without a word while the
+offsets move on.  So each batch remembers the source of every record in it and,
+if its delivery fails, hands them to ``on_failure`` (the worker dead-letters them).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import asyncio
+import logging
+from functools import partial
+from typing import Any, Callable, Generic, TypeVar
+
+logger = logging.getLogger(__name__)
 
 Partitioner = Callable[[bytes | None, int], int]
+#: Where a record came from (the worker passes the input message); handed back if its batch fails.
+S = TypeVar("S")
+#: (topic, partition, sources of the batch's records, the error) for a batch the broker refused.
+OnFailure = Callable[[str, int, list[Any], BaseException], None]
 
 
-class BatchSender:
+class BatchSender(Generic[S]):
     """Collects records per (topic, partition), then queues them as whole batches."""
 
-    def __init__(self, producer: Any, partitioner: Partitioner, partition_counts: dict[str, int]) -> None:
+    def __init__(self, producer: Any, partitioner: Partitioner, partition_counts: dict[str, int],
+                 on_failure: OnFailure | None = None) -> None:
         self._producer = producer
         self._partitioner = partitioner
         self._counts = partition_counts
-        self._open: dict[tuple[str, int], Any] = {}
-        self._full: list[tuple[str, int, Any]] = []
+        self._on_failure = on_failure
+        self._open: dict[tuple[str, int], tuple[Any, list[S | None]]] = {}
+        self._full: list[tuple[str, int, Any, list[S | None]]] = []
 
-    def add(self, topic: str, key: bytes, value: bytes, timestamp_ms: int) -> None:
+    def add(self, topic: str, key: bytes, value: bytes, timestamp_ms: int, source: S | None = None) -> None:
         """Append a record to the batch of the partition the partitioner picks (over the counts read at start)."""
         tp = (topic, self._partitioner(key, self._counts[topic]))
-        builder = self._open.get(tp)
-        if builder is None:
-            builder = self._open[tp] = self._producer.create_batch()
-        if builder.append(timestamp=timestamp_ms, key=key, value=value) is None:
-            self._full.append((*tp, builder))
-            builder = self._open[tp] = self._producer.create_batch()
-            builder.append(timestamp=timestamp_ms, key=key, value=value)
+        entry = self._open.get(tp)
+        if entry is None:
+            entry = self._open[tp] = (self._producer.create_batch(), [])
+        if entry[0].append(timestamp=timestamp_ms, key=key, value=value) is None:
+            self._full.append((*tp, *entry))
+            entry = self._open[tp] = (self._producer.create_batch(), [])
+            entry[0].append(timestamp=timestamp_ms, key=key, value=value)
+        entry[1].append(source)
 
     async def send(self) -> None:
         """Queue every collected batch with the producer (not waiting for the broker's acknowledgement)."""
-        batches = self._full + [(topic, partition, b) for (topic, partition), b in self._open.items()]
+        batches = self._full + [(topic, partition, *entry) for (topic, partition), entry in self._open.items()]
         self._full, self._open = [], {}
-        for topic, partition, builder in batches:
+        for topic, partition, builder, sources in batches:
             builder.close()
-            await self._producer.send_batch(builder, topic, partition=partition)
+            future = await self._producer.send_batch(builder, topic, partition=partition)
+            future.add_done_callback(partial(self._delivered, topic, partition, sources))
+
+    def _delivered(self, topic: str, partition: int, sources: list[S | None], future: asyncio.Future[Any]) -> None:
+        if future.cancelled() or future.exception() is None:
+            return
+        error = future.exception()
+        assert error is not None
+        logger.error("The broker refused a batch of %d records for %s[%d]: %r", len(sources), topic, partition, error)
+        if self._on_failure is not None:
+            self._on_failure(topic, partition, [s for s in sources if s is not None], error)

@@ -3,17 +3,37 @@
 The dead-letter record carries the original key and value unchanged (so it can
 be replayed once fixed) and puts the context in headers, which every Kafka
 client and ``kcat`` can show.
+
+A dead letter that would itself be too large for the dead-letter topic
+(:meth:`DeadLetter.fitted`) keeps a prefix of the key and value, with the full
+size and SHA-256 of each in headers: the source coordinates, the reason and a
+fingerprint of the payload always get through, so nothing is lost without a trace.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 REASON = "streamapp.reason"
 FIELD = "streamapp.field"
 SOURCE_TOPIC = "streamapp.source.topic"
 SOURCE_PARTITION = "streamapp.source.partition"
 SOURCE_OFFSET = "streamapp.source.offset"
+#: Set on a cut-down dead letter: which of ``key``, ``value`` were cut to a prefix (``key,value``).
+TRUNCATED = "streamapp.truncated"
+#: The original length and SHA-256 (hex) of a part that was cut: ``streamapp.key.size`` etc.
+SIZE = "streamapp.{part}.size"
+SHA256 = "streamapp.{part}.sha256"
+
+#: Bytes of each cut part a cut-down dead letter keeps.
+PREFIX_BYTES = 1024
+#: Longest reason a dead letter carries (the decoders' reasons are far shorter).
+REASON_LIMIT = 500
+
+#: How large a record would be: (key, value, headers) -> bytes (``streamapp.limits.record_size``).
+Sizer = Callable[[bytes | None, bytes | None, list[tuple[str, bytes]]], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,17 +45,59 @@ class DeadLetter:
     value: bytes | None
     reason: str
     field: str | None = None
+    #: Parts cut to a prefix ("key", "value"), each with its original size and SHA-256 hex.
+    truncated: tuple[str, ...] = ()
+    original_sizes: dict[str, int] = dataclasses.field(default_factory=dict)
+    sha256: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def headers(self) -> dict[str, bytes]:
         headers = {
-            REASON: self.reason.encode("utf-8"),
-            SOURCE_TOPIC: self.source_topic.encode("utf-8"),
+            REASON: _clip(self.reason).encode("utf-8", "backslashreplace"),
+            SOURCE_TOPIC: self.source_topic.encode("utf-8", "backslashreplace"),
             SOURCE_PARTITION: str(self.source_partition).encode(),
             SOURCE_OFFSET: str(self.source_offset).encode(),
         }
         if self.field is not None:
-            headers[FIELD] = self.field.encode("utf-8")
+            headers[FIELD] = self.field.encode("utf-8", "backslashreplace")
+        if self.truncated:
+            headers[TRUNCATED] = ",".join(self.truncated).encode()
+            for part in self.truncated:
+                headers[SIZE.format(part=part)] = str(self.original_sizes[part]).encode()
+                headers[SHA256.format(part=part)] = self.sha256[part].encode()
         return headers
+
+    def fitted(self, limit: int, size: Sizer) -> "DeadLetter":
+        """This dead letter, or one cut down to fit ``limit`` bytes: the value, then the key, to a prefix.
+
+        Prefixes shrink until the record fits; in the end only the headers (reason,
+        coordinates, sizes and SHA-256 of the payload) are left, which always fit a
+        topic that takes any record at all.
+        """
+        letter = self
+        parts = [part for part in ("value", "key") if getattr(self, part) is not None]
+        for keep in (PREFIX_BYTES, PREFIX_BYTES // 8, 0):
+            if size(letter.key, letter.value, list(letter.headers().items())) <= limit:
+                return letter
+            for part in parts:
+                letter = letter._cut(part, keep)
+                if size(letter.key, letter.value, list(letter.headers().items())) <= limit:
+                    return letter
+        return letter
+
+    def _cut(self, part: str, keep: int) -> "DeadLetter":
+        original: bytes = getattr(self, part)
+        if part in self.truncated:
+            if len(original) <= keep:
+                return self
+            return dataclasses.replace(self, **{part: original[:keep]})
+        if len(original) <= keep:
+            return self
+        return dataclasses.replace(
+            self, **{part: original[:keep]},
+            truncated=tuple(p for p in ("key", "value") if p in self.truncated or p == part),
+            original_sizes={**self.original_sizes, part: len(original)},
+            sha256={**self.sha256, part: hashlib.sha256(original).hexdigest()},
+        )
 
     def to_dict(self) -> dict[str, object]:
         """For people and JSON views; bytes shown as text where they are UTF-8."""
@@ -47,7 +109,16 @@ class DeadLetter:
             "field": self.field,
             "key": _text(self.key),
             "value": _text(self.value),
+            "truncated": list(self.truncated),
+            "original_sizes": dict(self.original_sizes),
+            "sha256": dict(self.sha256),
         }
+
+
+def _clip(reason: str) -> str:
+    """One line (a header shown by kcat and logs), at most REASON_LIMIT characters."""
+    text = reason.replace("\r", " ").replace("\n", " ")
+    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 3] + "..."
 
 
 def _text(data: bytes | None) -> str | None:
@@ -68,6 +139,7 @@ def from_record(
         raw = pairs.get(name)
         return None if raw is None else raw.decode("utf-8")
 
+    truncated = tuple(part for part in (get(TRUNCATED) or "").split(",") if part)
     return DeadLetter(
         source_topic=get(SOURCE_TOPIC) or "",
         source_partition=int(get(SOURCE_PARTITION) or -1),
@@ -76,4 +148,7 @@ def from_record(
         value=value,
         reason=get(REASON) or "",
         field=get(FIELD),
+        truncated=truncated,
+        original_sizes={part: int(get(SIZE.format(part=part)) or -1) for part in truncated},
+        sha256={part: get(SHA256.format(part=part)) or "" for part in truncated},
     )
