@@ -11,9 +11,17 @@ delivery would cost, and the fetch's outputs go out as whole producer batches.  
 are acked once their outputs (or dead letters) are queued; Faust flushes the
 producer before it commits, so a crash at any point loses no order
 (at-least-once).
+
+An order is joined into both outputs or into neither: both values are built and
+checked first (size, and ``ts`` as a record timestamp the outputs take), and any
+failure of the record (see :mod:`agents.dead_lettering`) makes it a dead letter instead
+of stopping the fetch loop, which runs this handler inline.  Should the broker
+still refuse a batch, its orders are dead-lettered too, not lost
+(:class:`~streamapp.batch_sender.BatchSender`'s ``on_failure``).
 """
 from __future__ import annotations
 
+import time
 from typing import Mapping, Sequence
 
 from faust.types import TP, Message
@@ -25,7 +33,7 @@ from streamapp.join import join_value, order_tail
 from streamapp.records import RecordError, decode_order
 from streamapp.tables import PARTITIONER, orders_topic, partition_row, users_repartition_table, users_table
 
-from .decoding import send_dead_letter
+from .dead_lettering import RECORD_OVERHEAD, dead_letter_refused, is_record_fault, send_dead_letter, size_limits
 
 JOINS = (
     (users_table, settings.merged_topic),
@@ -35,21 +43,42 @@ JOINS = (
 
 @app.batch_agent(orders_topic)
 async def join_orders(batches: Mapping[TP, Sequence[Message]]) -> None:
-    sender = BatchSender(app.producer._ensure_producer(), PARTITIONER, app.partition_counts)
+    limits = await size_limits()
+    # Key and value lengths within a budget fit for sure; above it, the exact size decides.
+    joins = [(table, output, limits.limit(output)[0] - RECORD_OVERHEAD) for table, output in JOINS]
+    now_ms = int(time.time() * 1000)
+    windows = [limits.timestamp_bounds(output, now_ms) for _, output in JOINS]
+    low, high = max(w[0] for w in windows), min(w[1] for w in windows)
+    sender = BatchSender(app.producer._ensure_producer(), PARTITIONER, app.partition_counts,
+                         on_failure=dead_letter_refused)
     for tp, messages in batches.items():
         partition = tp.partition
         for msg in messages:
+            key = msg.key
             try:
-                order = decode_order(msg.key, msg.value)
-            except RecordError as error:
-                await send_dead_letter(msg, error)
+                order = decode_order(key, msg.value)
+                if not low <= order.ts <= high:
+                    refused = [limits.bad_timestamp(output, order.ts, now_ms) for _, output in JOINS]
+                    raise RecordError(next(r for r in refused if r is not None), "ts")
+                tail = order_tail(order)
+                joined = []
+                for table, output, budget in joins:
+                    row = partition_row(table, partition, key)
+                    value = join_value(tail, row)
+                    if len(key) + len(value) > budget:
+                        reason = limits.too_large(output, key, value, what="joined record")
+                        if reason is not None:
+                            raise RecordError(reason, "value")
+                    joined.append((output, value, row is not None))
+            except Exception as exc:  # noqa: BLE001 - is_record_fault decides
+                if not is_record_fault(exc):
+                    raise
+                await send_dead_letter(msg, exc)
                 continue
             counters.orders[partition] += 1
-            tail = order_tail(order)
-            for table, output in JOINS:
-                row = partition_row(table, partition, msg.key)
-                sender.add(output, msg.key, join_value(tail, row), order.ts)
-                counters.record_join(output, partition, row is not None)
+            for output, value, matched in joined:
+                sender.add(output, key, value, order.ts, msg)
+                counters.record_join(output, partition, matched)
     await sender.send()
     for messages in batches.values():
         for msg in messages:

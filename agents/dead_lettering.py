@@ -1,0 +1,173 @@
+"""One record never stops the worker: whatever decoding, joining, encoding or producing it raises, it becomes a dead letter.
+
+The agents run each input record's work inside :func:`is_record_fault`'s net:
+a failure caused by the record (a :class:`~streamapp.records.RecordError`, an
+output too large for its topic, any unexpected exception from our code on its
+bytes) sends that record to the dead-letter topic with the reason, counts it and
+moves on.  A failure of Kafka itself (unreachable, not the leader, timed out) is
+not the record's fault: it propagates, so a good record is never dead-lettered
+because the broker was away.
+
+Output sizes are checked before anything is sent, against the limits read once at
+start (:mod:`streamapp.limits`): the producer refuses an oversized record with an
+exception, and the broker refuses an oversized batch only after the offsets may
+have moved on, so neither is left to happen.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from typing import Any
+
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
+from faust.exceptions import FaustError, ProducerSendError
+from faust.serializers import codecs
+from faust.types import Message
+
+from streamapp.application import app, owned_topics, settings
+from streamapp.counters import counters
+from streamapp.dead_letters import DeadLetter
+from streamapp.limits import RecordLimits, read_limits, record_size
+from streamapp.records import RecordError
+from streamapp.tables import PARTITIONER, TABLES
+
+logger = logging.getLogger(__name__)
+
+#: Kafka errors that a record causes by itself (its size); every other Kafka error is the cluster's.
+RECORD_KAFKA_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError)
+#: A record's own bytes add at most this much on top of its key and value in a batch of its own
+#: (batch header 61, record overhead 21, two length varints of at most 5, the header count 1).
+RECORD_OVERHEAD = 93
+
+_limits: list[RecordLimits] = []
+_limits_lock: list[asyncio.Lock] = []
+#: Dead letters being sent for refused batches (kept referenced until done).
+_pending: set[asyncio.Task[None]] = set()
+
+
+def changelog_topic(topic: str) -> str:
+    """The changelog topic of the table loaded from ``topic`` (Faust names and creates it)."""
+    return TABLES[topic].changelog_topic.get_topic_name()
+
+
+async def size_limits() -> RecordLimits:
+    """The limits every output is checked against, read from the cluster once, on first use at start."""
+    if _limits:
+        return _limits[0]
+    if not _limits_lock:
+        _limits_lock.append(asyncio.Lock())
+    async with _limits_lock[0]:
+        if not _limits:
+            topics = [*owned_topics(settings), *(changelog_topic(t) for t in TABLES)]
+            limits = await asyncio.get_running_loop().run_in_executor(
+                None, read_limits, settings.bootstrap_servers, topics, app.conf.producer_max_request_size)
+            logger.info(limits.summary())
+            _limits.append(limits)
+    return _limits[0]
+
+
+def table_value(topic: str, row: dict[str, Any]) -> bytes:
+    """The changelog value Faust will write for ``row`` in the table loaded from ``topic``."""
+    return codecs.dumps(TABLES[topic].value_serializer, row)
+
+
+def check_size(limits: RecordLimits, topic: str, key: bytes | None, value: bytes | None, what: str) -> None:
+    """Refuse (RecordError) an output that ``topic`` or the producer would refuse."""
+    reason = limits.too_large(topic, key, value, what=what)
+    if reason is not None:
+        raise RecordError(reason, "value")
+
+
+def is_record_fault(exc: BaseException) -> bool:
+    """True when ``exc`` came from the record itself, so dead-lettering it is right (see the module).
+
+    Kafka's errors are the cluster's, except a record too large; Faust's (a table whose
+    changelog is not ready), the operating system's and runtime errors are the
+    worker's.  Everything else raised while handling one record (a RecordError, a
+    RecursionError, a MemoryError, a TypeError on its data) is that record's.
+    """
+    cause = exc.__cause__ if isinstance(exc, ProducerSendError) and exc.__cause__ is not None else exc
+    if isinstance(cause, KafkaError):
+        return isinstance(cause, RECORD_KAFKA_ERRORS)
+    if isinstance(exc, RecursionError):
+        return True
+    return isinstance(exc, Exception) and not isinstance(exc, (FaustError, OSError, RuntimeError))
+
+
+def reason_of(exc: BaseException) -> tuple[str, str | None]:
+    """The dead letter's reason and field for a failure."""
+    if isinstance(exc, RecordError):
+        return exc.reason, exc.field
+    return f"the worker could not process this record ({type(exc).__name__}: {_short(str(exc))})", "value"
+
+
+async def send_dead_letter(msg: Message, error: BaseException) -> None:
+    """The record, byte for byte where it fits, to the dead-letter topic with the reason; counted and logged.
+
+    Too large for the dead-letter topic, it is cut down (:meth:`DeadLetter.fitted`);
+    should the producer refuse even that, the letter goes without payload, and if
+    that fails too, the log line with coordinates and SHA-256 is the trace left.
+    """
+    reason, field = reason_of(error)
+    letter = DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, reason, field)
+    limit, _ = (await size_limits()).limit(settings.dead_letter_topic)
+    for attempt in (letter.fitted(limit, record_size), letter.fitted(0, record_size)):
+        try:
+            future = await _send(attempt)
+        except Exception as exc:  # noqa: BLE001 - decided just below
+            if not is_record_fault(exc):
+                raise
+            continue
+        future.add_done_callback(lambda f, letter=attempt: _check_sent(letter, f))
+        counters.record_dead_letter(msg.topic, msg.partition)
+        cut = f" (dead letter cut to fit: {', '.join(attempt.truncated)} kept as prefix + SHA-256)" \
+            if attempt.truncated else ""
+        logger.warning("Dead letter from %s[%d]@%d: %s%s", msg.topic, msg.partition, msg.offset, reason, cut)
+        return
+    _log_lost(letter, "the producer refused it even without payload")
+
+
+async def _send(letter: DeadLetter) -> asyncio.Future[Any]:
+    """Hand a dead letter to Faust's producer (flushed before every commit); the delivery future."""
+    topic = settings.dead_letter_topic
+    partition = PARTITIONER(letter.key, app.partition_counts[topic])
+    return await app.producer.send(topic, letter.key, letter.value, partition, None, letter.headers())  # type: ignore[return-value]
+
+
+def _check_sent(letter: DeadLetter, future: asyncio.Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        _log_lost(letter, f"the broker refused it ({future.exception()!r})")
+
+
+def _log_lost(letter: DeadLetter, why: str) -> None:
+    """The last trace of a record whose dead letter could not be written: one log line with all we know."""
+    sizes = {part: len(data) for part, data in (("key", letter.key), ("value", letter.value)) if data is not None}
+    digests = {part: letter.sha256.get(part) or hashlib.sha256(data).hexdigest()
+               for part, data in (("key", letter.key), ("value", letter.value)) if data is not None}
+    logger.error("Dead letter from %s[%d]@%d not written, %s: %s (sizes %s, SHA-256 %s)", letter.source_topic,
+                 letter.source_partition, letter.source_offset, why, letter.reason,
+                 {**sizes, **letter.original_sizes}, digests)
+
+
+def dead_letter_refused(topic: str, partition: int, sources: list[Message], error: BaseException) -> None:
+    """BatchSender's ``on_failure``: the orders of a batch the broker refused become dead letters."""
+    reason = (f"the broker refused the batch holding its record for {topic}[{partition}] "
+              f"({type(error).__name__}: {_short(str(error))})")
+    task = asyncio.ensure_future(_dead_letter_all(sources, RecordError(reason, "value")))
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
+
+
+async def _dead_letter_all(sources: list[Message], error: RecordError) -> None:
+    for msg in sources:
+        try:
+            await send_dead_letter(msg, error)
+        except Exception as exc:  # noqa: BLE001 - a callback's task: log, never lose silently
+            _log_lost(DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, error.reason, "value"),
+                      f"sending failed ({exc!r})")
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
