@@ -1,6 +1,6 @@
 """The demo's Spark reconciliation: the job as ``streamapp demo`` runs it vs how it ran before (baseline).
 
-Runs the demo once (embedded broker, worker, both producer runs) to get its
+Runs the demo once (Apache Kafka, worker, both producer runs) to get its
 topic exports, then alternates, in ONE run, the reconciliation subprocess
 
 - baseline: the demo's previous Spark settings (C2 JIT, progress bars) and

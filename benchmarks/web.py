@@ -1,6 +1,6 @@
 """Latency of the web views on two workers, as ratios of the calculator's (no table, no routing).
 
-One run starts the embedded broker, loads ``--users`` users (written with crc32, as a
+One run starts Apache Kafka (one KRaft node), loads ``--users`` users (written with crc32, as a
 librdkafka client would), starts two workers of one group and times each request
 ``--requests`` times from one client, one at a time, the cases interleaved so that
 the machine's load falls on all of them alike:
