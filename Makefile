@@ -7,14 +7,17 @@ STAMP  := $(VENV)/.installed
 JVM_STAMP := jvm/lib/.installed
 # The ksql-equivalent module is built from sources too: a change to them rebuilds it.
 JVM_POMS  := jvm/pom.xml $(wildcard jvm/*/pom.xml) $(shell find jvm/ksql-equivalent/src -type f 2>/dev/null)
+# The real Go clients (Sarama, kafka-go, franz-go) as oracles and producers: tests/go, pinned by its go.sum.
+GO_STAMP  := tests/go/bin/.installed
+GO_SRCS   := tests/go/go.mod tests/go/go.sum $(wildcard tests/go/*.go)
 
-.PHONY: demo test test-slow bench install check-java check-mvn check-cc check-node test-deps clean
+.PHONY: demo test test-slow bench install check-java check-mvn check-cc check-node check-go test-deps clean
 
 demo: $(STAMP) $(JVM_STAMP)
 	$(BIN)/streamapp demo
 
 # The whole suite, the full-volume reliability scenarios (`-m slow`) included: CI runs this.
-test: $(STAMP) $(JVM_STAMP) test-deps
+test: $(STAMP) $(JVM_STAMP) $(GO_STAMP) test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The web views' browser test drives Debian's headless Chromium (CI runs as root).
@@ -24,13 +27,13 @@ test-deps:
 	  else echo "Chromium is required by the browser test: run 'sudo apt-get install -y chromium' (or 'make test-deps' as root)." >&2; exit 1; fi; }
 
 # Only the full-volume scenarios (also part of `make test`).
-test-slow: $(STAMP) $(JVM_STAMP)
+test-slow: $(STAMP) $(JVM_STAMP) $(GO_STAMP)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 bench: $(STAMP) $(JVM_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
-install: $(STAMP) $(JVM_STAMP)
+install: $(STAMP) $(JVM_STAMP) $(GO_STAMP)
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "Java 17 or newer is required (for Spark and the Java partitioner oracle): install it, e.g. 'apt-get install openjdk-17-jdk-headless'." >&2; exit 1; }
@@ -43,6 +46,9 @@ check-mvn:
 
 check-cc:
 	@command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || { echo "A C compiler is required for the partitioners' fast path: install one, e.g. 'apt-get install build-essential python3-dev'." >&2; exit 1; }
+
+check-go:
+	@command -v go >/dev/null 2>&1 || { echo "Go is required (the real Sarama, kafka-go and franz-go are test oracles, from the Go module proxy): install it, e.g. 'apt-get install golang-go'." >&2; exit 1; }
 
 check-node:
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo "Node.js and npm are required (the real kafkajs is a test oracle): install them, e.g. 'apt-get install nodejs npm'." >&2; exit 1; }
@@ -62,5 +68,10 @@ $(JVM_STAMP): $(JVM_POMS) | check-java check-mvn
 	mvn -q -B -f jvm/pom.xml package
 	touch $(JVM_STAMP)
 
+# go fetches the modules go.sum pins from the Go module proxy (once, into its module cache).
+$(GO_STAMP): $(GO_SRCS) | check-go
+	cd tests/go && go build -mod=readonly -buildvcs=false -o bin/goclients .
+	touch $(GO_STAMP)
+
 clean:
-	rm -rf jvm/lib $(VENV) build *.egg-info data .pytest_cache streamapp/partitioners/*.so tests/kafkajs/node_modules
+	rm -rf jvm/lib $(VENV) build *.egg-info data .pytest_cache streamapp/partitioners/*.so tests/kafkajs/node_modules tests/go/bin
