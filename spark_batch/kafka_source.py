@@ -1,28 +1,39 @@
 """Read planned Kafka offset ranges into Spark: Spark's own ``kafka`` source, or a Python DataSource.
 
-Spark's ``kafka`` source needs the spark-sql-kafka jar (docker-compose has it);
-without it, ``streamapp_kafka_ranges`` (a PySpark 4 Python DataSource) plans
-one input partition per topic-partition offset range and reads them in
-parallel with confluent-kafka.  Both give the same columns, ``RAW_SCHEMA``.
+Spark's ``kafka`` source needs the spark-sql-kafka connector at exactly the
+installed PySpark's version: ``make install`` puts it in ``jvm/lib/spark-kafka``
+(``jvm/pom.xml``), and a session the job starts gets it as ``spark.jars``;
+under spark-submit, ``--packages`` brings it.  ``streamapp_kafka_ranges`` (a
+PySpark 4 Python DataSource) needs no jar: one input partition per
+topic-partition offset range, read in parallel with confluent-kafka.  Both give
+the same columns, ``RAW_SCHEMA``, and the same records: committed ones only.
 """
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
+from pathlib import Path
 from typing import Iterator
 
 import pyarrow as pa
+import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
+
+from streamapp import jvm
 
 from .errors import ReconcileError
 from .window import TopicRange
 
 SOURCE_NAME = "streamapp_kafka_ranges"
 SPARK_KAFKA_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+#: The ``jvm/`` module whose jars are Spark's Kafka source.
+SPARK_KAFKA_MODULE = "spark-kafka"
+_CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_[\d.]+-(?P<version>.+)\.jar")
 RAW_SCHEMA = "key binary, value binary, topic string, partition int, offset bigint, timestamp_ms bigint"
 READERS = ("auto", "spark", "python")
 BATCH_ROWS = 20_000
@@ -123,12 +134,37 @@ def spark_kafka_available(spark: SparkSession) -> bool:
         return False
 
 
+def connector_jars(required: bool) -> list[Path]:
+    """The installed spark-sql-kafka jars, checked against PySpark's version (a mismatch fails deep in Spark).
+
+    Not installed: ``[]``, or with ``required`` the one-line ``JvmError`` naming ``make install``.
+    """
+    try:
+        found = jvm.jars(SPARK_KAFKA_MODULE)
+    except jvm.JvmError:
+        if required:
+            raise
+        return []
+    versions = {m["version"] for m in map(_CONNECTOR_JAR.fullmatch, (j.name for j in found)) if m}
+    if versions != {pyspark.__version__}:
+        got = ", ".join(sorted(versions)) or "no spark-sql-kafka jar"
+        raise ReconcileError(
+            f"{found[0].parent}: spark-sql-kafka {got}, but PySpark is {pyspark.__version__}; they must be equal: "
+            f"set spark.version in jvm/pom.xml to the PySpark pin and run `make install`"
+        )
+    return found
+
+
 def choose_reader(spark: SparkSession, wanted: str) -> str:
     if wanted not in READERS:
         raise ReconcileError(f"--kafka-reader={wanted!r}: expected one of {', '.join(READERS)}")
     available = spark_kafka_available(spark)
     if wanted == "spark" and not available:
-        raise ReconcileError("--kafka-reader=spark: spark-sql-kafka is not on the classpath (use --packages or auto)")
+        raise ReconcileError(
+            "--kafka-reader=spark: spark-sql-kafka is not on the Spark session's classpath "
+            "(run `make install`; under spark-submit, add --packages org.apache.spark:spark-sql-kafka-0-10_2.13:"
+            f"{pyspark.__version__})"
+        )
     if wanted == "auto":
         return "spark" if available else "python"
     return wanted
@@ -146,6 +182,9 @@ def read_ranges(spark: SparkSession, bootstrap: str, planned: list[TopicRange], 
         frame = (
             spark.read.format("kafka")
             .option("kafka.bootstrap.servers", bootstrap)
+            # librdkafka (the plan, the Python reader) reads committed records only; the Java client's
+            # default would also return records of aborted transactions (ksqlDB with exactly_once_v2)
+            .option("kafka.isolation.level", "read_committed")
             .option("assign", json.dumps({t: [int(p) for p in parts] for t, parts in by_topic.items()}))
             .option("startingOffsets", json.dumps({t: {p: r[0] for p, r in parts.items()} for t, parts in by_topic.items()}))
             .option("endingOffsets", json.dumps({t: {p: r[1] for p, r in parts.items()} for t, parts in by_topic.items()}))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, Sequence
 
-from streamapp.settings import BROKER_PROFILES, Settings
+from streamapp.settings import Settings
 
 from .errors import ReconcileError
 from .kafka_source import READERS
@@ -37,7 +37,6 @@ class Options:
     window: TimeWindow
     topics: dict[str, str]
     bootstrap: str
-    broker_profile: str
     source: str
     input_dir: Path | None
     output: Path
@@ -49,13 +48,6 @@ class Options:
     grace_ms: int
     partitions: int
     re_resolve: bool
-
-    @property
-    def lookup(self) -> str:
-        """``auto`` scans on the embedded broker (its ListOffsets is wrong) and uses the index elsewhere."""
-        if self.offset_lookup != "auto":
-            return self.offset_lookup
-        return "scan" if self.broker_profile == "embedded" else "index"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,8 +69,6 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     when.add_argument("--to", dest="end", metavar="TO", help="window end (exclusive)")
     parser.add_argument("--bootstrap-server", "--bootstrap-servers", dest="bootstrap", default=settings.bootstrap_servers,
                         help="Kafka bootstrap servers (default: %(default)s, from STREAMAPP_BOOTSTRAP_SERVERS)")
-    parser.add_argument("--broker-profile", default=settings.broker_profile, choices=BROKER_PROFILES,
-                        help="`embedded` for streamapp's Tansu broker (offsets found by scanning)")
     for role, (flag, field_name) in TOPIC_OPTIONS.items():
         parser.add_argument(flag, dest=f"topic_{role}", default=getattr(settings, field_name),
                             help=f"{role.replace('_', ' ')} topic (default: %(default)s)")
@@ -90,11 +80,13 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
                         help="exit 1 when a pair's share of non-matching orders exceeds this (default: %(default)s)")
     parser.add_argument("--detail", default="mismatches", choices=DETAILS, help="which orders get a detail row")
     parser.add_argument("--kafka-reader", default="auto", choices=READERS,
-                        help="Spark's kafka source (spark-sql-kafka) or the Python DataSource; auto picks")
-    parser.add_argument("--offset-lookup", default="auto", choices=LOOKUPS,
-                        help="timestamp->offset: broker index (ListOffsets) or scan; auto scans on the embedded broker")
+                        help="Spark's kafka source (spark-sql-kafka, from `make install`) or the Python DataSource; "
+                        "auto: Spark's when installed")
+    parser.add_argument("--offset-lookup", default="index", choices=LOOKUPS,
+                        help="timestamp->offset: the broker's time index (ListOffsets by timestamp)")
     parser.add_argument("--grace-minutes", type=float, default=60.0,
-                        help="read this far around the window for out-of-order timestamps (default: %(default)s)")
+                        help="read this far past the window's end, for its records written late, after newer ones "
+                        "(default: %(default)s)")
     parser.add_argument("--partitions", type=int, default=settings.partitions,
                         help="--source files: partition count of the orders topic (default: %(default)s)")
     parser.add_argument("--re-resolve", action="store_true",
@@ -122,7 +114,7 @@ def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Optio
         shared = sorted({t for t in topics.values() if list(topics.values()).count(t) > 1})
         raise ReconcileError(f"each role needs its own topic; used twice: {', '.join(shared)}")
     return Options(
-        window=window, topics=topics, bootstrap=args.bootstrap, broker_profile=args.broker_profile,
+        window=window, topics=topics, bootstrap=args.bootstrap,
         source=args.source, input_dir=input_dir, output=Path(args.output), master=args.master,
         max_mismatch_rate=args.max_mismatch_rate, detail=args.detail, kafka_reader=args.kafka_reader,
         offset_lookup=args.offset_lookup, grace_ms=int(args.grace_minutes * 60_000), partitions=args.partitions,

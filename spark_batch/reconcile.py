@@ -31,7 +31,7 @@ from streamapp.errors import StreamappError
 from spark_batch import causes, compare, decode, report
 from spark_batch.errors import ReconcileError
 from spark_batch.files_source import check_exports, read_export
-from spark_batch.kafka_source import choose_reader, read_ranges
+from spark_batch.kafka_source import choose_reader, connector_jars, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import TOPIC_OPTIONS, Options, parse
 from spark_batch.window import OffsetPlan
@@ -44,6 +44,7 @@ OUTPUT_ROLES = {
     "ksqldb_repartition": ("repartition", "ksqldb"),
 }
 PLAN_FILE = "offsets.json"
+READER_NAMES = {"spark": "Spark's kafka source", "python": "the Python DataSource (confluent-kafka)"}
 FLAGS = {role: flag for role, (flag, _) in TOPIC_OPTIONS.items()}
 SAMPLES = 20
 #: Up to this many mismatching orders are broadcast when explained (about 100 bytes each).
@@ -57,21 +58,35 @@ EXPLAIN_SETTINGS = {"spark.sql.files.maxPartitionBytes": str(32 << 20)}
 console = Console(highlight=False)
 
 
-def spark_session(master: str | None) -> tuple[SparkSession, bool]:
+def session_jars(options: Options) -> list[Path]:
+    """Spark's Kafka source for a session this job starts (``make install`` put it in jvm/lib/spark-kafka).
+
+    Required by ``--kafka-reader spark``, used by ``auto`` when installed; under spark-submit the
+    JVM is already running, with what its ``--packages``/``--jars`` gave.
+    """
+    if options.source != "kafka" or options.kafka_reader == "python" or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return []
+    return connector_jars(required=options.kafka_reader == "spark")
+
+
+def spark_session(options: Options) -> tuple[SparkSession, bool]:
     """The active session if there is one (tests, notebooks), else a new one; True when we own it."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
+    jars = session_jars(options)  # before the JVM starts: a missing jar is one line, not a Spark error
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("streamapp-reconcile").config("spark.sql.session.timeZone", "UTC")
-    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # under spark-submit its --master rules
-        builder = builder.master(master or "local[*]")
+    if jars:
+        builder = builder.config("spark.jars", ",".join(map(str, jars)))
+    if options.master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # under spark-submit its --master rules
+        builder = builder.master(options.master or "local[*]")
     return builder.getOrCreate(), True
 
 
 def _inputs(
     spark: SparkSession, options: Options, out_dir: Path,
-) -> tuple[dict[str, DataFrame], list[Observation], OffsetPlan | None, int, str]:
+) -> tuple[dict[str, DataFrame], list[Observation], OffsetPlan | None, int]:
     """Valid ``outputs`` (tagged pair/side), ``orders`` and ``users`` frames; the observations counting
     the outputs' records (``decode.valid_outputs``); the offset plan; the orders partition count."""
     if options.source == "files":
@@ -86,7 +101,7 @@ def _inputs(
         outputs = decoded[0]
         for more in decoded[1:]:
             outputs = outputs.unionByName(more)
-        return _timed(outputs, frames["orders"], frames["users"], options), observations, None, options.partitions, "files"
+        return _timed(outputs, frames["orders"], frames["users"], options), observations, None, options.partitions
     counts = partition_counts(options.bootstrap, options.topics, FLAGS)
     previous = out_dir / PLAN_FILE
     plan = OffsetPlan.read(previous) if previous.is_file() and not options.re_resolve else None
@@ -95,11 +110,12 @@ def _inputs(
         plan = None
     if plan is None:
         started = time.monotonic()
-        plan = resolve_plan(options.bootstrap, options.topics, options.window, options.lookup, options.grace_ms)
+        plan = resolve_plan(options.bootstrap, options.topics, options.window, options.grace_ms)
         console.print(f"Resolved offsets ({plan.lookup}) in {time.monotonic() - started:.1f} s")
     else:
         console.print(f"Reusing offsets from {previous}: a rerun reads exactly the same records")
     reader = choose_reader(spark, options.kafka_reader)
+    console.print(f"Reading the planned offsets with {READER_NAMES[reader]}")
     raw = read_ranges(spark, options.bootstrap, [plan.topics[role] for role in OUTPUT_ROLES], reader)
     tags = {options.topics[role]: pair_side for role, pair_side in OUTPUT_ROLES.items()}
     pair = F.create_map(*[F.lit(x) for topic, (p, _) in tags.items() for x in (topic, p)])[F.col("topic")]
@@ -109,7 +125,14 @@ def _inputs(
         pair.alias("pair"), side.alias("side"), *raw.columns)), observation)
     orders = read_ranges(spark, options.bootstrap, [plan.topics["orders"]], reader)
     users = read_ranges(spark, options.bootstrap, [plan.topics["users"]], reader)
-    return _timed(outputs, orders, users, options), [observation], plan, counts[options.topics["orders"]], reader
+    return _timed(outputs, orders, users, options), [observation], plan, counts[options.topics["orders"]]
+
+
+def observed(observation: Observation) -> dict[str, Any]:
+    """An observation's metrics; ``{}`` when the optimizer removed its node (the input was empty: a day
+    with no records), for which Spark completes it with an empty row that PySpark 4.2's ``get`` fails on."""
+    row = observation._jo.getRow()  # type: ignore[attr-defined]  # waits for the query, as ``get`` does
+    return {} if row.length() == 0 else observation.get
 
 
 @contextmanager
@@ -160,7 +183,7 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
     out_dir = options.output / f"dt={label}"
     staging = options.output / f".dt={label}.staging-{uuid.uuid4().hex[:8]}"
     options.output.mkdir(parents=True, exist_ok=True)
-    frames, output_observations, plan, num_partitions, reader = _inputs(spark, options, out_dir)
+    frames, output_observations, plan, num_partitions = _inputs(spark, options, out_dir)
     totals = Observation("totals")
     classified = compare.classify(frames["outputs"], totals, matches=options.detail == "all")
     try:
@@ -168,7 +191,7 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
             classified.write.parquet(str(staging / "_classified"))
         stage = spark.read.schema(classified.schema).parquet(str(staging / "_classified"))  # schema: may be empty
         counted = stage.where(F.col("status") != "match").groupBy("pair", "status").count().collect()
-        counts = compare.status_counts(totals.get, {(r["pair"], r["status"]): int(r["count"]) for r in counted})
+        counts = compare.status_counts(observed(totals), {(r["pair"], r["status"]): int(r["count"]) for r in counted})
         mismatching = {pair: sum(n for status, n in by.items() if status != "match") for pair, by in counts.items()}
         explained = causes.explain(stage.where(F.col("status") != "match"), decode.orders(frames["orders"]),
                                    decode.users(frames["users"]), num_partitions,
@@ -183,7 +206,7 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
             detail = detail.select("pair", "status", "cause", "cause_detail", "order_partition", "user_partition",
                                    *decode.IDENTITY).cache()
-            summary = _summary(options, detail, counts, plan, reader, output_observations, num_partitions, _versions(spark))
+            summary = _summary(options, detail, counts, plan, output_observations, num_partitions, _versions(spark))
             samples = _samples(detail)
             detail.unpersist()
         report.write_summary(staging / "summary.json", summary)
@@ -198,25 +221,28 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
 
 def _summary(
     options: Options, detail: DataFrame, counts: dict[str, dict[str, int]], plan: OffsetPlan | None,
-    reader: str, observations: list[Observation], num_partitions: int, versions: dict[str, str],
+    observations: list[Observation], num_partitions: int, versions: dict[str, str],
 ) -> dict[str, Any]:
-    """Counts by status (observed while classifying) and by cause and partition pair (from the detail rows)."""
+    """Counts by status (observed while classifying) and by cause and partition pair (from the detail rows).
+
+    What was read, not how: the Kafka reader is left out (it is printed), so both readers give the same bytes.
+    """
     by_cause, cells = causes.tally(detail.groupBy("pair", "cause", "order_partition", "user_partition").count().collect())
     totals = {}
     for pair, statuses in counts.items():
         orders = sum(statuses.values())
         totals[pair] = {"orders": orders, "mismatches": orders - statuses["match"], "mismatch_rate": report.mismatch_rate(statuses)}
     breached = sorted(p for p, t in totals.items() if t["mismatch_rate"] > options.max_mismatch_rate)
-    metrics = {name: value for observation in observations for name, value in observation.get.items()}
+    metrics = {name: value for observation in observations for name, value in observed(observation).items()}
     records = {
-        f"{side}_{pair}": {"rows": int(metrics[f"rows:{pair}:{side}"]), "undecodable": int(metrics[f"undecodable:{pair}:{side}"])}
+        f"{side}_{pair}": {"rows": int(metrics.get(f"rows:{pair}:{side}", 0)),
+                           "undecodable": int(metrics.get(f"undecodable:{pair}:{side}", 0))}
         for pair, side in OUTPUT_ROLES.values()
     }
     return {
         "date": options.window.label,
         "window": options.window.to_dict(),
         "source": options.source,
-        "reader": reader,
         "topics": dict(options.topics),
         "orders_partitions": num_partitions,
         "offsets": None if plan is None else plan.to_dict(),
@@ -274,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = parse(argv)
         preflight(options)
-        spark, owned = spark_session(options.master)
+        spark, owned = spark_session(options)
         try:
             started = time.monotonic()
             summary = reconcile(spark, options)

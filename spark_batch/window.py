@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Mapping
 
 from .errors import ReconcileError
 
@@ -69,36 +69,6 @@ def window_for(day: str | None, start: str | None, end: str | None) -> TimeWindo
     return window
 
 
-@dataclass
-class CoveringRange:
-    """Tracks the smallest offset range [first, last + 1) holding every record timestamped in [start_ms, end_ms).
-
-    Fed (offset, timestamp) in offset order up to the high watermark, it also
-    covers records that arrived late, after newer ones.
-    """
-
-    start_ms: int
-    end_ms: int
-    first: int | None = None
-    last: int = -1
-
-    def observe(self, offset: int, timestamp: int) -> None:
-        if self.start_ms <= timestamp < self.end_ms:
-            self.first = offset if self.first is None else self.first
-            self.last = offset
-
-    def offsets(self, end_offset: int) -> tuple[int, int]:
-        """The range; an empty window gives the empty range at the high watermark."""
-        return (end_offset, end_offset) if self.first is None else (self.first, self.last + 1)
-
-
-def covering_range(records: Iterable[tuple[int, int]], start_ms: int, end_ms: int, end_offset: int) -> tuple[int, int]:
-    tracker = CoveringRange(start_ms, end_ms)
-    for offset, timestamp in records:
-        tracker.observe(offset, timestamp)
-    return tracker.offsets(end_offset)
-
-
 @dataclass(frozen=True)
 class TopicRange:
     """Offsets [start, end) of every partition of one topic, and the role it plays in the join."""
@@ -139,7 +109,7 @@ class OffsetPlan:
 
     window: TimeWindow
     topics: dict[str, TopicRange] = field(default_factory=dict)
-    lookup: str = "scan"
+    lookup: str = "index"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -158,7 +128,7 @@ class OffsetPlan:
             raw = json.loads(path.read_text())
             window = TimeWindow(int(raw["window"]["start_ms"]), int(raw["window"]["end_ms"]))
             topics = {role: TopicRange.from_dict(r) for role, r in raw["topics"].items()}
-            return cls(window, topics, str(raw.get("lookup", "scan")))
+            return cls(window, topics, str(raw.get("lookup", "index")))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ReconcileError(f"offsets file {path} cannot be used: {exc}") from None
 

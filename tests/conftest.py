@@ -61,13 +61,17 @@ def broker_settings(broker: EmbeddedBroker, tmp_path) -> Settings:
 
 @pytest.fixture(scope="session")
 def spark():
-    """One real local SparkSession for the run (Spark start-up costs seconds)."""
+    """One real local SparkSession for the run (Spark start-up costs seconds), with Spark's own Kafka
+    source on its classpath (``make install``'s jvm/lib/spark-kafka) so both Kafka readers run."""
     from pyspark.sql import SparkSession
+
+    from spark_batch.kafka_source import connector_jars
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("streamapp-tests")
+        .config("spark.jars", ",".join(map(str, connector_jars(required=True))))
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")

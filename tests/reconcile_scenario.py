@@ -155,6 +155,28 @@ def produce(bootstrap: str, topics: dict[str, str], scenario: Scenario) -> None:
             raise RuntimeError(f"could not deliver every record to {topics[role]}")
 
 
+def produce_in_transactions(bootstrap: str, topic: str, records: list[Record], commit: bool) -> None:
+    """``records`` in one transaction, committed or aborted, as ksqlDB with ``exactly_once_v2`` writes (murmur2).
+
+    An aborted transaction's records stay in the log (with a control record after them): a
+    read_committed reader skips them, a read_uncommitted one returns them.
+    """
+    import uuid
+
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2", "linger.ms": 5,
+                         "transactional.id": f"reconcile-test-{uuid.uuid4().hex[:8]}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for r in records:
+        extra = {} if r.partition is None else {"partition": r.partition}
+        value = None if r.value is None else json.dumps(r.value).encode()
+        producer.produce(topic, key=r.key, value=value, timestamp=r.timestamp, **extra)
+    producer.flush(30)
+    (producer.commit_transaction if commit else producer.abort_transaction)(30)
+
+
 def export(directory: Path, topics: dict[str, str], scenario: Scenario, decoded: tuple[str, ...] = ()) -> None:
     """The same records as exports, partitions predicted from the hashes.
 

@@ -1,4 +1,4 @@
-"""The reconciliation job end to end: real embedded broker, real local SparkSession, known answers.
+"""The reconciliation job end to end: real Apache Kafka broker, real local SparkSession, known answers.
 
 ksqlDB itself cannot run here, so the 'ksqlDB output' topics (and the 'Faust
 output' ones) are written by tests/reconcile_scenario.py in ksqlDB's exact
@@ -8,7 +8,9 @@ co-partitioning violations the job reports are real placements on the broker.
 """
 from __future__ import annotations
 
+import difflib
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import pytest
 
 import reconcile_scenario as sc
 from spark_batch.reconcile import main
+from spark_batch.window import window_for
 
 
 @pytest.fixture
@@ -25,7 +28,7 @@ def topics(new_topic) -> dict[str, str]:
 
 def _args(bootstrap: str, topics: dict[str, str], output: Path, *extra: str) -> list[str]:
     return [
-        "--date", sc.DAY, "--bootstrap-server", bootstrap, "--broker-profile", "embedded",
+        "--date", sc.DAY, "--bootstrap-server", bootstrap,
         "--users-topic", topics["users"], "--orders-topic", topics["orders"],
         "--faust-topic", topics["faust_direct"], "--ksqldb-topic", topics["ksqldb_direct"],
         "--faust-repartition-topic", topics["faust_repartition"],
@@ -75,8 +78,9 @@ def test_reconcile_kafka_known_answers_and_rerun(spark, bootstrap, topics, tmp_p
     assert _detail(spark, output) == mismatches
     assert not [p for p in output.iterdir() if p.name.startswith(".")]
 
-    # --re-resolve reads them, and a zero threshold is breached: exit 1
-    assert main(_args(bootstrap, topics, output, "--re-resolve", "--max-mismatch-rate", "0")) == 1
+    # --re-resolve reads them, and a zero threshold is breached: exit 1. They were written after a record
+    # stamped two hours past the day (the scenario's 'outside' order): the grace must reach past it
+    assert main(_args(bootstrap, topics, output, "--re-resolve", "--grace-minutes", "180", "--max-mismatch-rate", "0")) == 1
     again = _summary(output)
     added = Counter(status for (pair, *_), (status, _) in extra.expected.items() if pair == "direct")
     assert again["totals"]["direct"]["orders"] == summary["totals"]["direct"]["orders"] + sum(added.values())
@@ -90,12 +94,11 @@ def test_reconcile_unknown_topic_is_a_one_line_error(bootstrap, topics, tmp_path
     assert err.count("\n") == 0 and "no_such_topic_reconcile (--ksqldb-topic)" in err
 
 
-def test_python_datasource_reads_exactly_the_planned_ranges_one_task_each(spark, bootstrap, new_topic):
-    from confluent_kafka import Producer
+@pytest.mark.parametrize("reader", ["spark", "python"])
+def test_readers_read_exactly_the_planned_ranges(spark, bootstrap, new_topic, reader):
+    from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from spark_batch.errors import ReconcileError
     from spark_batch.kafka_source import choose_reader, read_ranges
-    from spark_batch.offsets import scan
     from spark_batch.window import TopicRange
 
     topic = new_topic("ranges", 3)
@@ -103,14 +106,105 @@ def test_python_datasource_reads_exactly_the_planned_ranges_one_task_each(spark,
     for i in range(30):
         producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % 3, timestamp=1000 + i)
     producer.flush(30)
-    ends = scan(bootstrap, {(topic, p): None for p in range(3)})
-    assert ends == {(topic, p): (0, 10) for p in range(3)}  # the fetch high watermark, not ListOffsets'
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ranges"})
+    assert [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15) for p in range(3)] == [(0, 10)] * 3
+    consumer.close()
     planned = TopicRange("orders", topic, {0: (2, 5), 1: (0, 10), 2: (10, 10)}, True)
-    assert choose_reader(spark, "auto") == "python"
-    with pytest.raises(ReconcileError, match="--kafka-reader=spark"):
-        choose_reader(spark, "spark")
-    frame = read_ranges(spark, bootstrap, [planned], "python")
-    assert frame.rdd.getNumPartitions() == 2
-    got = sorted((r["partition"], r["offset"], r["value"]) for r in frame.collect())
-    expected = sorted([(0, o, b"v%d" % (o * 3)) for o in range(2, 5)] + [(1, o, b"v%d" % (o * 3 + 1)) for o in range(10)])
+    assert choose_reader(spark, "auto") == "spark"  # the session has the connector (make install)
+    assert choose_reader(spark, reader) == reader
+    frame = read_ranges(spark, bootstrap, [planned], reader)
+    if reader == "python":
+        assert frame.rdd.getNumPartitions() == 2  # one task per non-empty range
+    got = sorted((r["partition"], r["offset"], r["value"], r["timestamp_ms"]) for r in frame.collect())
+    expected = sorted([(0, o, b"v%d" % (o * 3), 1000 + o * 3) for o in range(2, 5)]
+                      + [(1, o, b"v%d" % (o * 3 + 1), 1001 + o * 3) for o in range(10)])
     assert got == expected
+
+
+def test_index_lookup_reads_exactly_the_windows_records(spark, bootstrap, new_topic):
+    """ListOffsets by timestamp finds the window's first and last records; the grace catches the records
+    written late, after newer ones, up to the first record stamped that far past the window."""
+    from confluent_kafka import Producer
+
+    from spark_batch import decode
+    from spark_batch.kafka_source import read_ranges
+    from spark_batch.offsets import resolve_plan
+
+    window = window_for(sc.DAY, None, None)
+    start, end, mid, hour = window.start_ms, window.end_ms, window.start_ms + 12 * sc.HOUR_MS, sc.HOUR_MS
+    stamps = {
+        0: [start - 2 * hour, start - 1, start, start + 1, end - 1, end, end + 1, end + 2 * hour],
+        1: [start - 1, mid, end, mid + 1, end + 2 * hour, mid + 2],  # mid + 1 and mid + 2 written late
+    }
+    inside = {(p, o) for p, times in stamps.items() for o, t in enumerate(times) if start <= t < end}
+    orders, users = new_topic("orders", 2), new_topic("users", 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for p, times in stamps.items():
+        for t in times:
+            producer.produce(orders, key=b"u", value=b"{}", partition=p, timestamp=t)
+    for t in (start - 48 * hour, mid, end + hour):
+        producer.produce(users, key=b"u", value=b"{}", partition=0, timestamp=t)
+    assert producer.flush(30) == 0
+    topics = {"orders": orders, "users": users}
+
+    exact = resolve_plan(bootstrap, topics, window, grace_ms=0)
+    assert exact.lookup == "index"
+    assert exact.topics["orders"].ranges == {0: (2, 5), 1: (1, 2)}  # without grace the late records are left out
+    assert exact.topics["users"].ranges == {0: (0, 3)}  # users are read whole
+
+    hour_past = resolve_plan(bootstrap, topics, window, grace_ms=hour)  # mid + 2 follows a record 2 h past the end
+    assert hour_past.topics["orders"].ranges == {0: (2, 7), 1: (1, 4)}
+    plan = resolve_plan(bootstrap, topics, window, grace_ms=3 * hour)
+    assert plan.topics["orders"].ranges == {0: (2, 8), 1: (1, 6)}
+    for reader in ("spark", "python"):
+        for resolved, expected in ((plan, inside), (hour_past, inside - {(1, 5)})):
+            read = decode.in_window(read_ranges(spark, bootstrap, [resolved.topics["orders"]], reader), window)
+            assert {(r["partition"], r["offset"]) for r in read.collect()} == expected, reader
+
+
+def test_spark_and_python_readers_give_byte_identical_summaries(spark, bootstrap, topics, tmp_path):
+    """Same topics, same window: Spark's kafka source and the Python DataSource agree to the byte.
+
+    ksqlDB with exactly_once_v2 writes its outputs in transactions and leaves aborted ones in the
+    log: both readers must skip those (the Java client reads them unless told read_committed) and
+    step over the transaction markers.
+    """
+    scenario = sc.build()
+    outputs = ("faust_direct", "ksqldb_direct", "faust_repartition", "ksqldb_repartition")
+    sc.produce(bootstrap, topics, sc.Scenario(6, {role: scenario.records[role] for role in ("users", "orders")}))
+    for role in outputs:  # each output topic: an aborted transaction, then the outputs in a committed one
+        sc.produce_in_transactions(bootstrap, topics[role], scenario.records[role][:5], commit=False)
+        sc.produce_in_transactions(bootstrap, topics[role], scenario.records[role], commit=True)
+    # a transaction marker is stamped when it is written (now, days after the scenario's records; in
+    # production, within seconds of them): the grace reaches past now, so no marker ends a planned range
+    grace = max(0, int(time.time() * 1000) - window_for(sc.DAY, None, None).end_ms) // 60_000 + 60
+    runs = {}
+    for reader in ("spark", "python"):
+        output = tmp_path / reader
+        argv = _args(bootstrap, topics, output, "--kafka-reader", reader, "--grace-minutes", str(grace), "--max-mismatch-rate", "1")
+        assert main(argv) == 0
+        runs[reader] = (output / f"dt={sc.DAY}" / "summary.json").read_bytes()
+    assert runs["spark"] == runs["python"], "".join(difflib.unified_diff(
+        runs["spark"].decode().splitlines(True), runs["python"].decode().splitlines(True), "spark", "python"))
+    summary = json.loads(runs["spark"])
+    for pair in ("direct", "repartition"):  # the aborted copies would be duplicates
+        expected = scenario.statuses(pair)
+        assert {s: n for s, n in summary["statuses"][pair].items() if n} == dict(expected), pair
+
+
+def test_a_window_without_records_reports_no_orders(spark, bootstrap, topics, tmp_path):
+    """A day with nothing to read (every planned range empty), and an hour whose planned ranges hold only
+    records outside it (read, then filtered away): zero orders, exit 0, for both readers."""
+    sc.produce(bootstrap, topics, sc.build(regular_users=3))
+    windows = {"empty": ["--date", "2026-01-01"], "filtered": ["--from", f"{sc.DAY}T00:00", "--to", f"{sc.DAY}T00:30"]}
+    for name, window in windows.items():
+        for reader in ("spark", "python"):
+            output = tmp_path / f"{name}-{reader}"
+            argv = _args(bootstrap, topics, output, "--kafka-reader", reader)
+            argv[argv.index("--date"):argv.index("--date") + 2] = window
+            assert main(argv) == 0, (name, reader)
+            summary = json.loads(next(output.glob("dt=*/summary.json")).read_text())
+            ranges = summary["offsets"]["topics"]["faust_direct"]["records_in_ranges"]
+            assert (ranges == 0) == (name == "empty"), (name, ranges)
+            assert {pair: t["orders"] for pair, t in summary["totals"].items()} == {"direct": 0, "repartition": 0}
+            assert {r["rows"] for r in summary["output_records"].values()} == {0}

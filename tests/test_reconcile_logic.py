@@ -10,7 +10,7 @@ from spark_batch.compare import classify
 from spark_batch.errors import ReconcileError
 from spark_batch.options import parse
 from spark_batch.report import cause_chart, mismatch_rate, partition_chart, render_html
-from spark_batch.window import OffsetPlan, TimeWindow, TopicRange, covering_range, window_for
+from spark_batch.window import OffsetPlan, TimeWindow, TopicRange, window_for
 
 
 def _ms(*parts: int) -> int:
@@ -43,17 +43,9 @@ def test_bad_windows_name_the_option(day, start, end, named):
         window_for(day, start, end)
 
 
-def test_covering_range_includes_late_records_and_nothing_outside():
-    # offsets 0..6; offset 5 arrived late (timestamp inside the window after a newer record)
-    records = [(0, 5), (1, 10), (2, 15), (3, 30), (4, 31), (5, 12), (6, 40)]
-    assert covering_range(records, 10, 20, end_offset=7) == (1, 6)
-    assert covering_range(records, 100, 200, end_offset=7) == (7, 7)
-    assert covering_range([], 0, 10, end_offset=0) == (0, 0)
-
-
 def test_offset_plan_round_trips_and_matches_only_its_window_and_topics(tmp_path):
     window = TimeWindow(1000, 2000)
-    plan = OffsetPlan(window, {"orders": TopicRange("orders", "o", {0: (3, 9), 1: (0, 0)}, True)}, "scan")
+    plan = OffsetPlan(window, {"orders": TopicRange("orders", "o", {0: (3, 9), 1: (0, 0)}, True)}, "index")
     plan.write(tmp_path / "offsets.json")
     again = OffsetPlan.read(tmp_path / "offsets.json")
     assert again == plan and again.topics["orders"].records == 6
@@ -65,14 +57,33 @@ def test_offset_plan_round_trips_and_matches_only_its_window_and_topics(tmp_path
         OffsetPlan.read(tmp_path / "broken.json")
 
 
-def test_options_defaults_come_from_settings_and_auto_lookup_follows_the_broker(monkeypatch):
+def test_options_defaults_come_from_settings_and_the_lookup_is_the_index(monkeypatch):
     monkeypatch.setenv("STREAMAPP_USERS_TOPIC", "people")
-    options = parse(["--date", "2026-11-20", "--broker-profile", "embedded"])
+    options = parse(["--date", "2026-11-20"])
     assert options.topics["users"] == "people" and options.topics["ksqldb_direct"] == "DEMO_USER_ORDERS_MERGED"
-    assert options.lookup == "scan"
-    assert parse(["--date", "2026-11-20", "--broker-profile", "kafka"]).lookup == "index"
+    assert (options.offset_lookup, options.kafka_reader) == ("index", "auto")
     with pytest.raises(ReconcileError, match="--source files"):
         parse(["--date", "2026-11-20", "--source", "files"])
+
+
+def test_connector_jars_must_match_pyspark(monkeypatch, tmp_path):
+    """A connector built for another Spark fails deep inside Spark: the job says so in one line first."""
+    import pyspark
+
+    from spark_batch.kafka_source import connector_jars
+    from streamapp.jvm import JvmError
+
+    monkeypatch.setenv("STREAMAPP_JVM_LIB", str(tmp_path))
+    assert connector_jars(required=False) == []
+    with pytest.raises(JvmError, match="make install"):
+        connector_jars(required=True)
+    (tmp_path / "spark-kafka").mkdir()
+    (tmp_path / "spark-kafka" / "spark-sql-kafka-0-10_2.13-3.5.1.jar").write_bytes(b"")
+    with pytest.raises(ReconcileError, match=f"spark-sql-kafka 3.5.1, but PySpark is {pyspark.__version__}"):
+        connector_jars(required=False)
+    (tmp_path / "spark-kafka" / "spark-sql-kafka-0-10_2.13-3.5.1.jar").rename(
+        tmp_path / "spark-kafka" / f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar")
+    assert [j.name for j in connector_jars(required=True)] == [f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar"]
 
 
 def test_report_charts_and_rate():

@@ -96,7 +96,7 @@ def write_ksqldb_outputs(settings: Settings, dataset: Dataset) -> None:
 
 def reconcile(settings: Settings, output: Path) -> dict:
     args = [
-        "--date", DAY, "--bootstrap-server", settings.bootstrap_servers, "--broker-profile", "embedded",
+        "--date", DAY, "--bootstrap-server", settings.bootstrap_servers,
         "--users-topic", settings.users_topic, "--orders-topic", settings.orders_topic,
         "--faust-topic", settings.merged_topic, "--ksqldb-topic", settings.ksqldb_merged_topic,
         "--faust-repartition-topic", settings.merged_repartition_topic,

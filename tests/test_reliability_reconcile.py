@@ -3,12 +3,13 @@
 Real ``python -m spark_batch.reconcile`` subprocesses where the command line
 itself is under test (what a scheduler sees), the job's ``main`` in-process with
 the session's real SparkSession elsewhere (a JVM start costs ~30 s here), real
-embedded broker.  ksqlDB cannot run here, so the known-answer topics are written
+Apache Kafka broker.  ksqlDB cannot run here, so the known-answer topics are written
 by ``tests/reconcile_scenario.py`` in ksqlDB's exact output format.
 """
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -31,9 +32,10 @@ ROLE_FLAGS = {
 RUN_TIME_KEYS = ("started_at", "finished_at", "generated_at", "run_at", "elapsed_seconds", "duration_seconds")
 
 
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "spark_batch.reconcile", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=Path(__file__).resolve().parent.parent)
+                          timeout=timeout, cwd=Path(__file__).resolve().parent.parent,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def topic_args(topics: dict[str, str]) -> list[str]:
@@ -68,7 +70,7 @@ def missing_topic_run(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) 
     ensure_topics(bootstrap, {t: 6 for role, t in topics.items() if role != "orders"})
     topics["orders"] = "reliability_no_such_orders"
     out = tmp_path_factory.mktemp("missing") / "out"
-    return cli("--date", sc.DAY, "--bootstrap-server", bootstrap, "--broker-profile", "embedded",
+    return cli("--date", sc.DAY, "--bootstrap-server", bootstrap,
                *topic_args(topics), "--output", str(out)), out
 
 
@@ -86,8 +88,19 @@ def test_missing_topic_error_is_the_only_stderr_line(missing_topic_run: tuple[su
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
+def test_spark_reader_without_the_connector_exit_2_naming_make_install(bootstrap: str, new_topic, tmp_path: Path) -> None:
+    """Checked before Spark starts: the scheduler's log gets the one line that says what to run."""
+    topics = {role: new_topic(role[:10], 1) for role in sc.ROLES}
+    done = cli("--date", sc.DAY, "--bootstrap-server", bootstrap, *topic_args(topics), "--kafka-reader", "spark",
+               "--output", str(tmp_path / "out"), env={"STREAMAPP_JVM_LIB": str(tmp_path / "no-jars")})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("reconcile: error: ") and "spark-kafka" in lines[0], lines
+    assert "make install" in lines[0] and not (tmp_path / "out").exists()
+
+
 def test_missing_topic_error_names_options_that_exist(bootstrap: str, tmp_path: Path, capsys, spark) -> None:
-    args = ["--date", sc.DAY, "--bootstrap-server", bootstrap, "--broker-profile", "embedded",
+    args = ["--date", sc.DAY, "--bootstrap-server", bootstrap,
             *topic_args({role: f"reliability_missing_{role}" for role in ROLE_FLAGS}), "--output", str(tmp_path / "o")]
     assert main(args) == 2
     error = capsys.readouterr().err.strip()
@@ -160,7 +173,7 @@ def test_two_runs_for_a_date_give_byte_identical_summaries(spark, bootstrap: str
     topics = {role: new_topic(role[:10], 6) for role in sc.ROLES}
     scenario = sc.build()
     sc.produce(bootstrap, topics, scenario)
-    base = ["--date", sc.DAY, "--bootstrap-server", bootstrap, "--broker-profile", "embedded", *topic_args(topics),
+    base = ["--date", sc.DAY, "--bootstrap-server", bootstrap, *topic_args(topics),
             "--max-mismatch-rate", "1"]
     first, second = tmp_path / "first", tmp_path / "second"
     assert main([*base, "--output", str(first)]) == 0
