@@ -34,8 +34,9 @@ func (o oracle) chooser(partitions []int) (partitionFunc, int) {
 	switch {
 	case o.sarama != nil:
 		p := o.sarama("oracle")
+		msg := &sarama.ProducerMessage{Topic: "oracle"}
 		return func(key []byte, n int) (int, error) {
-			msg := &sarama.ProducerMessage{Topic: "oracle"}
+			msg.Key = nil
 			if key != nil {
 				msg.Key = sarama.ByteEncoder(key)
 			}
@@ -48,8 +49,9 @@ func (o oracle) chooser(partitions []int) (partitionFunc, int) {
 		}, len(partitions)
 	default:
 		tp := o.franz.ForTopic("oracle")
+		r := &kgo.Record{}
 		return func(key []byte, n int) (int, error) {
-			r := &kgo.Record{Key: key}
+			r.Key = key
 			if bp, ok := tp.(kgo.TopicBackupPartitioner); ok {
 				return bp.PartitionByBackup(r, n, &noBackup{n: n}), nil
 			}

@@ -159,9 +159,10 @@ func produceFranz(ctx context.Context, o oracle, bootstrap, topic string, record
 	if err := results.FirstErr(); err != nil {
 		return nil, err
 	}
-	result := make([]placed, len(results))
-	for i, r := range results {
-		result[i] = placed{r.Record.Partition, r.Record.Offset}
+	// results come in completion order; each record carries where it went.
+	result := make([]placed, len(rs))
+	for i, r := range rs {
+		result[i] = placed{r.Partition, r.Offset}
 	}
 	return result, nil
 }
