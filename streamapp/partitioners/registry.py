@@ -220,7 +220,7 @@ PROFILE_NOTES: dict[str, str] = {
     "kafka-python": "DefaultPartitioner; None key random among available partitions",
     "aiokafka": "DefaultPartitioner; None key random among available partitions",
     "faust": "aiokafka driver (the default): aiokafka's DefaultPartitioner; keys are JSON-serialized by default (b'\"k\"')",
-    "franz-go": "StickyKeyPartitioner(nil) = KafkaHasher(murmur2); NULL key sticky",
+    "franz-go": "kgo's default UniformBytesPartitioner(64 KiB, adaptive, keys, nil): keys by KafkaHasher(murmur2); NULL key sticky (KIP-794)",
     "quixstreams": "librdkafka with partitioner=murmur2; keys are JSON-serialized by default",
 }
 
