@@ -18,7 +18,6 @@ from .errors import StreamappError
 
 ENV_PREFIX = "STREAMAPP_"
 
-BROKER_PROFILES = ("kafka", "embedded")
 GUARD_POLICIES = ("warn", "fail")
 
 
@@ -34,11 +33,6 @@ def _doc(text: str, **kw: Any) -> Any:
 class Settings:
     bootstrap_servers: str = _doc(
         "Kafka bootstrap servers, comma separated host:port.", default="127.0.0.1:9092"
-    )
-    broker_profile: str = _doc(
-        "`embedded` when the broker is streamapp's embedded Tansu (applies its workarounds), "
-        "`kafka` for Apache Kafka or any other real cluster.",
-        default="kafka",
     )
     users_topic: str = _doc("Users table topic (ksqlDB `DEMO_USER`).", default="demo_user")
     orders_topic: str = _doc("Orders stream topic.", default="demo_user_orders")
@@ -86,7 +80,7 @@ class Settings:
         "ksqlDB REST endpoint, e.g. http://localhost:8088; empty = none.", default=""
     )
     broker_session_timeout: float = _doc(
-        "Consumer group session timeout in seconds (6 is forced on the embedded broker).",
+        "Consumer group session timeout in seconds: how long a dead worker keeps its partitions.",
         default=60.0,
     )
     broker_heap: str = _doc(
@@ -106,10 +100,6 @@ class Settings:
     app_id: str = _doc("Faust application id (consumer group and changelog prefix).", default="streamapp")
 
     def __post_init__(self) -> None:
-        if self.broker_profile not in BROKER_PROFILES:
-            raise SettingsError(
-                f"broker_profile={self.broker_profile!r}: expected one of {', '.join(BROKER_PROFILES)}"
-            )
         if self.guard_policy not in GUARD_POLICIES:
             raise SettingsError(
                 f"guard_policy={self.guard_policy!r}: expected one of {', '.join(GUARD_POLICIES)}"
@@ -127,10 +117,6 @@ class Settings:
                 f"kafka_unreachable_exit={self.kafka_unreachable_exit}: must be 0 (never) or at least "
                 f"kafka_unreachable_timeout ({self.kafka_unreachable_timeout})"
             )
-
-    @property
-    def embedded(self) -> bool:
-        return self.broker_profile == "embedded"
 
     @property
     def bootstrap_list(self) -> list[str]:

