@@ -47,8 +47,11 @@ check-mvn:
 check-cc:
 	@command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || { echo "A C compiler is required for the partitioners' fast path: install one, e.g. 'apt-get install build-essential python3-dev'." >&2; exit 1; }
 
+# Go 1.21+ fetches the Go 1.26 toolchain that tests/go/go.mod names from the module proxy by itself.
 check-go:
-	@command -v go >/dev/null 2>&1 || { echo "Go is required (the real Sarama, kafka-go and franz-go are test oracles, from the Go module proxy): install it, e.g. 'apt-get install golang-go'." >&2; exit 1; }
+	@command -v go >/dev/null 2>&1 || { echo "Go 1.26 is required (the real Sarama, kafka-go and franz-go are test oracles, from the Go module proxy): install Go 1.26, or any Go 1.21 or newer, which fetches 1.26 itself." >&2; exit 1; }
+	@v=$$(go env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p'); \
+	  [ "$${v:-0}" -ge 21 ] || { echo "$$(go env GOVERSION) found, Go 1.26 is required (Debian 12's golang-go is 1.19): install Go 1.26, or any Go 1.21 or newer, which fetches 1.26 itself." >&2; exit 1; }
 
 check-node:
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo "Node.js and npm are required (the real kafkajs is a test oracle): install them, e.g. 'apt-get install nodejs npm'." >&2; exit 1; }
