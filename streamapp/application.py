@@ -18,6 +18,7 @@ import faust
 from . import health
 from .errors import StreamappError
 from .partitioners.adapters import client_partitioner
+from .preflight import check_worker
 from .settings import Settings
 from .topics import describe, ensure_topics
 from .transport import BatchHandler, Transport
@@ -112,8 +113,13 @@ class StreamappApp(faust.App):
         return register
 
     async def on_first_start(self) -> None:
-        await super().on_first_start()
         settings = self.streamapp_settings
+        try:
+            check_worker(settings)
+        except StreamappError as exc:
+            logger.error("Worker not started: %s", exc)
+            raise SystemExit(GUARD_EXIT_CODE) from None
+        await super().on_first_start()
         loop = asyncio.get_running_loop()
         created, self.partition_counts = await loop.run_in_executor(None, create_missing_topics, settings)
         if created:

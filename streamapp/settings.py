@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .errors import StreamappError
 
@@ -110,6 +111,17 @@ class Settings:
             raise SettingsError(f"web_port={self.web_port}: must be between 1 and 65535")
         if not self.bootstrap_servers.strip():
             raise SettingsError("bootstrap_servers is empty: give host:port[,host:port]")
+        if self.replication_factor < 1:
+            raise SettingsError(f"replication_factor={self.replication_factor}: must be at least 1")
+        if not self.broker_session_timeout > 0:  # also refuses nan
+            raise SettingsError(
+                f"broker_session_timeout={self.broker_session_timeout}: must be above 0 seconds "
+                f"(Kafka's group.min.session.timeout.ms is 6 s by default)"
+            )
+        if not self.web_host.strip():
+            raise SettingsError("web_host is empty: give an address to bind, e.g. 127.0.0.1")
+        if not re.fullmatch(r"[0-9]+(?:[kKmMgG])?", self.broker_heap):
+            raise SettingsError(f"broker_heap={self.broker_heap!r}: expected a JVM size such as 512m or 1g")
         if not self.kafka_unreachable_timeout > 0:
             raise SettingsError(f"kafka_unreachable_timeout={self.kafka_unreachable_timeout}: must be above 0 seconds")
         if self.kafka_unreachable_exit and not self.kafka_unreachable_exit >= self.kafka_unreachable_timeout:
@@ -172,11 +184,17 @@ def _parse(name: str, type_name: Any, raw: str) -> Any:
     return raw
 
 
+#: The parser default under which :func:`add_arguments` records the settings a command takes.
+FLAGS_DEFAULT = "settings_flags"
+
+
 def add_arguments(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
     """Add a ``--flag`` for each setting (or for those in ``only``) to a CLI parser."""
     group = parser.add_argument_group("settings (also from STREAMAPP_* environment variables)")
+    taken = [f.name for f in fields(Settings) if only is None or f.name in only]
+    parser.set_defaults(**{FLAGS_DEFAULT: (*(parser.get_default(FLAGS_DEFAULT) or ()), *taken)})
     for f in fields(Settings):
-        if only is not None and f.name not in only:
+        if f.name not in taken:
             continue
         flag = "--" + f.name.replace("_", "-")
         type_name = getattr(f.type, "__name__", f.type)
@@ -189,12 +207,15 @@ def add_arguments(parser: argparse.ArgumentParser, only: tuple[str, ...] | None 
         group.add_argument(flag, **kwargs)
 
 
-def documentation_table() -> str:
-    """The README's settings table, generated so it cannot drift from the code."""
+def documentation_table(commands: Mapping[str, Sequence[str]]) -> str:
+    """The README's settings table, generated so it cannot drift from the code.
+
+    ``commands`` maps a setting to the ``streamapp`` commands that take its flag
+    (:func:`streamapp.cli.settings_commands`); a setting no command takes is environment only.
+    """
     rows = ["| Setting | Environment variable | CLI flag | Default | Meaning |", "|---|---|---|---|---|"]
     for f in fields(Settings):
-        rows.append(
-            f"| {f.name} | `{env_name(f.name)}` | `--{f.name.replace('_', '-')}` "
-            f"| `{f.default}` | {f.metadata['doc']} |"
-        )
+        takers = commands.get(f.name, ())
+        flag = f"`--{f.name.replace('_', '-')}` ({', '.join(takers)})" if takers else "environment only"
+        rows.append(f"| {f.name} | `{env_name(f.name)}` | {flag} | `{f.default}` | {f.metadata['doc']} |")
     return "\n".join(rows)

@@ -4,6 +4,7 @@ import pytest
 
 from streamapp.application import faust_config
 from streamapp.cli import build_parser
+from streamapp.cli import settings_table
 from streamapp.settings import Settings, SettingsError, documentation_table
 
 
@@ -78,4 +79,18 @@ def test_readme_settings_table_is_current() -> None:
     from pathlib import Path
 
     readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert documentation_table() in readme, "regenerate: python -c 'from streamapp.settings import documentation_table as d; print(d())'"
+    assert settings_table() in readme, "regenerate: python -c 'from streamapp.cli import settings_table; print(settings_table())'"
+
+
+def test_settings_table_names_the_commands_that_take_each_flag() -> None:
+    """`streamapp guard --guard-policy` was listed but refused: the table now says who takes what."""
+    from streamapp.cli import build_commands, settings_commands
+
+    commands, parsers = settings_commands(), build_commands()[1]
+    assert "guard_policy" not in commands  # the worker's setting: environment only
+    assert "environment only" in documentation_table(commands)
+    assert "guard" in commands["bootstrap_servers"]
+    for setting, takers in commands.items():
+        for command in takers:
+            flag = "--" + setting.replace("_", "-")
+            assert flag in parsers[command].format_help(), f"{command} refuses {flag}"

@@ -28,3 +28,52 @@ def test_bad_setting_stops_the_worker_with_one_line(broker_settings: Settings, t
     assert result.returncode != 0
     assert "streamapp worker: unknown partitioner 'no_such_partitioner'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _run_worker(settings: Settings, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **settings_env(settings)}
+    return subprocess.run([sys.executable, "-m", "faust", "-A", "streamapp", "worker", "-l", "info"], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _refused(result: subprocess.CompletedProcess[str], line: str) -> None:
+    """Exit 2, the one line, and no traceback, whichever stream Faust logged to."""
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output[-2000:]
+    assert f"Worker not started: {line}" in output
+    assert "Traceback" not in output
+
+
+def test_web_host_that_is_not_an_address_is_one_line(broker_settings: Settings) -> None:
+    result = _run_worker(broker_settings.replace(web_host="0.0.0.0.0", web_port=free_port()))
+    _refused(result, "STREAMAPP_WEB_HOST='0.0.0.0.0': not an address this machine has")
+
+
+def test_web_port_in_use_is_one_line(broker_settings: Settings) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _run_worker(broker_settings.replace(web_port=port))
+    _refused(result, f"STREAMAPP_WEB_PORT={port}: already in use on 127.0.0.1")
+
+
+def test_data_dir_that_is_a_file_is_one_line(broker_settings: Settings, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    result = _run_worker(broker_settings.replace(data_dir=str(tmp_path / "a-file"), web_port=free_port()))
+    _refused(result, f"STREAMAPP_DATA_DIR='{tmp_path / 'a-file'}': is a file, not a directory")
+
+
+def test_settings_kafka_would_refuse_are_one_line(broker_settings: Settings) -> None:
+    for name, value, line in [
+        ("STREAMAPP_BROKER_SESSION_TIMEOUT", "-1", "broker_session_timeout=-1.0: must be above 0 seconds"),
+        ("STREAMAPP_REPLICATION_FACTOR", "0", "replication_factor=0: must be at least 1"),
+    ]:
+        env = {**os.environ, **settings_env(broker_settings), name: value}
+        result = subprocess.run([sys.executable, "-m", "faust", "-A", "streamapp", "worker"], env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode != 0
+        assert f"streamapp worker: {line}" in result.stderr
+        assert "Traceback" not in result.stderr

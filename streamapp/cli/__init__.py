@@ -8,7 +8,7 @@ import sys
 from typing import Sequence
 
 from ..errors import StreamappError
-from ..settings import Settings
+from ..settings import FLAGS_DEFAULT, Settings, documentation_table
 
 #: Sub-command modules; each defines ``add_parser(subparsers)`` that sets ``func(args, settings) -> int``.
 COMMANDS = (
@@ -24,6 +24,11 @@ COMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    return build_commands()[0]
+
+
+def build_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The ``streamapp`` parser and each sub-command's own parser, by name."""
     parser = argparse.ArgumentParser(
         prog="streamapp",
         description="Where each Kafka client puts a key, and joins that stay co-partitioned.",
@@ -37,7 +42,21 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.add_parser(sub)
-    return parser
+    return parser, dict(sub.choices)
+
+
+def settings_commands() -> dict[str, list[str]]:
+    """Setting -> the sub-commands that take its ``--flag`` (for the README's settings table)."""
+    taken: dict[str, list[str]] = {}
+    for command, sub in build_commands()[1].items():
+        for name in sub.get_default(FLAGS_DEFAULT) or ():
+            taken.setdefault(name, []).append(command)
+    return taken
+
+
+def settings_table() -> str:
+    """The README's settings table: ``python -c 'from streamapp.cli import settings_table; print(settings_table())'``."""
+    return documentation_table(settings_commands())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
