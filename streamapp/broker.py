@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .child import ChildProcess
 from .errors import StreamappError
+from .preflight import ensure_directory
 from .jvm import JvmError, classpath, java
 from .settings import Settings
 
@@ -205,12 +206,7 @@ class EmbeddedBroker(ChildProcess):
         if self.data_dir is None:
             self.data_dir, self._temporary = Path(tempfile.mkdtemp(prefix="streamapp-broker-")), True
         root = Path(self.data_dir)
-        if root.exists() and not root.is_dir():
-            raise BrokerError(f"--data-dir {root}: is a file, not a directory")
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise BrokerError(f"--data-dir {root}: cannot create it ({exc.strerror})") from None
+        ensure_directory(root, f"--data-dir {root}", BrokerError)
         return root
 
     def _read_state(self, root: Path) -> dict[str, object]:

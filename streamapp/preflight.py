@@ -39,17 +39,21 @@ def check_web_address(host: str, port: int) -> None:
             raise PreflightError(f"{env_name('web_host')}={host!r}: cannot listen there ({exc.strerror})") from None
 
 
-def check_data_dir(path: Path) -> None:
-    """RocksDB needs a directory it can write, created here if missing."""
-    name = env_name("data_dir")
+def ensure_directory(path: Path, named: str, error: type[StreamappError] = PreflightError) -> None:
+    """A directory we can write, created if missing; ``named`` is how the user gave it (``--data-dir x``)."""
     if path.exists() and not path.is_dir():
-        raise PreflightError(f"{name}={str(path)!r}: is a file, not a directory")
+        raise error(f"{named}: is a file, not a directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise PreflightError(f"{name}={str(path)!r}: cannot create it ({exc.strerror})") from None
+        raise error(f"{named}: cannot create it ({exc.strerror})") from None
     if not os.access(path, os.W_OK | os.X_OK):
-        raise PreflightError(f"{name}={str(path)!r}: not writable by this user")
+        raise error(f"{named}: not writable by this user")
+
+
+def check_data_dir(path: Path) -> None:
+    """RocksDB needs a directory it can write."""
+    ensure_directory(path, f"{env_name('data_dir')}={str(path)!r}")
 
 
 def check_worker(settings: Settings) -> None:
