@@ -247,7 +247,7 @@ class EmbeddedBroker(ChildProcess):
         self.cluster_id = self.cluster_id or _cluster_id()
         result = subprocess.run(
             [java_bin, "-Xmx256m", "-cp", cp, STORAGE_TOOL, "format", "--standalone",
-             "-t", self.cluster_id, "-c", str(properties)],
+             f"--cluster-id={self.cluster_id}", "-c", str(properties)],
             capture_output=True, text=True, timeout=120,
         )
         if result.returncode != 0:
@@ -292,5 +292,11 @@ class EmbeddedBroker(ChildProcess):
 
 
 def _cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (what `random-uuid` prints)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (what `random-uuid` prints).
+
+    Like Kafka's ``Uuid.randomUuid()``, never one starting with ``-``: StorageTool would read it as an option.
+    """
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not text.startswith("-"):
+            return text

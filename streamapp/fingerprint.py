@@ -134,6 +134,8 @@ def score(
         num_partitions, len(keyed), families, scored_by_family, needed, stored, form, json_keys, resized
     )
     notes = _notes(num_partitions, families, unquoted, explaining, json_keys, len(samples) - len(keyed))
+    if not samples:
+        ambiguous, verdict = True, "The topic holds no records: nothing to fingerprint."
     return Fingerprint(
         sample_size=len(samples),
         num_partitions=num_partitions,
@@ -261,7 +263,8 @@ def _verdict(
     if n == 1:
         return True, "With 1 partition every partitioner picks partition 0: no sample can tell them apart."
     if keyed == 0:
-        return True, "No keyed records in the sample: nothing to fingerprint (NULL keys are placed at random)."
+        return True, ("No keyed records: every record read has a NULL key, which clients place at random or "
+                      "round-robin, never by a hash, so there is nothing to fingerprint.")
     if not families:
         return False, _unexplained(n, stored, resized)
     labels = [_label(f) for f in families]

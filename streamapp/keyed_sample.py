@@ -50,6 +50,9 @@ def read_keyed_sample(
 ) -> tuple[list[Sample], int]:
     """Up to ``limit`` (key, partition) pairs of records with a non-NULL key, and the partition count.
 
+    NULL-keyed records met on the way are passed on too, as ``(None, partition)`` (at most
+    ``limit`` of them), so a topic of NULL keys is reported as such rather than as empty.
+
     Fails naming the topic when it does not exist, instead of letting a client
     auto-create it with the broker's default count.
     """
@@ -59,14 +62,15 @@ def read_keyed_sample(
     if topic not in info:
         raise SampleError(f"topic {topic!r} does not exist on {bootstrap} (it was not created)")
     count = info[topic].partitions
-    keys = _read(bootstrap, topic, count, limit, timeout)
+    keys, nulls = _read(bootstrap, topic, count, limit, timeout)
     shares = fair_shares([len(k) for k in keys], limit)
-    samples = [(key, part) for part, share in enumerate(shares) for key in keys[part][:share]]
-    return samples, count
+    samples: list[Sample] = [(key, part) for part, share in enumerate(shares) for key in keys[part][:share]]
+    return samples + nulls[:limit], count
 
 
-def _read(bootstrap: str, topic: str, count: int, limit: int, timeout: float) -> list[list[bytes]]:
+def _read(bootstrap: str, topic: str, count: int, limit: int, timeout: float) -> tuple[list[list[bytes]], list[Sample]]:
     keys: list[list[bytes]] = [[] for _ in range(count)]
+    nulls: list[Sample] = []
     cap = [math.ceil(limit / count)] * count
     at_end: set[int] = set()
     paused: set[int] = set()
@@ -97,12 +101,14 @@ def _read(bootstrap: str, topic: str, count: int, limit: int, timeout: float) ->
                     continue
                 if msg.key() is not None:
                     keys[part].append(msg.key())
+                elif len(nulls) < limit:
+                    nulls.append((None, part))
                 if len(keys[part]) >= cap[part] and part not in paused and part not in at_end:
                     consumer.pause([TopicPartition(topic, part)])
                     paused.add(part)
     finally:
         consumer.close()
-    return keys
+    return keys, nulls
 
 
 def _grow(

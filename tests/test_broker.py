@@ -174,3 +174,19 @@ def test_topics_are_created_explicitly_with_the_requested_count(bootstrap: str, 
     assert describe(bootstrap, [name])[name].partitions == 3
     with pytest.raises(TopicError, match=f"{name} has 3 partitions, expected 6"):
         ensure_topics(bootstrap, {name: 6})
+
+
+def test_cluster_ids_never_start_with_a_dash() -> None:
+    """One fresh start in 64 failed: StorageTool read an id starting with '-' as an option."""
+    from streamapp.broker import _cluster_id
+
+    ids = [_cluster_id() for _ in range(5_000)]
+    assert not any(i.startswith("-") for i in ids)
+    assert all(len(i) == 22 for i in ids) and len(set(ids)) == len(ids)
+
+
+def test_a_cluster_id_starting_with_a_dash_still_formats(tmp_path: Path) -> None:
+    """A user's own id may start with '-': it is passed as --cluster-id=<id>, so StorageTool takes it."""
+    with EmbeddedBroker(data_dir=tmp_path / "kafka", cluster_id="-AAAAAAAAAAAAAAAAAAAAA") as broker:
+        assert broker.cluster_id == "-AAAAAAAAAAAAAAAAAAAAA"
+        assert metadata_ok(broker.bootstrap)
