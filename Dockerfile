@@ -1,7 +1,7 @@
 # streamapp images for docker-compose.yml.
 #   target "streamapp": the Faust worker and the demo producer (Python 3.11).
 #   target "reconcile": the official apache/spark image plus the reconciliation job.
-ARG SPARK_VERSION=4.0.0
+ARG SPARK_VERSION=4.2.0
 
 FROM python:3.11-slim AS streamapp
 # gcc builds the partitioners' C fast path; it is removed again in the same layer.

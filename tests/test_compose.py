@@ -119,3 +119,20 @@ def test_dockerfile_copies_what_exists_and_the_worker_image_runs_the_worker() ->
     assert {SERVICES[s]["build"]["target"] for s in SERVICES if "build" in SERVICES[s]} <= targets
     assert SERVICES["worker"]["command"] == ["faust", "-A", "streamapp", "worker", "-l", "info"]
     assert SERVICES["producer"]["image"] == SERVICES["worker"]["image"]
+
+
+def _pom_property(name: str) -> str:
+    match = re.search(rf"<{re.escape(name)}>([^<]+)</{re.escape(name)}>", (ROOT / "jvm" / "pom.xml").read_text())
+    assert match, f"jvm/pom.xml has no <{name}>"
+    return match.group(1)
+
+
+def test_compose_runs_the_versions_the_project_pins() -> None:
+    """One version of Kafka and of Spark: the pom's (what the tests run) is what the stack runs."""
+    kafka = _pom_property("kafka.version")
+    spark = _pom_property("spark.version")
+    assert SERVICES["kafka"]["image"] == f"apache/kafka:{kafka}"
+    assert SERVICES["reconcile"]["build"]["args"]["SPARK_VERSION"] == spark
+    assert re.search(rf"^ARG SPARK_VERSION={re.escape(spark)}$", DOCKERFILE, re.M)
+    assert f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark}" in " ".join(SERVICES["reconcile"]["command"])
+    assert f"pyspark=={spark}" in (ROOT / "setup.cfg").read_text()
