@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import logging
 
-from streamapp.application import app
-from streamapp.counters import counters, summary_line
+from streamapp.worker.app import app
+from streamapp.worker.counters import counters, summary_line
 
 logger = logging.getLogger(__name__)
 

@@ -25,12 +25,12 @@ from faust.exceptions import FaustError, ProducerSendError
 from faust.serializers import codecs
 from faust.types import Message
 
-from streamapp.application import app, owned_topics, settings
-from streamapp.counters import counters
-from streamapp.dead_letters import DeadLetter
-from streamapp.limits import RecordLimits, read_limits, record_size
-from streamapp.records import RecordError
-from streamapp.tables import PARTITIONER, TABLES
+from streamapp.kafka.limits import RecordLimits, read_limits, record_size
+from streamapp.model.dead_letters import DeadLetter
+from streamapp.model.records import RecordError
+from streamapp.worker.app import app, owned_topics, settings
+from streamapp.worker.counters import counters
+from streamapp.worker.tables import PARTITIONER, TABLES
 
 logger = logging.getLogger(__name__)
 

@@ -26,12 +26,12 @@ from typing import Mapping, Sequence
 
 from faust.types import TP, Message
 
-from streamapp.application import app, settings
-from streamapp.batch_sender import BatchSender
-from streamapp.counters import counters
-from streamapp.join import join_value, order_tail
-from streamapp.records import RecordError, decode_order
-from streamapp.tables import PARTITIONER, orders_topic, partition_row, users_repartition_table, users_table
+from streamapp.model.join import join_value, order_tail
+from streamapp.model.records import RecordError, decode_order
+from streamapp.worker.app import app, settings
+from streamapp.worker.batch_sender import BatchSender
+from streamapp.worker.counters import counters
+from streamapp.worker.tables import PARTITIONER, orders_topic, partition_row, users_repartition_table, users_table
 
 from .dead_lettering import RECORD_OVERHEAD, dead_letter_refused, is_record_fault, send_dead_letter, size_limits
 

@@ -16,11 +16,11 @@ import json
 from faust import StreamT
 from faust.types import Message
 
-from streamapp.application import app, settings
-from streamapp.counters import counters
-from streamapp.limits import RecordLimits
-from streamapp.records import decode_user
-from streamapp.tables import send_raw, users_table, users_topic
+from streamapp.kafka.limits import RecordLimits
+from streamapp.model.records import decode_user
+from streamapp.worker.app import app, settings
+from streamapp.worker.counters import counters
+from streamapp.worker.tables import send_raw, users_table, users_topic
 
 from .dead_lettering import changelog_topic, check_size, is_record_fault, send_dead_letter, size_limits, table_value
 

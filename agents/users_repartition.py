@@ -8,11 +8,11 @@ from __future__ import annotations
 from faust import StreamT
 from faust.types import Message
 
-from streamapp.application import app, settings
-from streamapp.counters import counters
-from streamapp.limits import RecordLimits
-from streamapp.records import decode_user
-from streamapp.tables import users_repartition_table, users_repartition_topic
+from streamapp.kafka.limits import RecordLimits
+from streamapp.model.records import decode_user
+from streamapp.worker.app import app, settings
+from streamapp.worker.counters import counters
+from streamapp.worker.tables import users_repartition_table, users_repartition_topic
 
 from .dead_lettering import changelog_topic, check_size, is_record_fault, send_dead_letter, size_limits, table_value
 

@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from streamapp.broker import EmbeddedBroker
-from streamapp.jvm import java
+from streamapp.kafka.broker import EmbeddedBroker
+from streamapp.kafka.jvm import java
 
 
 def children_cpu() -> float:

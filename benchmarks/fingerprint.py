@@ -10,7 +10,7 @@ import json
 import time
 from typing import Callable
 
-from streamapp.fingerprint import score
+from streamapp.copartition.fingerprint import score
 from streamapp.partitioners import PARTITIONERS, partition_batch
 
 N = 6

@@ -29,12 +29,12 @@ from confluent_kafka import Producer
 from rich.console import Console
 from rich.table import Table
 
-from streamapp.application import owned_topics
-from streamapp.broker import EmbeddedBroker, free_port
+from streamapp.kafka.admin import ensure_topics
+from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.partitioners import partition
 from streamapp.settings import Settings
-from streamapp.topics import ensure_topics
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.app import owned_topics
+from streamapp.worker.process import WorkerProcess
 
 
 def load_users(settings: Settings, count: int) -> list[str]:

@@ -40,12 +40,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
-from streamapp.application import owned_topics
-from streamapp.broker import EmbeddedBroker, free_port
-from streamapp.join import MISS_HEAD
+from streamapp.kafka.admin import ensure_topics
+from streamapp.kafka.broker import EmbeddedBroker, free_port
+from streamapp.model.join import MISS_HEAD
 from streamapp.settings import Settings
-from streamapp.topics import ensure_topics
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.app import owned_topics
+from streamapp.worker.process import WorkerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from workerkit import COUNTERS, isolated, make_order  # noqa: E402

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from streamapp import jvm
+from streamapp.kafka import jvm
 
 from .errors import ReconcileError
 from .window import TopicRange

@@ -11,7 +11,7 @@ from typing import Mapping
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from streamapp.topics import describe
+from streamapp.kafka.admin import describe
 
 from .errors import ReconcileError
 from .window import OffsetPlan, TimeWindow, TopicRange

@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> Any:
     if name == "app":
-        from .application import app
+        from .worker.app import app
 
         return app
     raise AttributeError(f"module 'streamapp' has no attribute {name!r}")

@@ -219,3 +219,18 @@ def documentation_table(commands: Mapping[str, Sequence[str]]) -> str:
         flag = f"`--{f.name.replace('_', '-')}` ({', '.join(takers)})" if takers else "environment only"
         rows.append(f"| {f.name} | `{env_name(f.name)}` | {flag} | `{f.default}` | {f.metadata['doc']} |")
     return "\n".join(rows)
+
+
+def ensure_directory(path: Path, named: str, error: type[StreamappError]) -> None:
+    """A directory we can write, created if missing; ``named`` is how the user gave it (``--data-dir x``).
+
+    One check for every directory a user names: the broker's ``--data-dir`` and the worker's ``data_dir``.
+    """
+    if path.exists() and not path.is_dir():
+        raise error(f"{named}: is a file, not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise error(f"{named}: cannot create it ({exc.strerror})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise error(f"{named}: not writable by this user")

@@ -14,9 +14,9 @@ from typing import Callable, Iterator
 
 import pytest
 
-from streamapp.broker import EmbeddedBroker
+from streamapp.kafka.admin import ensure_topics
+from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.settings import Settings
-from streamapp.topics import ensure_topics
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from streamapp.jvm import classpath
+from streamapp.kafka.jvm import classpath
 
 JAVA_SOURCES = Path(__file__).parent / "java"
 

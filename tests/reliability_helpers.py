@@ -22,11 +22,11 @@ from typing import Any, Iterable, Sequence
 import aiohttp
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from streamapp import records
-from streamapp.broker import free_port
+from streamapp.kafka.broker import free_port
+from streamapp.model import records
 from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.process import WorkerProcess
 
 DAY = "2026-11-21"
 DAY_START_MS = int(datetime(2026, 11, 21, tzinfo=timezone.utc).timestamp() * 1000)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from streamapp.broker import BrokerError, EmbeddedBroker, metadata_ok
-from streamapp.topics import TopicError, describe, ensure_topics
+from streamapp.kafka.admin import TopicError, describe, ensure_topics
+from streamapp.kafka.broker import BrokerError, EmbeddedBroker, metadata_ok
 
 
 def _gone(pid: int) -> bool:
@@ -178,7 +178,7 @@ def test_topics_are_created_explicitly_with_the_requested_count(bootstrap: str, 
 
 def test_cluster_ids_never_start_with_a_dash() -> None:
     """One fresh start in 64 failed: StorageTool read an id starting with '-' as an option."""
-    from streamapp.broker import _cluster_id
+    from streamapp.kafka.broker import _cluster_id
 
     ids = [_cluster_id() for _ in range(5_000)]
     assert not any(i.startswith("-") for i in ids)

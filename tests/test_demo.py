@@ -15,7 +15,7 @@ import zlib
 
 import pytest
 
-from streamapp.demo_data import key, make_users
+from streamapp.demo.data import key, make_users
 from streamapp.partitioners.hashes import murmur2, to_positive
 
 PARTITIONS = 6

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamapp.join import join_columns, join_record, join_value, order_tail
-from streamapp.records import Order, RecordError, User, _checked_order, decode_order
+from streamapp.model.join import join_columns, join_record, join_value, order_tail
+from streamapp.model.records import Order, RecordError, User, _checked_order, decode_order
 
 
 texts = st.text(max_size=30).filter(lambda s: not any(0xD800 <= ord(c) <= 0xDFFF for c in s))

@@ -14,7 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamapp.fingerprint import Fingerprint, FingerprintError, json_quoted, json_unquoted, min_sample_size, score
+from streamapp.copartition.fingerprint import (
+    Fingerprint,
+    FingerprintError,
+    json_quoted,
+    json_unquoted,
+    min_sample_size,
+    score,
+)
 from streamapp.partitioners import PARTITIONERS, PROFILES, hashes, partition
 
 

@@ -18,10 +18,10 @@ from confluent_kafka import Producer
 
 from javatools import compile_java
 from streamapp.cli import main
-from streamapp.fingerprint import fingerprint_topic, score
-from streamapp.keyed_sample import SampleError, fair_shares, read_keyed_sample
+from streamapp.copartition.fingerprint import fingerprint_topic, score
+from streamapp.copartition.keyed_sample import SampleError, fair_shares, read_keyed_sample
+from streamapp.kafka.admin import describe
 from streamapp.partitioners import LIBRDKAFKA_NAMES, PROFILES, hashes
-from streamapp.topics import describe
 
 N = 6
 
@@ -171,7 +171,7 @@ def test_cli_scores_a_user_partitioner_and_rejects_a_bad_one(bootstrap, new_topi
 
 @pytest.mark.slow
 def test_unreachable_bootstrap_is_one_line(capsys) -> None:
-    from streamapp.broker import free_port
+    from streamapp.kafka.broker import free_port
 
     bootstrap = f"127.0.0.1:{free_port()}"
     assert main(["fingerprint", "--topic", "t", "--bootstrap-servers", bootstrap]) == 2

@@ -17,7 +17,7 @@ import pytest
 from gotools import GO_PARTITIONERS, go_produce
 from oracle_keys import random_keys
 
-from streamapp.topic_reader import read_topic
+from streamapp.kafka.reader import read_topic
 
 #: A prime, so hash variants that agree modulo small powers of two still differ.
 PARTITIONS = 7

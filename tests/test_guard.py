@@ -6,8 +6,8 @@ import zlib
 
 import pytest
 
-from streamapp.fingerprint import score
-from streamapp.guard import (
+from streamapp.copartition.fingerprint import score
+from streamapp.copartition.guard import (
     GuardError,
     TopicFacts,
     check_copartitioning,

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamapp.partitioners import PARTITIONERS, REFERENCE_PARTITIONERS, hashes
-from streamapp.partitioners import registry
+from streamapp.partitioners import PARTITIONERS, REFERENCE_PARTITIONERS, hashes, registry
 
 BOTH = pytest.mark.parametrize("table", [PARTITIONERS, REFERENCE_PARTITIONERS], ids=["fast", "reference"])
 

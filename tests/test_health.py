@@ -13,9 +13,9 @@ import logging
 
 import pytest
 
-from streamapp.broker import EmbeddedBroker, free_port
-from streamapp.health import KafkaMonitor, Reachability, RepeatFilter, probe_interval, quiet_aiokafka
+from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.settings import Settings, SettingsError
+from streamapp.worker.health import KafkaMonitor, Reachability, RepeatFilter, probe_interval, quiet_aiokafka
 
 
 def test_unreachable_past_the_timeout_is_one_line_then_once_a_minute() -> None:

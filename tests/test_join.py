@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamapp.join import COLUMNS, faust_timestamp, join_record
-from streamapp.records import Order, User
+from streamapp.model.join import COLUMNS, faust_timestamp, join_record
+from streamapp.model.records import Order, User
 
 ORDER = Order(user_id="2b4f5c1e9a0d4f3e8c7b6a5d4e3f2a1b", ts=1677844114148, product_id=1584, qty=1,
               unit_price=9.08, channel="store")

@@ -25,8 +25,8 @@ from typing import Any, Callable, Iterable
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from streamapp.broker import EmbeddedBroker
-from streamapp.ksql_equivalent import KsqlEquivalent, KsqlEquivalentError
+from streamapp.demo.ksql_equivalent import KsqlEquivalent, KsqlEquivalentError
+from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
 

@@ -18,9 +18,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from streamapp.broker import free_port
-from streamapp.demo_data import make_orders, make_users
-from streamapp.ksqldb import (
+from streamapp.demo.data import make_orders, make_users
+from streamapp.kafka.broker import free_port
+from streamapp.demo.ksqldb import (
     DemoObjects,
     KsqlDBClient,
     KsqlDBError,
@@ -29,8 +29,8 @@ from streamapp.ksqldb import (
     schema_columns,
     sql_literal,
 )
-from streamapp.produce import insert_orders
-from streamapp.report import join_rows_from_columns
+from streamapp.demo.producer import insert_orders
+from streamapp.demo.report import join_rows_from_columns
 from streamapp.settings import Settings
 
 RECORDED = Path(__file__).parent / "recorded" / "ksqldb"

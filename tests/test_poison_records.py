@@ -23,12 +23,12 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from streamapp.broker import EmbeddedBroker
-from streamapp.dead_letters import PREFIX_BYTES, DeadLetter, from_record
-from streamapp.records import MAX_NESTING
+from streamapp.kafka.admin import admin_client
+from streamapp.kafka.broker import EmbeddedBroker
+from streamapp.model.dead_letters import PREFIX_BYTES, DeadLetter, from_record
+from streamapp.model.records import MAX_NESTING
 from streamapp.settings import Settings
-from streamapp.topics import admin_client
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.process import WorkerProcess
 
 from reliability_helpers import (
     Dataset, Order, TopicTail, check_output, isolated, make_dataset, murmur2_partition, produce, wait_for_outputs,

@@ -13,13 +13,13 @@ import zlib
 import pytest
 
 from streamapp.cli import main
-from streamapp.demo_data import CHANNELS, key, make_orders, make_users, order_value, user_value
+from streamapp.demo.data import CHANNELS, key, make_orders, make_users, order_value, user_value
+from streamapp.demo.producer import produce_orders, produce_users
+from streamapp.demo.report import join_results, match_partitions
+from streamapp.kafka.admin import describe, ensure_topics
+from streamapp.kafka.reader import Record, read_topic
+from streamapp.model.records import decode_order, decode_user
 from streamapp.partitioners.hashes import murmur2, to_positive
-from streamapp.produce import produce_orders, produce_users
-from streamapp.records import decode_order, decode_user
-from streamapp.report import join_results, match_partitions
-from streamapp.topic_reader import Record, read_topic
-from streamapp.topics import describe, ensure_topics
 
 
 def java(k: bytes, n: int) -> int:
@@ -163,7 +163,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(bootstrap: str, capsys, argv: list
 
 
 def test_cli_unreachable_kafka_is_named(capsys) -> None:
-    from streamapp.broker import free_port
+    from streamapp.kafka.broker import free_port
 
     address = f"127.0.0.1:{free_port()}"
     code, _, err = run_cli(capsys, "produce", "--bootstrap_server", address)
@@ -180,7 +180,7 @@ def test_cli_existing_topic_with_other_count_is_refused(bootstrap: str, capsys) 
 
 
 def test_cli_unreachable_ksqldb_falls_back_to_the_java_compatible_producer(bootstrap: str, capsys) -> None:
-    from streamapp.broker import free_port
+    from streamapp.kafka.broker import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     topic = f"demo_user_{uuid.uuid4().hex[:8]}"
@@ -196,7 +196,7 @@ def test_cli_debug_logs_every_delivery_with_its_partition(bootstrap: str, capsys
     import logging
 
     topic = f"demo_user_{uuid.uuid4().hex[:8]}"
-    with caplog.at_level(logging.DEBUG, logger="streamapp.produce"):
+    with caplog.at_level(logging.DEBUG, logger="streamapp.demo.producer"):
         code, _, _ = run_cli(capsys, "produce", "--bootstrap_server", bootstrap, "--topic", topic, "--messages", "3",
                              "--seed", "4", "--wait", "1", "--debug")
     assert code == 0
@@ -212,7 +212,7 @@ def test_cli_debug_logs_every_delivery_with_its_partition(bootstrap: str, capsys
 def test_people_tables_show_the_first_rows_and_say_how_many_more() -> None:
     from rich.console import Console
 
-    from streamapp.report import TABLE_ROWS, render_match
+    from streamapp.demo.report import TABLE_ROWS, render_match
 
     users = {f"u{i:03d}": 0 for i in range(TABLE_ROWS + 7)}
     console = Console(record=True, width=200)

@@ -8,10 +8,10 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Producer
 
-from streamapp.broker import free_port
-from streamapp.endpoints import EndpointError, check_http, check_kafka, validate_http_url
-from streamapp.topic_reader import TopicReadError, key_partitions, read_topic
-from streamapp.topics import describe
+from streamapp.demo.endpoints import EndpointError, check_http, check_kafka, validate_http_url
+from streamapp.kafka.admin import describe
+from streamapp.kafka.broker import free_port
+from streamapp.kafka.reader import TopicReadError, key_partitions, read_topic
 
 
 def test_read_topic_returns_every_record_of_multi_record_batches(bootstrap: str, new_topic) -> None:

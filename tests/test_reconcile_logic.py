@@ -71,7 +71,7 @@ def test_connector_jars_must_match_pyspark(monkeypatch, tmp_path):
     import pyspark
 
     from spark_batch.kafka_source import connector_jars
-    from streamapp.jvm import JvmError
+    from streamapp.kafka.jvm import JvmError
 
     monkeypatch.setenv("STREAMAPP_JVM_LIB", str(tmp_path))
     assert connector_jars(required=False) == []

@@ -15,11 +15,11 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import InvalidTimestampError, MessageSizeTooLargeError
 from confluent_kafka.admin import NewTopic
 
-from streamapp.batch_sender import BatchSender
-from streamapp.dead_letters import PREFIX_BYTES, DeadLetter, from_record
-from streamapp.limits import RecordLimits, TimestampWindow, read_limits, record_size
+from streamapp.kafka.admin import admin_client, wait_listed
+from streamapp.kafka.limits import RecordLimits, TimestampWindow, read_limits, record_size
+from streamapp.model.dead_letters import PREFIX_BYTES, DeadLetter, from_record
 from streamapp.partitioners import get_partitioner
-from streamapp.topics import admin_client, wait_listed
+from streamapp.worker.batch_sender import BatchSender
 
 
 def size_with_headers(letter: DeadLetter) -> int:

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from streamapp.errors import StreamappError
-from streamapp.records import Order, RecordError, User, decode_order, decode_user
+from streamapp.model.records import Order, RecordError, User, decode_order, decode_user
 
 GOOD_ORDER = {"ts": 1677844043886, "product_id": 1669, "qty": 6, "unit_price": 68.67, "channel": "store"}
 

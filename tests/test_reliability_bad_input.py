@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from streamapp.dead_letters import from_record
+from streamapp.model.dead_letters import from_record
 from streamapp.settings import Settings
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.process import WorkerProcess
 
 from reliability_helpers import (
     TopicTail, check_output, isolated, make_dataset, produce, wait_for_outputs, worker_settings,

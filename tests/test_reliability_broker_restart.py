@@ -36,10 +36,10 @@ from typing import Any, Iterator, Sequence
 import pytest
 from confluent_kafka import Producer
 
-from streamapp.broker import EmbeddedBroker
-from streamapp.health import UNREACHABLE_EXIT_CODE
+from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.settings import Settings
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.health import UNREACHABLE_EXIT_CODE
+from streamapp.worker.process import WorkerProcess
 
 from reliability_helpers import (
     Dataset, TopicTail, assert_every_order_joined, http_get, isolated, make_dataset, produce, wait_for_outputs, worker_settings,

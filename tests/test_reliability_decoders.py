@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamapp.join import join_value, order_tail
-from streamapp.records import MAX_NESTING, Order, RecordError, decode_order, decode_user, nesting_depth
+from streamapp.model.join import join_value, order_tail
+from streamapp.model.records import MAX_NESTING, Order, RecordError, decode_order, decode_user, nesting_depth
 
 FIELDS = {"key", "value", "name", "age", "ts", "product_id", "qty", "unit_price", "channel"}
 INT64 = (-(2**63), 2**63 - 1)

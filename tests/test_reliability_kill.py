@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from spark_batch.reconcile import main as reconcile_main
+from streamapp.kafka.admin import ensure_topics
 from streamapp.settings import Settings
-from streamapp.topics import ensure_topics
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.process import WorkerProcess
 
 from reliability_helpers import (
     DAY, BackgroundProducer, Dataset, TopicTail, check_output, isolated, make_dataset, produce,

@@ -64,7 +64,7 @@ def test_bad_dates_and_options_exit_2_with_one_line(args: list[str], words: str,
 @pytest.fixture(scope="module")
 def missing_topic_run(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     """One real CLI run whose orders topic does not exist (the other topics exist); one JVM start serves two tests."""
-    from streamapp.topics import ensure_topics
+    from streamapp.kafka.admin import ensure_topics
 
     topics = {role: f"rel_missing_{role}_{uuid.uuid4().hex[:6]}" for role in sc.ROLES}
     ensure_topics(bootstrap, {t: 6 for role, t in topics.items() if role != "orders"})

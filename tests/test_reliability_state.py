@@ -14,9 +14,9 @@ import shutil
 import time
 from pathlib import Path
 
+from streamapp.kafka.reader import read_topic
 from streamapp.settings import Settings
-from streamapp.topic_reader import read_topic
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.process import WorkerProcess
 
 from reliability_helpers import digest, isolated, make_dataset, murmur2_partition, produce, table_rows, worker_settings
 from workerkit import counters_from_log

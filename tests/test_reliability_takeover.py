@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from streamapp.settings import Settings
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.process import WorkerProcess
 
 from reliability_helpers import (
     BackgroundProducer, TopicTail, check_output, http_get, isolated, make_dataset, produce, wait_for_outputs,

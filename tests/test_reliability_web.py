@@ -24,10 +24,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamapp.broker import EmbeddedBroker
+from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.settings import Settings
-from streamapp.web.security import is_public
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.process import WorkerProcess
+from streamapp.worker.web.security import is_public
 
 from reliability_helpers import isolated, make_dataset, produce, worker_settings
 from workerkit import wait_for_users

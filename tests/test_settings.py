@@ -2,10 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from streamapp.application import faust_config
-from streamapp.cli import build_parser
-from streamapp.cli import settings_table
+from streamapp.cli import build_parser, settings_table
 from streamapp.settings import Settings, SettingsError, documentation_table
+from streamapp.worker.app import faust_config
 
 
 def test_defaults_are_the_demo_topics() -> None:

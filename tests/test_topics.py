@@ -16,12 +16,12 @@ import zlib
 
 import pytest
 
-from streamapp.admin import partition_impact
 from streamapp.cli import main
-from streamapp.demo_data import key, make_users
+from streamapp.copartition.impact import partition_impact
+from streamapp.demo.data import key, make_users
+from streamapp.demo.producer import produce_users
+from streamapp.kafka.admin import describe
 from streamapp.partitioners.hashes import murmur2, to_positive
-from streamapp.produce import produce_users
-from streamapp.topics import describe
 
 from workerkit import produce, read_all
 

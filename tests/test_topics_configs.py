@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from streamapp.admin import list_topics
-from streamapp.broker import EmbeddedBroker
 from streamapp.cli import main
-from streamapp.produce import table_changelogs
+from streamapp.demo.producer import table_changelogs
+from streamapp.kafka.admin import list_topics
+from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.settings import Settings
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.process import WorkerProcess
 
 from workerkit import isolated
 

@@ -8,9 +8,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka.admin import NewTopic
 
-from streamapp.batch_sender import BatchSender
+from streamapp.kafka.admin import TopicError, admin_client, wait_listed
 from streamapp.partitioners import get_partitioner
-from streamapp.topics import TopicError, admin_client, wait_listed
+from streamapp.worker.batch_sender import BatchSender
 
 
 async def test_batch_sender_puts_each_record_where_the_partitioner_says_with_its_timestamp(

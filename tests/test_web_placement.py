@@ -11,8 +11,8 @@ import zlib
 import confluent_kafka
 import pytest
 
-from streamapp.web.placement import diagnose, expected_partition, place, writers
-from streamapp.web.stats import merge
+from streamapp.worker.web.placement import diagnose, expected_partition, place, writers
+from streamapp.worker.web.stats import merge
 
 DETERMINISTIC = ("murmur2", "consistent", "fnv1a")
 

@@ -11,8 +11,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from streamapp.broker import EmbeddedBroker, free_port
-from streamapp.worker_process import WorkerProcess
+from streamapp.kafka.broker import EmbeddedBroker, free_port
+from streamapp.worker.process import WorkerProcess
 from test_web_placement import rdkafka_partition
 from test_web_views import PARTITIONS, TOKEN, Running, get, produce_users, unique_settings, wait_for, wait_loaded
 

@@ -10,9 +10,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from streamapp.web import params
-from streamapp.web.params import MAX_KEY_BYTES, MAX_LIMIT, WebInputError
-from streamapp.web.security import middlewares, quiet_malformed_requests, token_ok
+from streamapp.worker.web import params
+from streamapp.worker.web.params import MAX_KEY_BYTES, MAX_LIMIT, WebInputError
+from streamapp.worker.web.security import middlewares, quiet_malformed_requests, token_ok
 
 TOKEN = "s3cret-token"
 

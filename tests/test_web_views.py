@@ -18,10 +18,10 @@ import aiohttp
 import pytest
 from confluent_kafka import Producer
 
-from streamapp.broker import EmbeddedBroker, free_port
+from streamapp.kafka.admin import ensure_topics
+from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.settings import Settings
-from streamapp.topics import ensure_topics
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.process import WorkerProcess
 from test_web_placement import rdkafka_partition
 
 TOKEN = "web-test-token"

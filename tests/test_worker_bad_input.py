@@ -10,9 +10,9 @@ import json
 import random
 from pathlib import Path
 
-from streamapp.dead_letters import from_record
+from streamapp.model.dead_letters import from_record
 from streamapp.settings import Settings
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.process import WorkerProcess
 
 from workerkit import isolated, make_order, make_users, produce, read_all, to_json, wait_for_users
 

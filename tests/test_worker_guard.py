@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from streamapp.application import GUARD_EXIT_CODE
+from streamapp.kafka.admin import ensure_topics
 from streamapp.settings import Settings
-from streamapp.topics import ensure_topics
-from streamapp.worker_process import WorkerError, WorkerProcess
+from streamapp.worker.app import GUARD_EXIT_CODE
+from streamapp.worker.process import WorkerError, WorkerProcess
 
 from workerkit import isolated, make_users, produce, to_json
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from rocksdict import AccessType, Options, Rdict
 
-from streamapp.broker import free_port
+from streamapp.kafka.admin import describe
+from streamapp.kafka.broker import free_port
 from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
-from streamapp.topics import describe
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.process import WorkerProcess
 
 from workerkit import counters_from_log, isolated, make_order, make_users, produce, read_all, to_json, wait_for_users
 

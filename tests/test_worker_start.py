@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from streamapp.broker import free_port
+from streamapp.kafka.broker import free_port
 from streamapp.settings import Settings
-from streamapp.worker_process import WorkerProcess, settings_env
+from streamapp.worker.process import WorkerProcess, settings_env
 
 
 def test_worker_reaches_ready(broker_settings: Settings, tmp_path: Path) -> None:

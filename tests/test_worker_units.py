@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from streamapp.application import faust_config, owned_topics
-from streamapp.counters import Counters, summary_line
-from streamapp.dead_letters import SOURCE_OFFSET, DeadLetter, from_record
+from streamapp.model.dead_letters import SOURCE_OFFSET, DeadLetter, from_record
 from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
+from streamapp.worker.app import faust_config, owned_topics
+from streamapp.worker.counters import Counters, summary_line
 
 
 def test_counters_snapshot_per_partition_and_totals() -> None:
@@ -59,7 +59,7 @@ def test_app_owns_every_topic_with_the_configured_count_and_uses_the_partitioner
 
 
 def test_a_module_of_agents_that_does_not_import_stops_the_worker_naming_it() -> None:
-    from streamapp.application import app
+    from streamapp.worker.app import app
 
     try:
         raise ImportError("cannot import name 'partition_row'")

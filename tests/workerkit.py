@@ -15,9 +15,9 @@ from typing import Callable, Iterable, Sequence
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from streamapp.broker import free_port
+from streamapp.kafka.broker import free_port
 from streamapp.settings import Settings
-from streamapp.worker_process import WorkerProcess
+from streamapp.worker.process import WorkerProcess
 
 COUNTERS = re.compile(r"Counters: users ([\d,]+) · repartitioned users ([\d,]+) · orders ([\d,]+)")
 CHANNELS = ("store", "web", "partner", "catalog")

@@ -5,8 +5,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..child import run_until, stop_on_signals
-from ..broker import BrokerError, EmbeddedBroker
+from ..kafka.broker import BrokerError, EmbeddedBroker
+from ..kafka.child import run_until, stop_on_signals
 from ..settings import Settings, add_arguments
 
 

@@ -10,6 +10,7 @@ shows none.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -22,11 +23,11 @@ from typing import Any
 
 from rich.table import Table
 
-from ..broker import EmbeddedBroker, free_port
-from ..produce import ProduceError, ProduceOptions, ProduceRun
+from ..demo.producer import ProduceError, ProduceOptions, ProduceRun
+from ..kafka.broker import EmbeddedBroker, free_port
+from ..kafka.reader import read_topic
 from ..settings import Settings
-from ..topic_reader import read_topic
-from ..worker_process import WorkerProcess, settings_env
+from ..worker.process import WorkerProcess, settings_env
 from .produce import people_console, produce_with_progress, render_run
 
 #: librdkafka's default first (the bug), then the Java-compatible one (the fix).
@@ -140,11 +141,11 @@ def reconcile(settings: Settings, tmp: Path, window_start: datetime, console: An
     which is what ksqlDB computes) stands in for ksqlDB's output; this is said.
     """
     console.rule("Reconciliation (Spark)")
-    try:
-        import spark_batch.reconcile  # noqa: F401
-    except ImportError as exc:
-        console.print(f"Reconciliation skipped: spark_batch.reconcile is not importable ({exc})")
-        return {"ran": False, "reason": str(exc)}
+    missing = [name for name in ("spark_batch", "pyspark") if importlib.util.find_spec(name) is None]
+    if missing:  # the job is a program of its own: streamapp runs it, never imports it
+        reason = f"{', '.join(missing)} not installed"
+        console.print(f"Reconciliation skipped: {reason}")
+        return {"ran": False, "reason": reason}
     console.print(f"No ksqlDB here: the Faust repartitioned join ({settings.merged_repartition_topic}) stands in "
                   "for ksqlDB's output, since both partition users and orders with murmur2.")
     output, exports = tmp / "reconcile", tmp / "exports"

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ..fingerprint import Fingerprint, clients_of, fingerprint_topic
+from ..copartition.fingerprint import Fingerprint, clients_of, fingerprint_topic
 from ..settings import Settings, add_arguments
 from .partition import wide_console
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..guard import CopartitionReport, check_copartitioning
+from ..copartition.guard import CopartitionReport, check_copartitioning
 from ..settings import Settings, add_arguments
 
 #: The worker stores table keys raw (``streamapp.tables``); the CLI checks against that without loading Faust.

@@ -5,8 +5,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..child import run_until, stop_on_signals
-from ..ksql_equivalent import FAILED_MARK, KsqlEquivalent, KsqlEquivalentError
+from ..demo.ksql_equivalent import FAILED_MARK, KsqlEquivalent, KsqlEquivalentError
+from ..kafka.child import run_until, stop_on_signals
 from ..settings import Settings, add_arguments
 
 DESCRIPTION = (

@@ -11,8 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from ..produce import ProduceError, ProduceOptions, ProduceRun, run
-from ..report import render_joins, render_match
+from ..demo.producer import ProduceError, ProduceOptions, ProduceRun, run
+from ..demo.report import render_joins, render_match
 from ..settings import Settings
 
 #: From this many messages on, a progress bar shows (small runs print instantly).

@@ -7,18 +7,9 @@ from typing import Any
 
 from rich.table import Table
 
-from ..admin import (
-    PartitionImpact,
-    add_partitions,
-    add_partitions_impact,
-    check_new_count,
-    create_topic,
-    delete_topic,
-    describe_topic,
-    list_topics,
-)
+from ..copartition.impact import PartitionImpact, add_partitions_impact
+from ..kafka.admin import TopicError, add_partitions, check_new_count, create_topic, delete_topic, describe_topic, list_topics
 from ..settings import Settings, add_arguments
-from ..topics import TopicError
 from .produce import people_console
 
 
@@ -121,7 +112,7 @@ def topic_partitioner(bootstrap: str, topic: str, given: str | None) -> tuple[st
     """The partitioner to measure with, and how it was chosen (given, or fingerprinted)."""
     if given:
         return given, "given with --partitioner"
-    from ..fingerprint import fingerprint_topic
+    from ..copartition.fingerprint import fingerprint_topic
 
     fingerprint = fingerprint_topic(bootstrap, topic)
     if fingerprint.keyed == 0:

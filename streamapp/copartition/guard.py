@@ -1,0 +1,220 @@
+"""The co-partitioning guard: will the worker's joins find the users they should?
+
+A stream-table join looks a key up only in the order's partition, so it is
+correct only when (1) both topics have the same partition count, (2) the table
+keys are the same bytes as the stream keys, and (3) both topics were written
+with the same partitioner.  ksqlDB and Kafka Streams check (1) only; this guard
+checks all three, at worker start and on demand (:func:`check_copartitioning`).
+
+The checks are pure functions of facts (partition counts, key serializers,
+fingerprints), so they are tested without a broker; :func:`gather` is the thin
+part that reads the facts from Kafka.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping
+
+from ..errors import StreamappError
+from ..kafka.admin import describe
+from ..partitioners import get_partitioner
+from ..settings import Settings
+
+logger = logging.getLogger(__name__)
+
+SAMPLE = 1000
+
+
+class GuardError(StreamappError):
+    """The guard found co-partitioning problems and ``guard_policy=fail``."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check; ``ok`` is None when it could not run (the message says why)."""
+
+    name: str
+    ok: bool | None
+    message: str
+
+
+@dataclass(frozen=True)
+class CopartitionReport:
+    policy: str
+    partitioner: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok is not False for check in self.checks)
+
+    @property
+    def problems(self) -> list[str]:
+        return [check.message for check in self.checks if check.ok is False]
+
+    @property
+    def skipped(self) -> list[str]:
+        return [check.message for check in self.checks if check.ok is None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok, "problems": self.problems}
+
+    def lines(self) -> list[str]:
+        marks = {True: "ok", False: "PROBLEM", None: "skipped"}
+        return [f"Guard [{marks[c.ok]}] {c.name}: {c.message}" for c in self.checks]
+
+
+@dataclass(frozen=True)
+class TopicFacts:
+    """What the guard knows about a topic: its partition count and, if read, its fingerprint."""
+
+    partitions: int | None
+    fingerprint: Any = None
+    fingerprint_error: str | None = None
+
+
+def joined_pairs(settings: Settings) -> list[tuple[str, str]]:
+    """(stream, table) topic pairs of the two joins."""
+    return [
+        (settings.orders_topic, settings.users_topic),
+        (settings.orders_topic, settings.users_repartition_topic),
+    ]
+
+
+def partition_count_check(stream: str, table: str, counts: Mapping[str, int | None]) -> Check:
+    name = f"partitions {stream} × {table}"
+    left, right = counts.get(stream), counts.get(table)
+    missing = [topic for topic, count in ((stream, left), (table, right)) if count is None]
+    if missing:
+        return Check(name, False, f"{' and '.join(missing)} does not exist: create it with the configured count")
+    if left != right:
+        return Check(name, False, (
+            f"Can't join {stream} with {table} since the number of partitions don't match: "
+            f"{stream} has {left} partitions, {table} has {right}. Repartition one of them so the counts match."
+        ))
+    return Check(name, True, f"{stream} and {table} both have {left} partitions")
+
+
+def key_serialization_check(topic: str, serializers: Mapping[str, str] | None, facts: TopicFacts) -> Check:
+    """Table keys must be the raw key bytes, and the topic's keys must not be JSON strings."""
+    name = f"key serialization {topic}"
+    if serializers is not None:
+        quoting = {t: s for t, s in serializers.items() if s != "raw"}
+        if quoting:
+            detail = ", ".join(f"{t} uses {s!r}" for t, s in sorted(quoting.items()))
+            return Check(name, False, (
+                f"table keys must be stored as the raw key bytes (key_serializer='raw'), but {detail}: "
+                f"a JSON-quoted key (b'\"u1\"') never equals ksqlDB's KAFKA STRING key (b'u1')"
+            ))
+    fp = facts.fingerprint
+    if fp is not None and fp.keyed and fp.json_keys:
+        return Check(name, False, (
+            f"the keys of {topic} are JSON-quoted strings (b'\"u1\"'), not ksqlDB's KAFKA STRING format "
+            f"(b'u1'): they will not equal the keys of the other topic"
+        ))
+    return Check(name, True, "table keys are the raw key bytes" + (
+        f"; {topic} keys are not JSON-quoted" if fp is not None and fp.keyed else ""))
+
+
+def partitioner_check(topic: str, partitioner: str, facts: TopicFacts, settings: Settings) -> Check:
+    """Was ``topic`` written with the join's partitioner?  Says what a mismatch costs."""
+    name = f"partitioner of {topic}"
+    fp = facts.fingerprint
+    if fp is None:
+        return Check(name, None, f"fingerprint not available ({facts.fingerprint_error or 'not read'})")
+    if fp.keyed == 0:
+        return Check(name, None, f"{topic} has no keyed records yet, so its partitioner cannot be checked")
+    if partitioner not in fp.scored:
+        return Check(name, None, f"{partitioner} is not a known partitioner, so the fingerprint cannot judge it")
+    if partitioner in fp.explaining:
+        return Check(name, True, f"{topic} was written with {partitioner}, the join's partitioner: {fp.verdict}")
+    n = fp.num_partitions
+    share = fp.scores.get(partitioner, 0.0)
+    placed = f"only {share:.2%} of its {fp.keyed:,} sampled keys are where {partitioner} puts them"
+    if topic == settings.users_topic:
+        cost = (
+            f"The direct join ({settings.merged_topic}) will miss about {1 - 1 / n:.0%} (1 − 1/{n}) of lookups; "
+            f"the repartitioned join ({settings.merged_repartition_topic}) is the correct one."
+        )
+    else:
+        cost = (
+            f"Orders are looked up in partitions {partitioner} did not choose: both joins "
+            f"({settings.merged_topic}, {settings.merged_repartition_topic}) will miss about "
+            f"{1 - 1 / n:.0%} of lookups."
+        )
+    return Check(name, False, f"{topic} was not written with {partitioner}: {placed}. {fp.verdict} {cost}")
+
+
+def evaluate(
+    settings: Settings,
+    facts: Mapping[str, TopicFacts],
+    key_serializers: Mapping[str, str] | None = None,
+) -> CopartitionReport:
+    """The report for the gathered facts; pure."""
+    partitioner = get_partitioner(settings.partitioner).name
+    counts = {topic: f.partitions for topic, f in facts.items()}
+    checks = [partition_count_check(stream, table, counts) for stream, table in joined_pairs(settings)]
+    users = facts.get(settings.users_topic, TopicFacts(None))
+    checks.append(key_serialization_check(settings.users_topic, key_serializers, users))
+    checks.append(partitioner_check(settings.users_topic, partitioner, users, settings))
+    orders = facts.get(settings.orders_topic, TopicFacts(None))
+    checks.append(partitioner_check(settings.orders_topic, partitioner, orders, settings))
+    return CopartitionReport(settings.guard_policy, partitioner, checks)
+
+
+def _fingerprint_reader() -> tuple[Callable[..., Any] | None, str | None]:
+    try:
+        from .fingerprint import fingerprint_topic
+    except ImportError as exc:
+        return None, f"streamapp.fingerprint is not available: {exc}"
+    return fingerprint_topic, None
+
+
+def gather(settings: Settings, sample: int = SAMPLE) -> dict[str, TopicFacts]:
+    """Partition counts of the joined topics and fingerprints of users and orders, read from Kafka."""
+    topics = {t for pair in joined_pairs(settings) for t in pair}
+    info = describe(settings.bootstrap_servers, topics)
+    read, unavailable = _fingerprint_reader()
+    facts = {}
+    for topic in topics:
+        count = info[topic].partitions if topic in info else None
+        fingerprint, error = None, unavailable
+        if read is not None and count is not None and topic in (settings.users_topic, settings.orders_topic):
+            try:
+                fingerprint = read(settings.bootstrap_servers, topic, sample)
+            except StreamappError as exc:
+                error = str(exc)
+        facts[topic] = TopicFacts(count, fingerprint, error)
+    return facts
+
+
+def check_copartitioning(
+    settings: Settings, key_serializers: Mapping[str, str] | None = None, sample: int = SAMPLE
+) -> CopartitionReport:
+    """Run every check now against the broker in ``settings``."""
+    report = evaluate(settings, gather(settings, sample), key_serializers)
+    _latest[0] = report
+    return report
+
+
+_latest: list[CopartitionReport | None] = [None]
+
+
+def latest_report() -> CopartitionReport | None:
+    """The report of the last check in this process (the worker runs one at start)."""
+    return _latest[0]
+
+
+def run_guard(settings: Settings, key_serializers: Mapping[str, str] | None = None) -> CopartitionReport:
+    """The worker's start-up check: log every line; raise :class:`GuardError` on problems under ``fail``."""
+    report = check_copartitioning(settings, key_serializers)
+    for check, line in zip(report.checks, report.lines()):
+        (logger.warning if check.ok is False else logger.info)(line)
+    if not report.ok and settings.guard_policy == "fail":
+        raise GuardError(
+            f"guard_policy=fail: {len(report.problems)} co-partitioning problem(s): " + " | ".join(report.problems)
+        )
+    if not report.ok:
+        logger.warning("Guard: %d problem(s); guard_policy=warn, so the worker goes on", len(report.problems))
+    return report

@@ -1,0 +1,273 @@
+"""ksqlDB REST client (HTTP/1.1, stdlib): the demo's five objects, INSERTs and push queries.
+
+Only the endpoints that work over HTTP/1.1 are used: ``/info``, ``/ksql`` (DDL and
+``INSERT INTO ... VALUES``) and ``/query`` (chunked push queries); ``/inserts-stream``
+and ``/query-stream`` need HTTP/2.  Statement building is pure and tested on its own.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from ..errors import StreamappError
+from ..settings import Settings
+
+CONTENT_TYPE = "application/vnd.ksql.v1+json"
+#: Reads must start at the beginning of the demo's topics and see every update at once.
+STREAMS_PROPERTIES = {
+    "ksql.streams.auto.offset.reset": "earliest",
+    "ksql.streams.cache.max.bytes.buffering": "0",
+}
+
+
+class KsqlDBError(StreamappError):
+    """ksqlDB refused a request or could not be reached; carries its error code and message."""
+
+    def __init__(self, message: str, status: int | None = None, error_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_code = error_code
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    statement: str
+    status: str
+    message: str
+    command_sequence_number: int | None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    query_id: str
+    columns: list[str]
+    rows: list[list[Any]]
+    final_message: str | None
+
+
+def object_name(topic: str) -> str:
+    """A ksqlDB identifier for a topic: upper case, anything but letters, digits and _ replaced."""
+    return re.sub(r"[^A-Z0-9_]", "_", topic.upper())
+
+
+def sql_literal(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def insert_statement(stream: str, row: Mapping[str, object]) -> str:
+    columns = ", ".join(row)
+    values = ", ".join(sql_literal(v) for v in row.values())
+    return f"INSERT INTO {stream} ({columns}) VALUES ({values});"
+
+
+@dataclass(frozen=True)
+class DemoObjects:
+    """The names of the demo's five ksqlDB objects, derived from the topic settings."""
+
+    users_table: str
+    users_repartition_table: str
+    users_repartition_topic: str
+    orders_stream: str
+    merged_stream: str
+    merged_repartition_stream: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "DemoObjects":
+        return cls(
+            users_table=object_name(settings.users_topic),
+            users_repartition_table=object_name(settings.users_topic) + "_REPARTITION",
+            users_repartition_topic=f"{settings.users_topic}_repartition",
+            orders_stream=object_name(settings.orders_topic),
+            merged_stream=object_name(settings.ksqldb_merged_topic),
+            merged_repartition_stream=object_name(settings.ksqldb_merged_repartition_topic),
+        )
+
+
+def demo_statements(settings: Settings) -> list[str]:
+    """The demo's table, repartitioned table, orders stream and two LEFT JOIN streams, in order."""
+    o = DemoObjects.from_settings(settings)
+    joined = "{orders}.user_id AS user_id, {users}.name, {users}.age, product_id, qty, unit_price, channel, ts"
+    return [
+        f"CREATE TABLE IF NOT EXISTS {o.users_table} (user_id VARCHAR PRIMARY KEY, name VARCHAR, age BIGINT) "
+        f"WITH (kafka_topic='{settings.users_topic}', VALUE_FORMAT='JSON');",
+        f"CREATE TABLE IF NOT EXISTS {o.users_repartition_table} WITH (kafka_topic='{o.users_repartition_topic}', "
+        f"VALUE_FORMAT='JSON') AS SELECT user_id, name, age FROM {o.users_table} EMIT CHANGES;",
+        f"CREATE STREAM IF NOT EXISTS {o.orders_stream} (user_id VARCHAR KEY, ts BIGINT, product_id BIGINT, "
+        f"qty BIGINT, unit_price DOUBLE, channel VARCHAR) WITH (kafka_topic='{settings.orders_topic}', "
+        f"VALUE_FORMAT='JSON', timestamp='ts');",
+        f"CREATE STREAM IF NOT EXISTS {o.merged_stream} WITH (kafka_topic='{settings.ksqldb_merged_topic}') AS SELECT "
+        + joined.format(orders=o.orders_stream, users=o.users_table)
+        + f" FROM {o.orders_stream} LEFT JOIN {o.users_table} ON {o.orders_stream}.user_id = "
+        f"{o.users_table}.user_id EMIT CHANGES;",
+        f"CREATE STREAM IF NOT EXISTS {o.merged_repartition_stream} WITH (kafka_topic="
+        f"'{settings.ksqldb_merged_repartition_topic}') AS SELECT "
+        + joined.format(orders=o.orders_stream, users=o.users_repartition_table)
+        + f" FROM {o.orders_stream} LEFT JOIN {o.users_repartition_table} ON {o.orders_stream}.user_id = "
+        f"{o.users_repartition_table}.user_id EMIT CHANGES;",
+    ]
+
+
+def schema_columns(schema: str) -> list[str]:
+    """Column names from a ``/query`` header schema such as ```USER_ID` STRING KEY, `NAME` STRING``."""
+    names, depth, part = [], 0, ""
+    for char in schema + ",":
+        depth += {"<": 1, ">": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            found = re.match(r"\s*`((?:[^`]|``)+)`", part)
+            if found:
+                names.append(found.group(1))
+            part = ""
+        else:
+            part += char
+    return names
+
+
+def parse_query_lines(lines: Sequence[str]) -> QueryResult:
+    """A ``/query`` body, one JSON element per line of the streamed array (a cut-off tail is fine)."""
+    query_id, columns, rows, final = "", [], [], None
+    for raw in lines:
+        text = raw.strip().lstrip("[").rstrip("]").rstrip(",").strip()
+        if not text:
+            continue
+        try:
+            item = json.loads(text)
+        except ValueError:
+            continue
+        if "header" in item:
+            query_id = item["header"].get("queryId", "")
+            columns = schema_columns(item["header"].get("schema", ""))
+        elif item.get("row"):
+            rows.append(item["row"]["columns"])
+        elif item.get("errorMessage"):
+            error = item["errorMessage"]
+            message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+            raise KsqlDBError(f"ksqlDB push query failed: {message}", error_code=_code(error))
+        elif item.get("finalMessage"):
+            final = item["finalMessage"]
+    return QueryResult(query_id, columns, rows, final)
+
+
+def _code(error: object) -> int | None:
+    return error.get("error_code") if isinstance(error, dict) else None
+
+
+def error_from_response(status: int, body: bytes, what: str) -> KsqlDBError:
+    """ksqlDB's error shape ``{"@type", "error_code", "message"}`` as one line for people."""
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError:
+        data = {"message": body.decode("utf-8", "replace")[:200]}
+    if isinstance(data, list) and data:
+        data = data[0]
+    message = data.get("message") or f"HTTP {status}"
+    code = data.get("error_code")
+    statement = data.get("statementText")
+    text = f"ksqlDB rejected {what} (HTTP {status}, error {code}): {message.strip()}"
+    if statement:
+        text += f" [statement: {statement.strip()}]"
+    return KsqlDBError(text, status=status, error_code=code)
+
+
+class KsqlDBClient:
+    """One ksqlDB server's REST API; every call opens its own connection (requests are rare)."""
+
+    def __init__(self, endpoint: str, timeout: float = 10.0) -> None:
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise KsqlDBError(f"ksqldb_endpoint={endpoint!r}: expected http://host:port")
+        self.endpoint = endpoint.rstrip("/")
+        self._parts = parts
+        self.timeout = timeout
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self._parts.scheme == "https" else http.client.HTTPConnection
+        return cls(self._parts.hostname, self._parts.port, timeout=timeout)
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None, what: str) -> Any:
+        conn = self._connection(self.timeout)
+        try:
+            conn.request(method, path, body=None if body is None else json.dumps(body),
+                         headers={"Accept": CONTENT_TYPE, "Content-Type": CONTENT_TYPE})
+            response = conn.getresponse()
+            data = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise KsqlDBError(f"ksqlDB at {self.endpoint} is unreachable ({what}): {exc}") from None
+        finally:
+            conn.close()
+        if response.status >= 400:
+            raise error_from_response(response.status, data, what)
+        return json.loads(data or b"null")
+
+    def info(self) -> dict[str, Any]:
+        """``GET /info``: the server's version, Kafka cluster id and status."""
+        return self._request("GET", "/info", None, "GET /info")["KsqlServerInfo"]
+
+    def execute(self, statement: str, after: int | None = None) -> list[CommandResult]:
+        """Run statements on ``/ksql``; ``after`` waits for that command sequence number first."""
+        body: dict[str, Any] = {"ksql": statement, "streamsProperties": STREAMS_PROPERTIES}
+        if after is not None:
+            body["commandSequenceNumber"] = after
+        results = []
+        for entity in self._request("POST", "/ksql", body, statement.split("(")[0].strip()) or []:
+            status = entity.get("commandStatus") or {}
+            if status.get("status") == "ERROR":
+                raise KsqlDBError(f"ksqlDB failed {entity.get('statementText', statement)}: {status.get('message')}")
+            results.append(CommandResult(
+                statement=entity.get("statementText", statement),
+                status=status.get("status", entity.get("@type", "")),
+                message=status.get("message", ""),
+                command_sequence_number=entity.get("commandSequenceNumber"),
+                warnings=[w.get("message", str(w)) for w in entity.get("warnings", [])],
+            ))
+        return results
+
+    def execute_all(self, statements: Sequence[str]) -> list[CommandResult]:
+        """Run statements one by one, each after the previous one's command has been applied."""
+        results: list[CommandResult] = []
+        after = None
+        for statement in statements:
+            done = self.execute(statement, after)
+            results.extend(done)
+            numbers = [r.command_sequence_number for r in done if r.command_sequence_number is not None]
+            after = max(numbers) if numbers else after
+        return results
+
+    def insert(self, stream: str, row: Mapping[str, object]) -> None:
+        self.execute(insert_statement(stream, row))
+
+    def query(self, sql: str, timeout: float = 10.0) -> QueryResult:
+        """A push query on ``/query``, read until ksqlDB ends it (``LIMIT``) or ``timeout`` passes."""
+        conn = self._connection(timeout)
+        lines: list[str] = []
+        deadline = time.monotonic() + timeout
+        try:
+            conn.request("POST", "/query", body=json.dumps({"ksql": sql, "streamsProperties": STREAMS_PROPERTIES}),
+                         headers={"Accept": CONTENT_TYPE, "Content-Type": CONTENT_TYPE})
+            response = conn.getresponse()
+            if response.status >= 400:
+                raise error_from_response(response.status, response.read(), sql)
+            while time.monotonic() < deadline:
+                line = response.readline()
+                if not line:
+                    break
+                lines.append(line.decode("utf-8", "replace"))
+        except socket.timeout:
+            pass
+        except (OSError, http.client.HTTPException) as exc:
+            raise KsqlDBError(f"ksqlDB at {self.endpoint} is unreachable (push query): {exc}") from None
+        finally:
+            conn.close()
+        return parse_query_lines(lines)

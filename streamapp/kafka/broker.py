@@ -1,0 +1,301 @@
+"""Apache Kafka on loopback: one KRaft node, broker and controller, in a child JVM.
+
+This is what runs the whole pipeline on a machine with no Kafka cluster: the
+demo, the tests and ``streamapp broker``.  The jars come from Maven Central
+through ``jvm/broker/pom.xml``.  A real cluster is used by pointing
+``STREAMAPP_BOOTSTRAP_SERVERS`` at it instead.
+
+The data directory holds the log, the rendered configuration and the ports the
+node was first started on (the controller's address is part of the KRaft quorum,
+so a restart on the same data directory must reuse it).  Without one, a
+temporary directory is used and removed on stop.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import StreamappError
+from ..settings import Settings, ensure_directory
+from .child import ChildProcess
+from .jvm import JvmError, classpath, java
+
+READY_TIMEOUT = 60.0
+STATE_FILE = "streamapp-broker.json"
+LOG_DIR = "kraft-log"
+#: The class behind bin/kafka-storage.sh and the one behind bin/kafka-server-start.sh (Kafka 4.4).
+STORAGE_TOOL = "kafka.tools.StorageTool"
+SERVER_MAIN = "kafka.Kafka"
+
+#: A single node: no replication to wait for, no auto-created topics, groups form at once.
+SINGLE_NODE_CONFIG = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "auto.create.topics.enable": "false",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "6",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "6",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    # A restart after kill -9 waits out the dead node's broker session: keep it short on loopback.
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "2000",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "min.insync.replicas": "1",
+}
+
+#: Kafka 4 logs through log4j2: warnings and the "started" line only, on stdout, which we drain.
+LOG4J2_YAML = """\
+Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      target: SYSTEM_OUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: kafka.server.KafkaRaftServer
+        level: INFO
+"""
+
+
+class BrokerError(StreamappError):
+    """The broker could not be started or stopped; the message says why and what to do."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_taken(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def check_address(host: str, port: int) -> None:
+    """One line for a port out of range or a host that is not a local address."""
+    if not 0 <= port <= 65535:
+        raise BrokerError(f"--port {port}: a port is between 0 and 65535 (0 picks a free one)")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+    except (OSError, UnicodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise BrokerError(f"--host {host!r}: cannot listen there ({reason}); give a local address such as 127.0.0.1") from None
+
+
+def metadata_ok(bootstrap: str, timeout: float = 2.0) -> bool:
+    """True when the broker answers a Metadata request (the Kafka handshake clients start with)."""
+    from .admin import TopicError, describe
+
+    try:
+        describe(bootstrap, (), timeout=timeout)
+        return True
+    except TopicError:
+        return False
+
+
+def can_create_topics(bootstrap: str, timeout: float = 5.0) -> bool:
+    """True when the controller accepts a topic (validated only, nothing is created)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    from .admin import admin_client
+
+    admin = admin_client(bootstrap)  # kept referenced: a collected client cancels its futures
+    futures = admin.create_topics(
+        [NewTopic("__streamapp_ready", 1, 1)], validate_only=True, operation_timeout=timeout, request_timeout=timeout
+    )
+    try:
+        for future in futures.values():
+            future.result(timeout)
+        return True
+    except (KafkaException, TimeoutError, Exception):  # noqa: BLE001 - any refusal means "not yet"
+        return False
+
+
+@dataclass
+class EmbeddedBroker(ChildProcess):
+    """Start Apache Kafka on loopback; use as a context manager or call start()/stop().
+
+    ``port=0`` picks a free client port (or reuses the one a data directory was
+    first started on); ``data_dir=None`` means a temporary directory removed on stop.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    data_dir: Path | None = None
+    heap: str = "512m"
+    cluster_id: str | None = None
+    controller_port: int = field(default=0, init=False)
+    _temporary: bool = field(default=False, init=False, repr=False)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **kw: object) -> "EmbeddedBroker":
+        return cls(heap=settings.broker_heap, **kw)  # type: ignore[arg-type]
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def settings(self, base: Settings | None = None) -> Settings:
+        """Settings pointing at this broker."""
+        return (base or Settings.from_env()).replace(bootstrap_servers=self.bootstrap)
+
+    def env(self) -> dict[str, str]:
+        """Environment for a child process (a worker) that should use this broker."""
+        return {"STREAMAPP_BOOTSTRAP_SERVERS": self.bootstrap}
+
+    # -- start ---------------------------------------------------------------------------------
+
+    def start(self, timeout: float = READY_TIMEOUT) -> "EmbeddedBroker":
+        try:
+            java_bin, cp = java(), classpath("broker")
+        except JvmError as exc:
+            raise BrokerError(str(exc)) from None
+        check_address(self.host, self.port)
+        root = self._prepare_data_dir()
+        state = self._read_state(root)
+        self.port = self.port or int(state.get("port", 0)) or free_port(self.host)
+        self.controller_port = int(state.get("controller_port", 0)) or free_port(self.host)
+        for name, port in (("port", self.port), ("controller port", self.controller_port)):
+            if port_taken(self.host, port):
+                self._cleanup()
+                hint = "stop what is listening there or choose another port (--port 0 picks a free one)"
+                raise BrokerError(f"{name} {port} on {self.host} is already in use: {hint}")
+        properties = self._write_config(root)
+        self._format(java_bin, cp, root, properties, state)
+        self._spawn([java_bin, f"-Xmx{self.heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                     "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={root / 'log4j2.yaml'}",
+                     "-cp", cp, SERVER_MAIN, str(properties)])
+        self._wait_ready(timeout)
+        (root / STATE_FILE).write_text(json.dumps({
+            "cluster_id": self.cluster_id, "port": self.port, "controller_port": self.controller_port,
+        }), encoding="utf-8")
+        return self
+
+    def _prepare_data_dir(self) -> Path:
+        if self.data_dir is None:
+            self.data_dir, self._temporary = Path(tempfile.mkdtemp(prefix="streamapp-broker-")), True
+        root = Path(self.data_dir)
+        ensure_directory(root, f"--data-dir {root}", BrokerError)
+        return root
+
+    def _read_state(self, root: Path) -> dict[str, object]:
+        meta = root / LOG_DIR / "meta.properties"
+        if not meta.is_file():
+            return {}
+        formatted = dict(
+            line.split("=", 1) for line in meta.read_text(encoding="utf-8").splitlines() if "=" in line
+        ).get("cluster.id", "").strip()
+        if self.cluster_id and formatted and formatted != self.cluster_id:
+            raise BrokerError(
+                f"--data-dir {root}: formatted for cluster id {formatted}, not {self.cluster_id}; "
+                f"use another directory or the cluster id it was formatted with"
+            )
+        self.cluster_id = formatted or self.cluster_id
+        try:
+            return json.loads((root / STATE_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    def _write_config(self, root: Path) -> Path:
+        config = {
+            **SINGLE_NODE_CONFIG,
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "controller.quorum.bootstrap.servers": f"{self.host}:{self.controller_port}",
+            "log.dirs": str(root / LOG_DIR),
+        }
+        properties = root / "server.properties"
+        properties.write_text("".join(f"{k}={v}\n" for k, v in config.items()), encoding="utf-8")
+        (root / "log4j2.yaml").write_text(LOG4J2_YAML, encoding="utf-8")
+        return properties
+
+    def _format(self, java_bin: str, cp: str, root: Path, properties: Path, state: dict[str, object]) -> None:
+        """Format the storage once, on the first start of a data directory (bin/kafka-storage.sh format)."""
+        if (root / LOG_DIR / "meta.properties").is_file():
+            return
+        self.cluster_id = self.cluster_id or _cluster_id()
+        result = subprocess.run(
+            [java_bin, "-Xmx256m", "-cp", cp, STORAGE_TOOL, "format", "--standalone",
+             f"--cluster-id={self.cluster_id}", "-c", str(properties)],
+            capture_output=True, text=True, timeout=120,
+        )
+        if result.returncode != 0:
+            self._cleanup()
+            tail = " | ".join((result.stdout + result.stderr).strip().splitlines()[-2:])
+            raise BrokerError(f"formatting the broker's storage in {root} failed: {tail}")
+
+    def _wait_ready(self, timeout: float) -> None:
+        """Ready once it answers Metadata and its controller accepts a topic."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._exited():
+                message = self._failure_message()
+                self.stop()
+                raise BrokerError(message)
+            if metadata_ok(self.bootstrap, timeout=1.0) and can_create_topics(self.bootstrap):
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise BrokerError(f"Apache Kafka did not become ready on {self.bootstrap} within {timeout:.0f}s")
+
+    def _failure_message(self) -> str:
+        text = "\n".join(self.log_lines)
+        if "Address already in use" in text:
+            return f"port {self.port} or {self.controller_port} on {self.host} is already in use: choose another port"
+        if "InconsistentClusterIdException" in text or "Invalid cluster.id" in text:
+            return f"--data-dir {self.data_dir}: formatted for another cluster; use another directory"
+        errors = [line for line in self.log_lines if " ERROR " in line or "Exception" in line]
+        tail = (errors or list(self.log_lines))[-1:] or ["no output"]
+        return f"Apache Kafka exited at start: {tail[0][:300]}"
+
+    # -- stop: ChildProcess.stop() (SIGTERM, Kafka's controlled shutdown) and kill() keep the data dir,
+    # except that stop() removes a temporary one.
+
+    def _after_stop(self) -> None:
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._temporary and self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir, self._temporary = None, False
+
+
+def _cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (what `random-uuid` prints).
+
+    Like Kafka's ``Uuid.randomUuid()``, never one starting with ``-``: StorageTool would read it as an option.
+    """
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not text.startswith("-"):
+            return text

@@ -1,0 +1,95 @@
+"""Validation of the web API's inputs: every bad value becomes a 400 naming the field and the value.
+
+Pure functions over plain strings, so every rule is tested without a server.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from ...errors import StreamappError
+
+#: Largest page ``/users`` returns; a bigger ``limit`` is refused, not silently clipped.
+MAX_LIMIT = 500
+DEFAULT_LIMIT = 50
+#: Largest partition count the calculator accepts (Kafka's practical ceiling per topic).
+MAX_PARTITIONS = 100_000
+#: Longest key accepted in a path, in bytes; Kafka keys can be bigger but a lookup key is not.
+MAX_KEY_BYTES = 4096
+KEY_ENCODINGS = ("utf-8", "hex")
+TABLE_NAMES = ("users", "users_repartition")
+
+
+class WebInputError(StreamappError):
+    """A request parameter the API cannot use; ``field`` names it, the message says why."""
+
+    status = 400
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _int(field: str, raw: str, low: int, high: int) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise WebInputError(field, f"{field}={raw!r}: expected an integer") from None
+    if not low <= value <= high:
+        raise WebInputError(field, f"{field}={value}: must be between {low} and {high}")
+    return value
+
+
+def required(query: Mapping[str, str], field: str) -> str:
+    raw = query.get(field)
+    if raw is None or raw.strip() == "":
+        raise WebInputError(field, f"{field} is required")
+    return raw
+
+
+def partitions(raw: str | None) -> int:
+    if raw is None or raw.strip() == "":
+        raise WebInputError("partitions", "partitions is required, e.g. ?partitions=6")
+    return _int("partitions", raw, 1, MAX_PARTITIONS)
+
+
+def partition(raw: str, num_partitions: int) -> int:
+    return _int("partition", raw, 0, num_partitions - 1)
+
+
+def limit(raw: str | None) -> int:
+    return DEFAULT_LIMIT if raw is None or raw.strip() == "" else _int("limit", raw, 1, MAX_LIMIT)
+
+
+def table(raw: str | None) -> str:
+    name = raw or "users"
+    if name not in TABLE_NAMES:
+        raise WebInputError("table", f"table={name!r}: expected one of {', '.join(TABLE_NAMES)}")
+    return name
+
+
+def key(raw: str, encoding: str | None = None, field: str = "key") -> bytes:
+    """Key bytes from a path segment: UTF-8 text (ksqlDB STRING keys) or hex for any bytes."""
+    encoding = (encoding or "utf-8").lower()
+    if encoding not in KEY_ENCODINGS:
+        raise WebInputError("encoding", f"encoding={encoding!r}: expected one of {', '.join(KEY_ENCODINGS)}")
+    if raw == "":
+        raise WebInputError(field, f"{field} is empty: give at least one character")
+    if encoding == "hex":
+        try:
+            data = bytes.fromhex(raw)
+        except ValueError:
+            raise WebInputError(field, f"{field}={raw[:80]!r}: not hex (encoding=hex wants pairs of 0-9a-f)") from None
+    else:
+        data = raw.encode("utf-8", "surrogateescape")
+    if len(data) > MAX_KEY_BYTES:
+        raise WebInputError(field, f"{field} is {len(data)} bytes: at most {MAX_KEY_BYTES} are accepted")
+    if not data:
+        raise WebInputError(field, f"{field} is empty: give at least one byte")
+    return data
+
+
+def after(raw: str | None) -> bytes | None:
+    """The ``after`` cursor of ``/users``: the last user id of the previous page."""
+    if raw is None or raw == "":
+        return None
+    return key(raw, field="after")

@@ -1,0 +1,262 @@
+"""The worker's web views, registered on :data:`streamapp.application.app` when this module is imported.
+
+Faust imports it through the app's autodiscovery.  Every route is read-only
+(GET), every bad input is a 400 naming the field, the optional bearer token
+guards every route but the page itself, and a lookup sent to any worker is
+answered by the worker that owns the key (Faust's table routing).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web as aioweb
+from faust import web
+
+from ...copartition import guard
+from ...kafka.admin import describe
+from .. import counters
+from ..app import app, settings
+from ..tables import users_repartition_table, users_table
+from . import lookup, params, routing
+from .placement import diagnose, expected_partition, place
+from .security import middlewares, quiet_malformed_requests
+from .stats import merge
+
+STATIC_DIR = Path(__file__).parent / "static"
+#: Faust serves ``{"status": "OK"}`` at ``/``; the page takes its place.
+FAUST_INDEX = "faust.web.apps.production_index:blueprint"
+TOPIC_CACHE_SECONDS = 30.0
+
+TABLES = {"users": users_table, "users_repartition": users_repartition_table}
+TOPICS = {"users": settings.users_topic, "users_repartition": settings.users_repartition_topic}
+
+
+class NotReady(aioweb.HTTPServiceUnavailable):
+    """The worker has no assignment (or no topic metadata) yet; the client should retry."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(reason=f"{what}; retry in a few seconds")
+
+
+class TopicCounts:
+    """Partition counts of the input topics, read from the broker and kept for a while."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._cache: dict[str, tuple[float, int]] = {}
+
+    async def get(self, topic: str) -> int:
+        hit = self._cache.get(topic)
+        if hit and time.monotonic() - hit[0] < TOPIC_CACHE_SECONDS:
+            return hit[1]
+        infos = await asyncio.get_running_loop().run_in_executor(None, describe, self.bootstrap, [topic])
+        if topic not in infos:
+            raise NotReady(f"topic {topic} does not exist yet")
+        self._cache[topic] = (time.monotonic(), infos[topic].partitions)
+        return infos[topic].partitions
+
+
+topic_counts = TopicCounts(settings.bootstrap_servers)
+
+
+def _local_rows(key: bytes) -> dict[str, list[dict[str, Any]]]:
+    return {
+        name: [{"partition": r.partition, "active": r.active, "row": r.value} for r in lookup.find(app, table, key)]
+        for name, table in TABLES.items()
+    }
+
+
+def _located(name: str, copies: list[dict[str, Any]], owners: dict[int, str]) -> dict[str, Any]:
+    """One table's answer: the active copy if any worker has one, else a standby copy."""
+    best = sorted(copies, key=lambda c: (not c["active"], c["partition"]))
+    found = best[0] if best else None
+    partition = found["partition"] if found else None
+    return {
+        "table": TABLES[name].name,
+        "topic": TOPICS[name],
+        "found": found is not None,
+        "partition": partition,
+        "row": found["row"] if found else None,
+        "owner": owners.get(partition) if partition is not None else None,
+        "copies": copies,
+    }
+
+
+async def describe_user(request: aioweb.Request, user_id: str, key: bytes) -> dict[str, Any]:
+    """The full answer for one user: rows, partitions, owners, each client's placement, a verdict."""
+    me = routing.self_url(app)
+    copies = {name: [{**c, "worker": me} for c in rows] for name, rows in _local_rows(key).items()}
+    others = routing.other_workers(app)
+    unreachable = []
+    if others and not (copies["users"] and copies["users_repartition"]):
+        answers = await routing.gather(app, request, others, request.path, {"scope": "local"})
+        for url, answer in answers.items():
+            if "error" in answer:
+                unreachable.append({"worker": url, "error": answer["error"]})
+                continue
+            for name in TABLES:
+                copies[name] += [{**c, "worker": url} for c in answer["tables"].get(name, [])]
+    n = await topic_counts.get(settings.users_topic)
+    placement = place(key, n)
+    tables = {name: _located(name, copies[name], lookup.owners(app, TABLES[name])) for name in TABLES}
+    join_partition = expected_partition(settings.partitioner, key, n)
+    return {
+        "user_id": user_id,
+        "key_hex": key.hex(),
+        "answered_by": me,
+        "routed_from": routing.routed_from(request),
+        "join": {
+            "partitioner": settings.partitioner,
+            "partition": join_partition,
+            "owner": lookup.owners(app, users_repartition_table).get(join_partition),
+        },
+        "tables": tables,
+        "placement": placement.to_dict(),
+        "verdict": diagnose(
+            user_id, settings.partitioner, join_partition,
+            tables["users"]["partition"], tables["users_repartition"]["partition"], placement,
+        ),
+        "unreachable": unreachable,
+    }
+
+
+@app.page("/users/{user_id}", name="streamapp_user")
+class UserView(web.View):
+    """``GET /users/{user_id}``: answered by the owner of the key in the repartitioned (join) table."""
+
+    async def get(self, request: web.Request, user_id: str) -> web.Response:
+        key = params.key(user_id, request.query.get("encoding"), field="user_id")
+        if request.query.get("scope") == "local":
+            return self.json({"worker": routing.self_url(app), "tables": _local_rows(key)})
+        if routing.routed_from(request) is None:
+            try:
+                owner = app.router.key_store(users_repartition_table.name, key)
+            except (KeyError, TypeError):
+                # KeyError: no assignment yet; TypeError: aiokafka has no metadata for the changelog yet.
+                raise NotReady("this worker has no partition assignment yet") from None
+            if not routing.same_url(owner, routing.self_url(app)):
+                return await routing.forward(app, request, str(owner))
+        return self.json(await describe_user(request, user_id, key))
+
+
+@app.page("/users", name="streamapp_users")
+class UsersView(web.View):
+    """``GET /users?partition=P&limit=L&after=K&table=users``: one page of one partition, from its owner."""
+
+    async def get(self, request: web.Request) -> web.Response:
+        name = params.table(request.query.get("table"))
+        table = TABLES[name]
+        n = await topic_counts.get(TOPICS[name])
+        partition = params.partition(params.required(request.query, "partition"), n)
+        limit = params.limit(request.query.get("limit"))
+        after = params.after(request.query.get("after"))
+        owners = lookup.owners(app, table)
+        owner = owners.get(partition)
+        me = routing.self_url(app)
+        if owner is None:
+            raise NotReady(f"partition {partition} of {table.name} has no owner yet")
+        if not routing.same_url(owner, me):
+            if routing.routed_from(request) is None:
+                return await routing.forward(app, request, owner)
+            raise NotReady(f"partition {partition} moved between workers while the request was routed")
+        rows, more = lookup.page(app, table, partition, after, limit)
+        return self.json({
+            "table": name,
+            "topic": TOPICS[name],
+            "partition": partition,
+            "partitions": n,
+            "owner": owner,
+            "answered_by": me,
+            "limit": limit,
+            "rows": [{"user_id": k.decode("utf-8", "replace"), "key_hex": k.hex(), "row": v} for k, v in rows],
+            "next_after": rows[-1][0].decode("utf-8", "replace") if more else None,
+        })
+
+
+@app.page("/partition/{key}", name="streamapp_partition")
+class PartitionView(web.View):
+    """``GET /partition/{key}?partitions=N[&encoding=hex]``: every client's partition for a key."""
+
+    async def get(self, request: web.Request, key: str) -> web.Response:
+        data = params.key(key, request.query.get("encoding"))
+        n = params.partitions(request.query.get("partitions"))
+        return self.json(place(data, n).to_dict())
+
+
+@app.page("/copartition", name="streamapp_copartition")
+class CopartitionView(web.View):
+    """``GET /copartition``: the guard's latest report, as the worker saw it at start-up."""
+
+    async def get(self, request: web.Request) -> web.Response:
+        report = guard.latest_report()
+        if report is None:
+            return self.json({"available": False, "verdict": "The co-partitioning guard has not reported yet."})
+        data = report.to_dict()
+        return self.json({"available": True, **data, "verdict": copartition_verdict(data)})
+
+
+def copartition_verdict(report: dict[str, Any]) -> str:
+    """One sentence over the guard's checks, for the page."""
+    checks = report.get("checks", [])
+    skipped = sum(1 for check in checks if check.get("ok") is None)
+    note = f" ({skipped} could not run yet)" if skipped else ""
+    if report.get("problems"):
+        return "Not co-partitioned: " + " ".join(p if p.endswith(".") else p + "." for p in report["problems"])
+    return f"Co-partitioned: {len(checks) - skipped} of {len(checks)} checks passed{note}."
+
+
+@app.page("/stats", name="streamapp_stats")
+class StatsView(web.View):
+    """``GET /stats``: joined / missed / dead-lettered per partition, for this worker and the group."""
+
+    async def get(self, request: web.Request) -> web.Response:
+        me = routing.self_url(app)
+        local = counters.snapshot()
+        if request.query.get("scope") == "local":
+            return self.json({"worker": me, "counters": local, "health": app.kafka_monitor.status()})
+        workers: dict[str, Any] = {me: local}
+        unreachable = []
+        answers = await routing.gather(app, request, routing.other_workers(app), request.path, {"scope": "local"})
+        for url, answer in answers.items():
+            if "error" in answer:
+                unreachable.append({"worker": url, "error": answer["error"]})
+            else:
+                workers[url] = answer["counters"]
+        return self.json({
+            "answered_by": me,
+            "workers": workers,
+            "group": merge(workers.values()),
+            "unreachable": unreachable,
+            "health": app.kafka_monitor.status(),
+        })
+
+
+@app.page("/health", name="streamapp_health")
+class HealthView(web.View):
+    """``GET /health``: 200 while Kafka answers, 503 once it has not for ``kafka_unreachable_timeout``."""
+
+    async def get(self, request: web.Request) -> web.Response:
+        status = app.kafka_monitor.status()
+        return self.json(status, status=200 if status["healthy"] else 503)
+
+
+@app.page("/", name="streamapp_index")
+class IndexView(web.View):
+    """``GET /``: the one-page inspector over the JSON API (plain HTML and JavaScript)."""
+
+    async def get(self, request: web.Request) -> web.Response:
+        return self.html((STATIC_DIR / "index.html").read_text(encoding="utf-8"))
+
+
+def _secure(web_driver: Any) -> None:
+    """Put the middlewares on the aiohttp application and retire Faust's ``/`` placeholder."""
+    web_driver.web_app.middlewares.extend(middlewares(settings.web_token))
+    quiet_malformed_requests()
+    enabled = web_driver.blueprints._enabled
+    enabled[:] = [(prefix, bp) for prefix, bp in enabled if bp != FAUST_INDEX]
+
+
+_secure(app.web)
