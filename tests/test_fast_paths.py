@@ -20,8 +20,10 @@ from streamapp.model.records import Order, RecordError, User, _checked_order, de
 texts = st.text(max_size=30).filter(lambda s: not any(0xD800 <= ord(c) <= 0xDFFF for c in s))
 ints = st.integers(min_value=-(2**70), max_value=2**70)
 floats = st.floats(allow_nan=True, allow_infinity=True)
+#: The decoders refuse NaN and infinities (no JSON number holds them), so only finite prices reach a join.
+finite = st.floats(allow_nan=False, allow_infinity=False)
 orders = st.builds(Order, user_id=texts.filter(bool), ts=st.integers(min_value=0, max_value=2**62),
-                   product_id=ints, qty=ints, unit_price=floats, channel=texts)
+                   product_id=ints, qty=ints, unit_price=finite, channel=texts)
 users = st.none() | st.builds(lambda name, age: User("u", name, age), texts, ints)
 
 
@@ -34,11 +36,18 @@ def test_join_value_is_compact_json_dumps_byte_for_byte(order: Order, user: User
 
 
 def test_join_value_writes_json_escapes_and_specials_as_json_does() -> None:
-    order = Order("u1", 7, 1, 2, math.inf, 'we"b\n\\')
+    order = Order("u1", 7, 1, 2, -0.0, 'we"b\n\\')
     value = join_value(order_tail(order), {"name": "Zoë \u2028 \x00", "age": 2**64})
     assert value == json.dumps(join_columns(order, User("u1", "Zoë \u2028 \x00", 2**64)),
                                separators=(",", ":"), ensure_ascii=False).encode()
-    assert b'"UNIT_PRICE":Infinity' in value
+    assert b'"UNIT_PRICE":-0.0' in value
+
+
+@pytest.mark.parametrize("price", [math.inf, -math.inf, math.nan])
+def test_a_price_json_cannot_hold_is_a_record_error_not_invalid_json(price: float) -> None:
+    """``json.dumps`` would write ``Infinity``, which no JSON reader (ksqlDB's included) accepts."""
+    with pytest.raises(RecordError, match="cannot be written as ksqlDB JSON"):
+        order_tail(Order("u1", 7, 1, 2, price, "web"))
 
 
 json_values = st.recursive(st.none() | st.booleans() | ints | floats | texts,
