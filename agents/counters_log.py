@@ -3,17 +3,18 @@ from __future__ import annotations
 
 import logging
 
-from streamapp.worker.app import app
-from streamapp.worker.counters import counters, summary_line
+from streamapp.worker.app import StreamappApp
+from streamapp.worker.counters import summary_line
 
 logger = logging.getLogger(__name__)
 
-_last: list[str] = [""]
 
+def install(app: StreamappApp) -> None:
+    last = [""]
 
-@app.timer(interval=1.0)
-async def log_counters() -> None:
-    line = summary_line(counters.snapshot())
-    if line != _last[0]:
-        _last[0] = line
-        logger.info(line)
+    @app.timer(interval=1.0, name="agents.counters_log.log_counters")
+    async def log_counters() -> None:
+        line = summary_line(app.counters.snapshot())
+        if line != last[0]:
+            last[0] = line
+            logger.info(line)

@@ -28,9 +28,8 @@ from faust.types import Message
 from streamapp.kafka.limits import RecordLimits, read_limits, record_size
 from streamapp.model.dead_letters import DeadLetter
 from streamapp.model.records import RecordError
-from streamapp.worker.app import app, owned_topics, settings
-from streamapp.worker.counters import counters
-from streamapp.worker.tables import PARTITIONER, TABLES
+from streamapp.model.topology import owned_topics
+from streamapp.worker.app import StreamappApp
 
 logger = logging.getLogger(__name__)
 
@@ -39,37 +38,6 @@ RECORD_KAFKA_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError)
 #: A record's own bytes add at most this much on top of its key and value in a batch of its own
 #: (batch header 61, record overhead 21, two length varints of at most 5, the header count 1).
 RECORD_OVERHEAD = 93
-
-_limits: list[RecordLimits] = []
-_limits_lock: list[asyncio.Lock] = []
-#: Dead letters being sent for refused batches (kept referenced until done).
-_pending: set[asyncio.Task[None]] = set()
-
-
-def changelog_topic(topic: str) -> str:
-    """The changelog topic of the table loaded from ``topic`` (Faust names and creates it)."""
-    return TABLES[topic].changelog_topic.get_topic_name()
-
-
-async def size_limits() -> RecordLimits:
-    """The limits every output is checked against, read from the cluster once, on first use at start."""
-    if _limits:
-        return _limits[0]
-    if not _limits_lock:
-        _limits_lock.append(asyncio.Lock())
-    async with _limits_lock[0]:
-        if not _limits:
-            topics = [*owned_topics(settings), *(changelog_topic(t) for t in TABLES)]
-            limits = await asyncio.get_running_loop().run_in_executor(
-                None, read_limits, settings.bootstrap_servers, topics, app.conf.producer_max_request_size)
-            logger.info(limits.summary())
-            _limits.append(limits)
-    return _limits[0]
-
-
-def table_value(topic: str, row: dict[str, Any]) -> bytes:
-    """The changelog value Faust will write for ``row`` in the table loaded from ``topic``."""
-    return codecs.dumps(TABLES[topic].value_serializer, row)
 
 
 def check_size(limits: RecordLimits, topic: str, key: bytes | None, value: bytes | None, what: str) -> None:
@@ -102,37 +70,74 @@ def reason_of(exc: BaseException) -> tuple[str, str | None]:
     return f"the worker could not process this record ({type(exc).__name__}: {_short(str(exc))})", "value"
 
 
-async def send_dead_letter(msg: Message, error: BaseException) -> None:
-    """The record, byte for byte where it fits, to the dead-letter topic with the reason; counted and logged.
+class DeadLettering:
+    """One app's dead letters and the record limits its outputs are checked against (read once, at start)."""
 
-    Too large for the dead-letter topic, it is cut down (:meth:`DeadLetter.fitted`);
-    should the producer refuse even that, the letter goes without payload, and if
-    that fails too, the log line with coordinates and SHA-256 is the trace left.
-    """
-    reason, field = reason_of(error)
-    letter = DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, reason, field)
-    limit, _ = (await size_limits()).limit(settings.dead_letter_topic)
-    for attempt in (letter.fitted(limit, record_size), letter.fitted(0, record_size)):
-        try:
-            future = await _send(attempt)
-        except Exception as exc:  # noqa: BLE001 - decided just below
-            if not is_record_fault(exc):
-                raise
-            continue
-        future.add_done_callback(lambda f, letter=attempt: _check_sent(letter, f))
-        counters.record_dead_letter(msg.topic, msg.partition)
-        cut = f" (dead letter cut to fit: {', '.join(attempt.truncated)} kept as prefix + SHA-256)" \
-            if attempt.truncated else ""
-        logger.warning("Dead letter from %s[%d]@%d: %s%s", msg.topic, msg.partition, msg.offset, reason, cut)
-        return
-    _log_lost(letter, "the producer refused it even without payload")
+    def __init__(self, app: StreamappApp) -> None:
+        self.app = app
+        self._limits: RecordLimits | None = None
+        self._lock = asyncio.Lock()
+        #: Dead letters being sent for refused batches (kept referenced until done).
+        self._pending: set[asyncio.Task[None]] = set()
 
+    async def size_limits(self) -> RecordLimits:
+        """The limits every output is checked against, read from the cluster once, on first use at start."""
+        if self._limits is None:
+            async with self._lock:
+                if self._limits is None:
+                    settings, tables = self.app.settings, self.app.join_tables
+                    topics = [*owned_topics(settings), *(tables.changelog_topic(t) for t in tables.by_source)]
+                    limits = await asyncio.get_running_loop().run_in_executor(
+                        None, read_limits, settings.bootstrap_servers, topics, self.app.conf.producer_max_request_size)
+                    logger.info(limits.summary())
+                    self._limits = limits
+        return self._limits
 
-async def _send(letter: DeadLetter) -> asyncio.Future[Any]:
-    """Hand a dead letter to Faust's producer (flushed before every commit); the delivery future."""
-    topic = settings.dead_letter_topic
-    partition = PARTITIONER(letter.key, app.partition_counts[topic])
-    return await app.producer.send(topic, letter.key, letter.value, partition, None, letter.headers())  # type: ignore[return-value]
+    def table_value(self, topic: str, row: dict[str, Any]) -> bytes:
+        """The changelog value Faust will write for ``row`` in the table loaded from ``topic``."""
+        return codecs.dumps(self.app.join_tables.by_source[topic].value_serializer, row)
+
+    async def send(self, msg: Message, error: BaseException) -> None:
+        """The record, byte for byte where it fits, to the dead-letter topic with the reason; counted and logged.
+
+        Too large for the dead-letter topic, it is cut down (:meth:`DeadLetter.fitted`);
+        should the producer refuse even that, the letter goes without payload, and if
+        that fails too, the log line with coordinates and SHA-256 is the trace left.
+        """
+        reason, field = reason_of(error)
+        letter = DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, reason, field)
+        topic = self.app.settings.dead_letter_topic
+        limit, _ = (await self.size_limits()).limit(topic)
+        for attempt in (letter.fitted(limit, record_size), letter.fitted(0, record_size)):
+            try:  # Faust's producer, flushed before every commit
+                future = await self.app.join_tables.send_raw(topic, attempt.key, attempt.value, headers=attempt.headers())
+            except Exception as exc:  # noqa: BLE001 - decided just below
+                if not is_record_fault(exc):
+                    raise
+                continue
+            future.add_done_callback(lambda f, letter=attempt: _check_sent(letter, f))
+            self.app.counters.record_dead_letter(msg.topic, msg.partition)
+            cut = f" (dead letter cut to fit: {', '.join(attempt.truncated)} kept as prefix + SHA-256)" \
+                if attempt.truncated else ""
+            logger.warning("Dead letter from %s[%d]@%d: %s%s", msg.topic, msg.partition, msg.offset, reason, cut)
+            return
+        _log_lost(letter, "the producer refused it even without payload")
+
+    def refused(self, topic: str, partition: int, sources: list[Message], error: BaseException) -> None:
+        """BatchSender's ``on_failure``: the orders of a batch the broker refused become dead letters."""
+        reason = (f"the broker refused the batch holding its record for {topic}[{partition}] "
+                  f"({type(error).__name__}: {_short(str(error))})")
+        task = asyncio.ensure_future(self._send_all(sources, RecordError(reason, "value")))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _send_all(self, sources: list[Message], error: RecordError) -> None:
+        for msg in sources:
+            try:
+                await self.send(msg, error)
+            except Exception as exc:  # noqa: BLE001 - a callback's task: log, never lose silently
+                _log_lost(DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, error.reason, "value"),
+                          f"sending failed ({exc!r})")
 
 
 def _check_sent(letter: DeadLetter, future: asyncio.Future[Any]) -> None:
@@ -148,24 +153,6 @@ def _log_lost(letter: DeadLetter, why: str) -> None:
     logger.error("Dead letter from %s[%d]@%d not written, %s: %s (sizes %s, SHA-256 %s)", letter.source_topic,
                  letter.source_partition, letter.source_offset, why, letter.reason,
                  {**sizes, **letter.original_sizes}, digests)
-
-
-def dead_letter_refused(topic: str, partition: int, sources: list[Message], error: BaseException) -> None:
-    """BatchSender's ``on_failure``: the orders of a batch the broker refused become dead letters."""
-    reason = (f"the broker refused the batch holding its record for {topic}[{partition}] "
-              f"({type(error).__name__}: {_short(str(error))})")
-    task = asyncio.ensure_future(_dead_letter_all(sources, RecordError(reason, "value")))
-    _pending.add(task)
-    task.add_done_callback(_pending.discard)
-
-
-async def _dead_letter_all(sources: list[Message], error: RecordError) -> None:
-    for msg in sources:
-        try:
-            await send_dead_letter(msg, error)
-        except Exception as exc:  # noqa: BLE001 - a callback's task: log, never lose silently
-            _log_lost(DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, error.reason, "value"),
-                      f"sending failed ({exc!r})")
 
 
 def _short(text: str, limit: int = 200) -> str:

@@ -1,8 +1,8 @@
 """``demo_user_orders`` LEFT JOIN both users tables -> the two merged topics, as ksqlDB writes them.
 
-Thin: decoding is :mod:`streamapp.records`, the value is built by
-:mod:`streamapp.join`, the partition-local lookup is
-:func:`streamapp.tables.partition_row`, and each record goes out in the
+Thin: decoding is :mod:`streamapp.model.records`, the value is built by
+:mod:`streamapp.model.join`, the partition-local lookup is
+:func:`streamapp.worker.tables.partition_row`, and each record goes out in the
 partition ``Settings.partitioner`` picks.
 
 Orders arrive a whole fetch at a time, by partition (``app.batch_agent``):
@@ -17,7 +17,7 @@ checked first (size, and ``ts`` as a record timestamp the outputs take), and any
 failure of the record (see :mod:`agents.dead_lettering`) makes it a dead letter instead
 of stopping the fetch loop, which runs this handler inline.  Should the broker
 still refuse a batch, its orders are dead-lettered too, not lost
-(:class:`~streamapp.batch_sender.BatchSender`'s ``on_failure``).
+(:class:`~streamapp.worker.batch_sender.BatchSender`'s ``on_failure``).
 """
 from __future__ import annotations
 
@@ -28,58 +28,57 @@ from faust.types import TP, Message
 
 from streamapp.model.join import join_value, order_tail
 from streamapp.model.records import RecordError, decode_order
-from streamapp.worker.app import app, settings
+from streamapp.worker.app import StreamappApp
 from streamapp.worker.batch_sender import BatchSender
-from streamapp.worker.counters import counters
-from streamapp.worker.tables import PARTITIONER, orders_topic, partition_row, users_repartition_table, users_table
+from streamapp.worker.tables import partition_row
 
-from .dead_lettering import RECORD_OVERHEAD, dead_letter_refused, is_record_fault, send_dead_letter, size_limits
-
-JOINS = (
-    (users_table, settings.merged_topic),
-    (users_repartition_table, settings.merged_repartition_topic),
-)
+from .dead_lettering import RECORD_OVERHEAD, DeadLettering, is_record_fault
 
 
-@app.batch_agent(orders_topic)
-async def join_orders(batches: Mapping[TP, Sequence[Message]]) -> None:
-    limits = await size_limits()
-    # Key and value lengths within a budget fit for sure; above it, the exact size decides.
-    joins = [(table, output, limits.limit(output)[0] - RECORD_OVERHEAD) for table, output in JOINS]
-    now_ms = int(time.time() * 1000)
-    windows = [limits.timestamp_bounds(output, now_ms) for _, output in JOINS]
-    low, high = max(w[0] for w in windows), min(w[1] for w in windows)
-    sender = BatchSender(app.producer._ensure_producer(), PARTITIONER, app.partition_counts,
-                         on_failure=dead_letter_refused)
-    for tp, messages in batches.items():
-        partition = tp.partition
-        for msg in messages:
-            key = msg.key
-            try:
-                order = decode_order(key, msg.value)
-                if not low <= order.ts <= high:
-                    refused = [limits.bad_timestamp(output, order.ts, now_ms) for _, output in JOINS]
-                    raise RecordError(next(r for r in refused if r is not None), "ts")
-                tail = order_tail(order)
-                joined = []
-                for table, output, budget in joins:
-                    row = partition_row(table, partition, key)
-                    value = join_value(tail, row)
-                    if len(key) + len(value) > budget:
-                        reason = limits.too_large(output, key, value, what="joined record")
-                        if reason is not None:
-                            raise RecordError(reason, "value")
-                    joined.append((output, value, row is not None))
-            except Exception as exc:  # noqa: BLE001 - is_record_fault decides
-                if not is_record_fault(exc):
-                    raise
-                await send_dead_letter(msg, exc)
-                continue
-            counters.orders[partition] += 1
-            for output, value, matched in joined:
-                sender.add(output, key, value, order.ts, msg)
-                counters.record_join(output, partition, matched)
-    await sender.send()
-    for messages in batches.values():
-        for msg in messages:
-            app.consumer.ack(msg)
+def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
+    settings, tables = app.settings, app.join_tables
+    joins = ((tables.users, settings.merged_topic), (tables.users_repartition, settings.merged_repartition_topic))
+
+    @app.batch_agent(tables.orders_topic)
+    async def join_orders(batches: Mapping[TP, Sequence[Message]]) -> None:
+        limits = await dead_letters.size_limits()
+        # Key and value lengths within a budget fit for sure; above it, the exact size decides.
+        budgets = [(table, output, limits.limit(output)[0] - RECORD_OVERHEAD) for table, output in joins]
+        now_ms = int(time.time() * 1000)
+        windows = [limits.timestamp_bounds(output, now_ms) for _, output in joins]
+        low, high = max(w[0] for w in windows), min(w[1] for w in windows)
+        sender = BatchSender(app.producer._ensure_producer(), tables.partitioner, app.partition_counts,
+                             on_failure=dead_letters.refused)
+        counters = app.counters
+        for tp, messages in batches.items():
+            partition = tp.partition
+            for msg in messages:
+                key = msg.key
+                try:
+                    order = decode_order(key, msg.value)
+                    if not low <= order.ts <= high:
+                        refused = [limits.bad_timestamp(output, order.ts, now_ms) for _, output in joins]
+                        raise RecordError(next(r for r in refused if r is not None), "ts")
+                    tail = order_tail(order)
+                    joined = []
+                    for table, output, budget in budgets:
+                        row = partition_row(table, partition, key)
+                        value = join_value(tail, row)
+                        if len(key) + len(value) > budget:
+                            reason = limits.too_large(output, key, value, what="joined record")
+                            if reason is not None:
+                                raise RecordError(reason, "value")
+                        joined.append((output, value, row is not None))
+                except Exception as exc:  # noqa: BLE001 - is_record_fault decides
+                    if not is_record_fault(exc):
+                        raise
+                    await dead_letters.send(msg, exc)
+                    continue
+                counters.orders[partition] += 1
+                for output, value, matched in joined:
+                    sender.add(output, key, value, order.ts, msg)
+                    counters.record_join(output, partition, matched)
+        await sender.send()
+        for messages in batches.values():
+            for msg in messages:
+                app.consumer.ack(msg)

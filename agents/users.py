@@ -18,42 +18,43 @@ from faust.types import Message
 
 from streamapp.kafka.limits import RecordLimits
 from streamapp.model.records import decode_user
-from streamapp.worker.app import app, settings
-from streamapp.worker.counters import counters
-from streamapp.worker.tables import send_raw, users_table, users_topic
+from streamapp.worker.app import StreamappApp
 
-from .dead_lettering import changelog_topic, check_size, is_record_fault, send_dead_letter, size_limits, table_value
+from .dead_lettering import DeadLettering, check_size, is_record_fault
 
 
-@app.agent(users_topic)
-async def load_users(stream: StreamT) -> None:
-    limits = await size_limits()
-    async for event in stream.events():
-        msg = event.message
-        try:
-            await load_user(msg, limits)
-        except Exception as exc:  # noqa: BLE001 - is_record_fault decides
-            if not is_record_fault(exc):
-                raise
-            await send_dead_letter(msg, exc)
+def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
+    @app.agent(app.join_tables.users_topic, name="agents.users.load_users")
+    async def load_users(stream: StreamT) -> None:
+        limits = await dead_letters.size_limits()
+        async for event in stream.events():
+            msg = event.message
+            try:
+                await load_user(app, dead_letters, msg, limits)
+            except Exception as exc:  # noqa: BLE001 - is_record_fault decides
+                if not is_record_fault(exc):
+                    raise
+                await dead_letters.send(msg, exc)
 
 
-async def load_user(msg: Message, limits: RecordLimits) -> None:
+async def load_user(app: StreamappApp, dead_letters: DeadLettering, msg: Message, limits: RecordLimits) -> None:
     """Decode one users record, check every output it causes, then write them."""
+    settings, tables = app.settings, app.join_tables
     user = decode_user(msg.key, msg.value)
     repartition = settings.users_repartition_topic
     if user is None:
         check_size(limits, repartition, msg.key, None, "repartition tombstone")
-        check_size(limits, changelog_topic(settings.users_topic), msg.key, None, "changelog tombstone")
-        users_table.pop(msg.key, None)
-        await send_raw(repartition, msg.key, None)
-        counters.users_deleted[msg.partition] += 1
+        check_size(limits, tables.changelog_topic(settings.users_topic), msg.key, None, "changelog tombstone")
+        tables.users.pop(msg.key, None)
+        await tables.send_raw(repartition, msg.key, None)
+        app.counters.users_deleted[msg.partition] += 1
         return
     row = user.to_table_value()
     repartition_value = json.dumps(row).encode()
     check_size(limits, repartition, msg.key, repartition_value, "repartition row")
     for source in (settings.users_topic, repartition):  # the repartitioned table stores the same row
-        check_size(limits, changelog_topic(source), msg.key, table_value(source, row), "changelog row")
-    users_table[msg.key] = row
-    await send_raw(repartition, msg.key, repartition_value)
-    counters.users[msg.partition] += 1
+        check_size(limits, tables.changelog_topic(source), msg.key, dead_letters.table_value(source, row),
+                   "changelog row")
+    tables.users[msg.key] = row
+    await tables.send_raw(repartition, msg.key, repartition_value)
+    app.counters.users[msg.partition] += 1

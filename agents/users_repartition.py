@@ -10,36 +10,36 @@ from faust.types import Message
 
 from streamapp.kafka.limits import RecordLimits
 from streamapp.model.records import decode_user
-from streamapp.worker.app import app, settings
-from streamapp.worker.counters import counters
-from streamapp.worker.tables import users_repartition_table, users_repartition_topic
+from streamapp.worker.app import StreamappApp
 
-from .dead_lettering import changelog_topic, check_size, is_record_fault, send_dead_letter, size_limits, table_value
+from .dead_lettering import DeadLettering, check_size, is_record_fault
 
 
-@app.agent(users_repartition_topic)
-async def load_repartitioned_users(stream: StreamT) -> None:
-    limits = await size_limits()
-    async for event in stream.events():
-        msg = event.message
-        try:
-            load_repartitioned_user(msg, limits)
-        except Exception as exc:  # noqa: BLE001 - is_record_fault decides
-            if not is_record_fault(exc):
-                raise
-            await send_dead_letter(msg, exc)
+def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
+    @app.agent(app.join_tables.users_repartition_topic, name="agents.users_repartition.load_repartitioned_users")
+    async def load_repartitioned_users(stream: StreamT) -> None:
+        limits = await dead_letters.size_limits()
+        async for event in stream.events():
+            msg = event.message
+            try:
+                load_repartitioned_user(app, dead_letters, msg, limits)
+            except Exception as exc:  # noqa: BLE001 - is_record_fault decides
+                if not is_record_fault(exc):
+                    raise
+                await dead_letters.send(msg, exc)
 
 
-def load_repartitioned_user(msg: Message, limits: RecordLimits) -> None:
+def load_repartitioned_user(app: StreamappApp, dead_letters: DeadLettering, msg: Message,
+                            limits: RecordLimits) -> None:
     """Decode one repartitioned user, check its changelog row, then write it."""
+    tables, source = app.join_tables, app.settings.users_repartition_topic
     user = decode_user(msg.key, msg.value)
-    source = settings.users_repartition_topic
     if user is None:
-        check_size(limits, changelog_topic(source), msg.key, None, "changelog tombstone")
-        users_repartition_table.pop(msg.key, None)
-        counters.users_repartition_deleted[msg.partition] += 1
+        check_size(limits, tables.changelog_topic(source), msg.key, None, "changelog tombstone")
+        tables.users_repartition.pop(msg.key, None)
+        app.counters.users_repartition_deleted[msg.partition] += 1
         return
     row = user.to_table_value()
-    check_size(limits, changelog_topic(source), msg.key, table_value(source, row), "changelog row")
-    users_repartition_table[msg.key] = row
-    counters.users_repartitioned[msg.partition] += 1
+    check_size(limits, tables.changelog_topic(source), msg.key, dead_letters.table_value(source, row), "changelog row")
+    tables.users_repartition[msg.key] = row
+    app.counters.users_repartitioned[msg.partition] += 1

@@ -31,9 +31,9 @@ from rich.table import Table
 
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, free_port
+from streamapp.model.topology import owned_topics
 from streamapp.partitioners import partition
 from streamapp.settings import Settings
-from streamapp.worker.app import owned_topics
 from streamapp.worker.process import WorkerProcess
 
 

@@ -43,8 +43,8 @@ from rich.table import Table
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.model.join import MISS_HEAD
+from streamapp.model.topology import owned_topics
 from streamapp.settings import Settings
-from streamapp.worker.app import owned_topics
 from streamapp.worker.process import WorkerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

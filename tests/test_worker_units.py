@@ -6,9 +6,10 @@ import json
 import pytest
 
 from streamapp.model.dead_letters import SOURCE_OFFSET, DeadLetter, from_record
+from streamapp.model.topology import owned_topics
 from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
-from streamapp.worker.app import faust_config, owned_topics
+from streamapp.worker.app import faust_config
 from streamapp.worker.counters import Counters, summary_line
 
 
@@ -58,11 +59,19 @@ def test_app_owns_every_topic_with_the_configured_count_and_uses_the_partitioner
     assert choose(key, list(range(9)), []) == (murmur2(key) & 0x7FFFFFFF) % 9
 
 
-def test_a_module_of_agents_that_does_not_import_stops_the_worker_naming_it() -> None:
-    from streamapp.worker.app import app
+def test_a_package_of_agents_that_does_not_import_stops_the_worker_naming_it() -> None:
+    from streamapp.worker.app import StreamappApp, install_agents
 
-    try:
-        raise ImportError("cannot import name 'partition_row'")
-    except ImportError:
-        with pytest.raises(SystemExit, match=r"module agents\.orders failed to import: ImportError\(\"cannot import"):
-            app._on_autodiscovery_error("agents.orders")
+    app = StreamappApp(Settings())
+    with pytest.raises(SystemExit, match=r"module agents_gone failed to import: ModuleNotFoundError\(\"No module named 'agents_gone'"):
+        install_agents(app, "agents_gone")
+
+
+def test_building_an_app_installs_the_agents_and_views_and_serves_the_page_at_the_root() -> None:
+    """Nothing is discovered: the factory installs everything on the app it builds, from the settings given."""
+    from streamapp.worker.app import create_app
+
+    app = create_app(Settings(orders_topic="orders_x", partitions=3))
+    assert set(app.agents) == {"agents.users.load_users", "agents.users_repartition.load_repartitioned_users"}
+    assert set(app.batch_handlers) == {"orders_x"}
+    assert app.join_tables.users.partitions == 3

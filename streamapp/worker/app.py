@@ -1,41 +1,56 @@
-"""The Faust application, built from :class:`~streamapp.settings.Settings`.
+"""The Faust application: :func:`create_app` builds it from :class:`~streamapp.settings.Settings`.
 
-Agents live in the top-level ``agents`` package and are found by Faust's
-autodiscovery; the topics and tables they share are in :mod:`streamapp.tables`.
-Before any consumer subscribes, the app creates the topics it owns with the
-configured partition count (a broker that auto-creates topics would give them
-its own default count) and runs the co-partitioning guard.
+Nothing happens at import: ``faust -A streamapp worker`` reads ``streamapp.app``,
+which builds the one app of the process from the environment then
+(:mod:`streamapp`).  The agents (the top-level ``agents`` package) and the web
+views are installed by the factory, not discovered, so a test can build an app
+of its own from any settings.  Before any consumer subscribes, the app creates
+the topics it owns with the configured partition count (a broker that
+auto-creates topics would give them its own default count) and runs the
+co-partitioning guard.
 """
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
-import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import faust
+from faust.web.drivers import aiohttp as aiohttp_driver
+from mode.utils.objects import cached_property
 
 from ..errors import StreamappError
 from ..kafka.admin import describe, ensure_topics
+from ..model.topology import owned_topics
 from ..partitioners.adapters import client_partitioner
 from ..settings import Settings
 from . import health
+from .counters import Counters
 from .preflight import check_worker
+from .tables import JoinTables
 from .transport import BatchHandler, Transport
+from .web import views
+from .web.security import middlewares, quiet_malformed_requests
+
+if TYPE_CHECKING:
+    from .web.views import TopicCounts
 
 logger = logging.getLogger(__name__)
 
 #: Exit status of a worker stopped by the guard (``guard_policy=fail``), like the CLI's errors.
 GUARD_EXIT_CODE = 2
+#: The package whose ``install(app)`` adds the agents: ``agents/``, beside streamapp (it uses streamapp).
+AGENTS = "agents"
 
 
 def faust_config(settings: Settings) -> dict[str, Any]:
-    """Faust keyword settings for ``settings``; pure, so it is tested without Faust."""
+    """Faust keyword settings for ``settings``; pure, so it is tested without building an app."""
     return {
         "broker": ";".join(f"kafka://{server}" for server in settings.bootstrap_list),
         "store": "rocksdb://",
         "datadir": settings.data_dir,
-        "autodiscover": ["agents", "streamapp.worker.web.views"],
+        "autodiscover": False,  # the factory installs the agents and views itself
         "origin": "streamapp",
         "topic_partitions": settings.partitions,
         "topic_replication_factor": settings.replication_factor,
@@ -43,23 +58,12 @@ def faust_config(settings: Settings) -> dict[str, Any]:
         "web_bind": settings.web_host,
         "web_port": settings.web_port,
         "web_tables_enabled": settings.web_table_blueprint,
+        # Around every route, Faust's own blueprints included: errors as JSON, read-only, the token.
+        "web_application_options": {"middlewares": middlewares(settings.web_token)},
         "broker_session_timeout": settings.broker_session_timeout,
         "table_cleanup_interval": 30.0,
         "producer_partitioner": client_partitioner(settings.partitioner),
     }
-
-
-def owned_topics(settings: Settings) -> dict[str, int]:
-    """The topics the worker reads or writes, each with the configured partition count."""
-    names = (
-        settings.users_topic,
-        settings.orders_topic,
-        settings.users_repartition_topic,
-        settings.merged_topic,
-        settings.merged_repartition_topic,
-        settings.dead_letter_topic,
-    )
-    return {name: settings.partitions for name in names}
 
 
 def create_missing_topics(settings: Settings) -> tuple[list[str], dict[str, int]]:
@@ -75,28 +79,39 @@ def create_missing_topics(settings: Settings) -> tuple[list[str], dict[str, int]
     return sorted(missing), {name: info.partitions for name, info in existing.items()}
 
 
-class StreamappApp(faust.App):
-    """Faust's App plus streamapp's start-up: explicit topics, then the co-partitioning guard."""
+class WebServer(aiohttp_driver.Web):
+    """Faust's aiohttp server without its ``/`` placeholder (``{"status": "OK"}``): the page takes ``/``."""
 
-    streamapp_settings: Settings
+    production_blueprints = []
+
+
+class StreamappApp(faust.App):
+    """Faust's App plus streamapp's start-up (explicit topics, then the guard) and what its agents share."""
+
+    settings: Settings
+    join_tables: JoinTables
+    counters: Counters
     #: Partition count of each owned topic, read at start: sends pick their partition from it.
     partition_counts: dict[str, int]
-    #: Topic name -> the handler its fetched batches go to (see :mod:`streamapp.transport`).
+    #: Topic name -> the handler its fetched batches go to (see :mod:`streamapp.worker.transport`).
     batch_handlers: dict[str, BatchHandler]
-    #: Whether Kafka answers: ``/health``, ``/stats`` (see :mod:`streamapp.health`).
+    #: Whether Kafka answers: ``/health``, ``/stats`` (see :mod:`streamapp.worker.health`).
     kafka_monitor: health.KafkaMonitor
+    #: Partition counts of the input topics for the web views (see :mod:`streamapp.worker.web.views`).
+    topic_counts: TopicCounts
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings.app_id, **faust_config(settings))
+        self.settings = settings
         self.batch_handlers = {}
+        self.partition_counts = {}
+        self.counters = Counters()
+        self.transport = Transport(self.conf.broker_consumer, self)  # before any topic asks for it
+        self.join_tables = JoinTables(self, settings)
 
-    def _on_autodiscovery_error(self, name: str) -> None:
-        """Stop: Faust would log a warning and run on without that module's agents or views."""
-        super()._on_autodiscovery_error(name)
-        raise SystemExit(f"streamapp worker: module {name} failed to import: {sys.exc_info()[1]!r}")
-
-    def _new_transport(self) -> Transport:
-        return Transport(self.conf.broker_consumer, self)
+    @cached_property
+    def web(self) -> WebServer:
+        return WebServer(self)
 
     def batch_agent(self, topic: faust.TopicT) -> Callable[[BatchHandler], BatchHandler]:
         """Subscribe ``topic`` and hand its messages to the decorated handler a fetched batch at a time.
@@ -113,7 +128,7 @@ class StreamappApp(faust.App):
         return register
 
     async def on_first_start(self) -> None:
-        settings = self.streamapp_settings
+        settings = self.settings
         try:
             check_worker(settings)
         except StreamappError as exc:
@@ -125,25 +140,31 @@ class StreamappApp(faust.App):
         if created:
             logger.info("Created topics with %d partitions: %s", settings.partitions, ", ".join(created))
         from ..copartition.guard import GuardError, run_guard
-        from .tables import key_serializers
 
         try:
-            await loop.run_in_executor(None, run_guard, settings, key_serializers())
+            await loop.run_in_executor(None, run_guard, settings, self.join_tables.key_serializers())
         except GuardError as exc:
             logger.error("Worker not started: %s", exc)
             raise SystemExit(GUARD_EXIT_CODE) from None
 
 
-def create_app(settings: Settings | None = None) -> StreamappApp:
-    settings = settings or Settings.from_env()
-    app = StreamappApp(settings.app_id, **faust_config(settings))
-    app.streamapp_settings = settings
+def install_agents(app: StreamappApp, package: str = AGENTS) -> None:
+    """Import the agents' package and let it install them on ``app``; a module that fails to import stops us.
+
+    Faust's autodiscovery would log a warning and run on without that module's agents.
+    """
+    try:
+        module = importlib.import_module(package)
+    except ImportError as exc:
+        raise SystemExit(f"streamapp worker: module {package} failed to import: {exc!r}") from None
+    module.install(app)
+
+
+def create_app(settings: Settings, agents: str = AGENTS) -> StreamappApp:
+    """A worker app for ``settings``: its tables, agents, web views and Kafka monitor; nothing started."""
+    app = StreamappApp(settings)
+    install_agents(app, agents)
+    views.install(app)
+    quiet_malformed_requests()
     app.kafka_monitor = health.install(app, settings)  # /health, the unreachable line, the exit
     return app
-
-
-try:
-    app = create_app()
-except StreamappError as exc:
-    raise SystemExit(f"streamapp worker: {exc}") from None
-settings: Settings = app.streamapp_settings

@@ -1,7 +1,7 @@
 """What the worker has done, per partition: users loaded, orders joined or missed per output, dead letters.
 
-One :class:`Counters` lives in the worker process (``streamapp.counters.counters``)
-so the agents, the periodic log line and the web views read the same numbers.
+One :class:`Counters` lives in each app (``app.counters``), so its agents, the
+periodic log line and the web views read the same numbers.
 Counts are per process since it started; with two workers, add both up.
 """
 from __future__ import annotations
@@ -64,11 +64,3 @@ def summary_line(snap: dict[str, Any]) -> str:
     if t["users_deleted"] or t["users_repartition_deleted"]:
         parts.append(f"deleted users {t['users_deleted']:,} (repartitioned {t['users_repartition_deleted']:,})")
     return "Counters: " + " · ".join(parts)
-
-
-#: The worker process's counters.
-counters = Counters()
-
-
-def snapshot() -> dict[str, Any]:
-    return counters.snapshot()

@@ -1,9 +1,9 @@
-"""The worker's topics and its two RocksDB tables, shared by the agents and the web views.
+"""The worker's topics and its two RocksDB tables, made for one app and shared by its agents and web views.
 
 Every key is the raw key bytes (``key_type=bytes``, hence ``key_serializer="raw"``):
 Faust's default would JSON-quote a ``str`` key, and ``b'"u1"'`` hashes to a
 different partition than ksqlDB's ``b'u1'``.  Input values are read raw too, so
-that a malformed record reaches :mod:`streamapp.records` (and the dead-letter
+that a malformed record reaches :mod:`streamapp.model.records` (and the dead-letter
 topic) instead of being dropped by Faust's deserializer.
 
 A table is partitioned like its source topic: a row lives in the partition its
@@ -19,52 +19,57 @@ import faust
 
 from ..model.join import faust_timestamp
 from ..partitioners import get_partitioner
-from .app import app, settings
-
-PARTITIONER = get_partitioner(settings.partitioner)
+from ..settings import Settings
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
-users_topic = app.topic(settings.users_topic, partitions=settings.partitions, **RAW)
-orders_topic = app.topic(settings.orders_topic, partitions=settings.partitions, **RAW)
-users_repartition_topic = app.topic(settings.users_repartition_topic, partitions=settings.partitions, **RAW)
 
-#: ``key_type=bytes`` makes Faust store table keys raw; values are JSON (the app's default value serializer).
-TABLE_OPTIONS: dict[str, Any] = {"key_type": bytes, "partitions": settings.partitions}
+class JoinTables:
+    """The input topics and the two tables of one app; values are JSON (the app's default value serializer)."""
 
-#: Users from ``users_topic``, in the partition their producer chose (the direct join's table).
-users_table: faust.Table = app.Table("users", **{**TABLE_OPTIONS, "help": f"rows of {settings.users_topic}"})
+    def __init__(self, app: Any, settings: Settings) -> None:
+        self.app = app
+        #: The join's partitioner: where every record the worker writes goes.
+        self.partitioner = get_partitioner(settings.partitioner)
+        self.users_topic = app.topic(settings.users_topic, partitions=settings.partitions, **RAW)
+        self.orders_topic = app.topic(settings.orders_topic, partitions=settings.partitions, **RAW)
+        self.users_repartition_topic = app.topic(settings.users_repartition_topic, partitions=settings.partitions, **RAW)
+        options: dict[str, Any] = {"key_type": bytes, "partitions": settings.partitions}
+        #: Users from the users topic, in the partition their producer chose (the direct join's table).
+        self.users: faust.Table = app.Table("users", help=f"rows of {settings.users_topic}", **options)
+        #: Users from the repartition topic, re-keyed by the join's partitioner (the repartitioned join's table).
+        self.users_repartition: faust.Table = app.Table(
+            "users_repartition", help=f"rows of {settings.users_repartition_topic}", **options)
+        #: Source topic -> the table loaded from it.
+        self.by_source: dict[str, faust.Table] = {
+            settings.users_topic: self.users, settings.users_repartition_topic: self.users_repartition,
+        }
 
-#: Users from ``users_repartition_topic``, re-keyed by the join's partitioner (the repartitioned join's table).
-users_repartition_table: faust.Table = app.Table(
-    "users_repartition", **{**TABLE_OPTIONS, "help": f"rows of {settings.users_repartition_topic}"}
-)
+    def changelog_topic(self, source: str) -> str:
+        """The changelog topic of the table loaded from ``source`` (Faust names and creates it)."""
+        return self.by_source[source].changelog_topic.get_topic_name()
 
-TABLES = {settings.users_topic: users_table, settings.users_repartition_topic: users_repartition_table}
+    def key_serializers(self) -> dict[str, str]:
+        """Key serializer of each table, by source topic: what the guard checks."""
+        return {topic: str(table.key_serializer) for topic, table in self.by_source.items()}
+
+    async def send_raw(
+        self, topic: str, key: bytes | None, value: bytes | None, timestamp_ms: int | None = None,
+        headers: dict[str, bytes] | None = None,
+    ) -> Any:
+        """Hand already-encoded bytes to Faust's producer, in the partition the join's partitioner picks.
+
+        Skips ``Topic.send``'s per-record layers and the client's per-record partition
+        lookup (the counts are read at start), two thirds of a send's cost in the
+        join's profile.  Delivery is unchanged: the producer is flushed before every
+        offset commit, so processing stays at-least-once.  Returns the delivery future.
+        """
+        timestamp = faust_timestamp(timestamp_ms) if timestamp_ms is not None else None
+        partition = self.partitioner(key, self.app.partition_counts[topic])
+        return await self.app.producer.send(topic, key, value, partition, timestamp, headers)
 
 
 def partition_row(table: faust.Table, partition: int, key: bytes) -> dict[str, Any] | None:
     """The row for ``key`` in ``partition``'s RocksDB database only, or None: never a row from another partition."""
     raw = table.data._db_for_partition(partition).get(key)
     return None if raw is None else json.loads(raw)
-
-
-async def send_raw(
-    topic: str, key: bytes | None, value: bytes | None, timestamp_ms: int | None = None,
-    headers: dict[str, bytes] | None = None,
-) -> None:
-    """Hand already-encoded bytes to Faust's producer, in the partition ``Settings.partitioner`` picks.
-
-    Skips ``Topic.send``'s per-record layers and the client's per-record partition
-    lookup (the counts are read at start), two thirds of a send's cost in the
-    join's profile.  Delivery is unchanged: the producer is flushed before every
-    offset commit, so processing stays at-least-once.
-    """
-    timestamp = faust_timestamp(timestamp_ms) if timestamp_ms is not None else None
-    partition = PARTITIONER(key, app.partition_counts[topic])
-    await app.producer.send(topic, key, value, partition, timestamp, headers)
-
-
-def key_serializers() -> dict[str, str]:
-    """Key serializer of each table, by source topic: what the guard checks."""
-    return {topic: str(table.key_serializer) for topic, table in TABLES.items()}

@@ -3,7 +3,7 @@
 Faust hands a stream one message at a time, and its per-message path (consumer
 hand-off, conductor, stream, event, ack) costs the join more than the join
 itself.  A topic with a batch handler
-(:meth:`streamapp.application.StreamappApp.batch_agent`) is instead handed each
+(:meth:`streamapp.worker.app.StreamappApp.batch_agent`) is instead handed each
 fetch's messages at once, by partition, inline in the consumer's fetch loop.
 Its partitions are still assigned by Faust, co-partitioned with the tables, and
 the handler acks each message when its output is queued; Faust flushes the
@@ -36,7 +36,7 @@ class Consumer(faust_aiokafka.Consumer):
     async def subscribe(self, topics: Iterable[str]) -> None:
         """Faust's subscribe, once the broker lists every topic (see the module's docstring)."""
         names = set(topics)
-        servers = self.app.streamapp_settings.bootstrap_servers
+        servers = self.app.settings.bootstrap_servers
         try:
             await asyncio.get_running_loop().run_in_executor(None, wait_listed, servers, names)
         except TopicError as exc:  # a topic nobody created: subscribe to it as Faust would

@@ -1,6 +1,7 @@
-"""The worker's web views, registered on :data:`streamapp.application.app` when this module is imported.
+"""The worker's web views, registered on an app by :func:`install` (``create_app`` calls it).
 
-Faust imports it through the app's autodiscovery.  Every route is read-only
+Each view reads what it shows through ``self.app``: its settings, tables and
+counters.  Every route is read-only
 (GET), every bad input is a 400 naming the field, the optional bearer token
 guards every route but the page itself, and a lookup sent to any worker is
 answered by the worker that owns the key (Faust's table routing).
@@ -10,28 +11,34 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web as aioweb
+import faust
 from faust import web
 
 from ...copartition import guard
 from ...kafka.admin import describe
-from .. import counters
-from ..app import app, settings
-from ..tables import users_repartition_table, users_table
 from . import lookup, params, routing
 from .placement import diagnose, expected_partition, place
-from .security import middlewares, quiet_malformed_requests
 from .stats import merge
 
+if TYPE_CHECKING:
+    from ..app import StreamappApp
+
 STATIC_DIR = Path(__file__).parent / "static"
-#: Faust serves ``{"status": "OK"}`` at ``/``; the page takes its place.
-FAUST_INDEX = "faust.web.apps.production_index:blueprint"
 TOPIC_CACHE_SECONDS = 30.0
 
-TABLES = {"users": users_table, "users_repartition": users_repartition_table}
-TOPICS = {"users": settings.users_topic, "users_repartition": settings.users_repartition_topic}
+
+
+def tables(app: StreamappApp) -> dict[str, faust.Table]:
+    """The tables the views show, by the name ``?table=`` takes."""
+    return {"users": app.join_tables.users, "users_repartition": app.join_tables.users_repartition}
+
+
+def topics(app: StreamappApp) -> dict[str, str]:
+    """The topic each shown table is loaded from."""
+    return {"users": app.settings.users_topic, "users_repartition": app.settings.users_repartition_topic}
 
 
 class NotReady(aioweb.HTTPServiceUnavailable):
@@ -59,24 +66,22 @@ class TopicCounts:
         return infos[topic].partitions
 
 
-topic_counts = TopicCounts(settings.bootstrap_servers)
 
-
-def _local_rows(key: bytes) -> dict[str, list[dict[str, Any]]]:
+def _local_rows(app: StreamappApp, key: bytes) -> dict[str, list[dict[str, Any]]]:
     return {
         name: [{"partition": r.partition, "active": r.active, "row": r.value} for r in lookup.find(app, table, key)]
-        for name, table in TABLES.items()
+        for name, table in tables(app).items()
     }
 
 
-def _located(name: str, copies: list[dict[str, Any]], owners: dict[int, str]) -> dict[str, Any]:
+def _located(app: StreamappApp, name: str, copies: list[dict[str, Any]], owners: dict[int, str]) -> dict[str, Any]:
     """One table's answer: the active copy if any worker has one, else a standby copy."""
     best = sorted(copies, key=lambda c: (not c["active"], c["partition"]))
     found = best[0] if best else None
     partition = found["partition"] if found else None
     return {
-        "table": TABLES[name].name,
-        "topic": TOPICS[name],
+        "table": tables(app)[name].name,
+        "topic": topics(app)[name],
         "found": found is not None,
         "partition": partition,
         "row": found["row"] if found else None,
@@ -85,10 +90,11 @@ def _located(name: str, copies: list[dict[str, Any]], owners: dict[int, str]) ->
     }
 
 
-async def describe_user(request: aioweb.Request, user_id: str, key: bytes) -> dict[str, Any]:
+async def describe_user(app: StreamappApp, request: aioweb.Request, user_id: str, key: bytes) -> dict[str, Any]:
     """The full answer for one user: rows, partitions, owners, each client's placement, a verdict."""
+    settings, shown = app.settings, tables(app)
     me = routing.self_url(app)
-    copies = {name: [{**c, "worker": me} for c in rows] for name, rows in _local_rows(key).items()}
+    copies = {name: [{**c, "worker": me} for c in rows] for name, rows in _local_rows(app, key).items()}
     others = routing.other_workers(app)
     unreachable = []
     if others and not (copies["users"] and copies["users_repartition"]):
@@ -97,11 +103,11 @@ async def describe_user(request: aioweb.Request, user_id: str, key: bytes) -> di
             if "error" in answer:
                 unreachable.append({"worker": url, "error": answer["error"]})
                 continue
-            for name in TABLES:
+            for name in shown:
                 copies[name] += [{**c, "worker": url} for c in answer["tables"].get(name, [])]
-    n = await topic_counts.get(settings.users_topic)
+    n = await app.topic_counts.get(settings.users_topic)
     placement = place(key, n)
-    tables = {name: _located(name, copies[name], lookup.owners(app, TABLES[name])) for name in TABLES}
+    located = {name: _located(app, name, copies[name], lookup.owners(app, table)) for name, table in shown.items()}
     join_partition = expected_partition(settings.partitioner, key, n)
     return {
         "user_id": user_id,
@@ -111,45 +117,45 @@ async def describe_user(request: aioweb.Request, user_id: str, key: bytes) -> di
         "join": {
             "partitioner": settings.partitioner,
             "partition": join_partition,
-            "owner": lookup.owners(app, users_repartition_table).get(join_partition),
+            "owner": lookup.owners(app, app.join_tables.users_repartition).get(join_partition),
         },
-        "tables": tables,
+        "tables": located,
         "placement": placement.to_dict(),
         "verdict": diagnose(
             user_id, settings.partitioner, join_partition,
-            tables["users"]["partition"], tables["users_repartition"]["partition"], placement,
+            located["users"]["partition"], located["users_repartition"]["partition"], placement,
         ),
         "unreachable": unreachable,
     }
 
 
-@app.page("/users/{user_id}", name="streamapp_user")
 class UserView(web.View):
     """``GET /users/{user_id}``: answered by the owner of the key in the repartitioned (join) table."""
 
     async def get(self, request: web.Request, user_id: str) -> web.Response:
+        app: StreamappApp = self.app  # type: ignore[assignment]
         key = params.key(user_id, request.query.get("encoding"), field="user_id")
         if request.query.get("scope") == "local":
-            return self.json({"worker": routing.self_url(app), "tables": _local_rows(key)})
+            return self.json({"worker": routing.self_url(app), "tables": _local_rows(app, key)})
         if routing.routed_from(request) is None:
             try:
-                owner = app.router.key_store(users_repartition_table.name, key)
+                owner = app.router.key_store(app.join_tables.users_repartition.name, key)
             except (KeyError, TypeError):
                 # KeyError: no assignment yet; TypeError: aiokafka has no metadata for the changelog yet.
                 raise NotReady("this worker has no partition assignment yet") from None
             if not routing.same_url(owner, routing.self_url(app)):
                 return await routing.forward(app, request, str(owner))
-        return self.json(await describe_user(request, user_id, key))
+        return self.json(await describe_user(app, request, user_id, key))
 
 
-@app.page("/users", name="streamapp_users")
 class UsersView(web.View):
     """``GET /users?partition=P&limit=L&after=K&table=users``: one page of one partition, from its owner."""
 
     async def get(self, request: web.Request) -> web.Response:
+        app: StreamappApp = self.app  # type: ignore[assignment]
         name = params.table(request.query.get("table"))
-        table = TABLES[name]
-        n = await topic_counts.get(TOPICS[name])
+        table = tables(app)[name]
+        n = await app.topic_counts.get(topics(app)[name])
         partition = params.partition(params.required(request.query, "partition"), n)
         limit = params.limit(request.query.get("limit"))
         after = params.after(request.query.get("after"))
@@ -165,7 +171,7 @@ class UsersView(web.View):
         rows, more = lookup.page(app, table, partition, after, limit)
         return self.json({
             "table": name,
-            "topic": TOPICS[name],
+            "topic": topics(app)[name],
             "partition": partition,
             "partitions": n,
             "owner": owner,
@@ -176,7 +182,6 @@ class UsersView(web.View):
         })
 
 
-@app.page("/partition/{key}", name="streamapp_partition")
 class PartitionView(web.View):
     """``GET /partition/{key}?partitions=N[&encoding=hex]``: every client's partition for a key."""
 
@@ -186,7 +191,6 @@ class PartitionView(web.View):
         return self.json(place(data, n).to_dict())
 
 
-@app.page("/copartition", name="streamapp_copartition")
 class CopartitionView(web.View):
     """``GET /copartition``: the guard's latest report, as the worker saw it at start-up."""
 
@@ -208,13 +212,13 @@ def copartition_verdict(report: dict[str, Any]) -> str:
     return f"Co-partitioned: {len(checks) - skipped} of {len(checks)} checks passed{note}."
 
 
-@app.page("/stats", name="streamapp_stats")
 class StatsView(web.View):
     """``GET /stats``: joined / missed / dead-lettered per partition, for this worker and the group."""
 
     async def get(self, request: web.Request) -> web.Response:
+        app: StreamappApp = self.app  # type: ignore[assignment]
         me = routing.self_url(app)
-        local = counters.snapshot()
+        local = app.counters.snapshot()
         if request.query.get("scope") == "local":
             return self.json({"worker": me, "counters": local, "health": app.kafka_monitor.status()})
         workers: dict[str, Any] = {me: local}
@@ -234,16 +238,14 @@ class StatsView(web.View):
         })
 
 
-@app.page("/health", name="streamapp_health")
 class HealthView(web.View):
     """``GET /health``: 200 while Kafka answers, 503 once it has not for ``kafka_unreachable_timeout``."""
 
     async def get(self, request: web.Request) -> web.Response:
-        status = app.kafka_monitor.status()
+        status = self.app.kafka_monitor.status()  # type: ignore[attr-defined]
         return self.json(status, status=200 if status["healthy"] else 503)
 
 
-@app.page("/", name="streamapp_index")
 class IndexView(web.View):
     """``GET /``: the one-page inspector over the JSON API (plain HTML and JavaScript)."""
 
@@ -251,12 +253,20 @@ class IndexView(web.View):
         return self.html((STATIC_DIR / "index.html").read_text(encoding="utf-8"))
 
 
-def _secure(web_driver: Any) -> None:
-    """Put the middlewares on the aiohttp application and retire Faust's ``/`` placeholder."""
-    web_driver.web_app.middlewares.extend(middlewares(settings.web_token))
-    quiet_malformed_requests()
-    enabled = web_driver.blueprints._enabled
-    enabled[:] = [(prefix, bp) for prefix, bp in enabled if bp != FAUST_INDEX]
+#: (path, name, view) of every route: the pages and the JSON API.
+ROUTES = (
+    ("/users/{user_id}", "streamapp_user", UserView),
+    ("/users", "streamapp_users", UsersView),
+    ("/partition/{key}", "streamapp_partition", PartitionView),
+    ("/copartition", "streamapp_copartition", CopartitionView),
+    ("/stats", "streamapp_stats", StatsView),
+    ("/health", "streamapp_health", HealthView),
+    ("/", "streamapp_index", IndexView),
+)
 
 
-_secure(app.web)
+def install(app: StreamappApp) -> None:
+    """Register every route on ``app`` (its web server replaces Faust's ``/`` placeholder with the page)."""
+    app.topic_counts = TopicCounts(app.settings.bootstrap_servers)
+    for path, name, view in ROUTES:
+        app.page(path, name=name)(view)
