@@ -14,8 +14,9 @@ from pyspark.sql import functions as F
 
 from streamapp.partitioners import partition_batch
 
-from .compare import ENRICHMENT_STATUSES, PAIRS
+from .compare import ENRICHMENT_STATUSES
 from .decode import IDENTITY
+from .roles import PAIRS
 
 CAUSES = ("copartition_violation", "late_user", "unknown_user", "key_format", "other")
 REPARTITION_PARTITIONER = "murmur2"

@@ -12,9 +12,8 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from .decode import IDENTITY
+from .roles import PAIRS
 
-PAIRS = ("direct", "repartition")
-SIDES = ("faust", "ksqldb")
 STATUSES = (
     "match",
     "missing_in_faust",

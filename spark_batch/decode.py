@@ -11,6 +11,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from .errors import ReconcileError
+from .roles import OUTPUT_ROLES
 from .window import TimeWindow
 
 #: ksqlDB's output value: UPPERCASE columns, USER_ID is the Kafka key (see the ksqlDB reference).
@@ -72,7 +73,7 @@ def valid_outputs(frame: DataFrame, observation: Observation | None = None, role
     bad = _lacks_identity()
     if observation is not None:
         metrics = []
-        for pair, side in [role] if role else [(p, s) for p in ("direct", "repartition") for s in ("faust", "ksqldb")]:
+        for pair, side in [role] if role else list(OUTPUT_ROLES.values()):
             mine = F.lit(True) if role else (F.col("pair") == pair) & (F.col("side") == side)
             metrics += [F.count_if(mine).alias(f"rows:{pair}:{side}"), F.count_if(mine & bad).alias(f"undecodable:{pair}:{side}")]
         frame = frame.observe(observation, *metrics)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
-import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -25,6 +23,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from streamapp.kafka import jvm
+from streamapp.kafka.reader import TopicReader
 
 from .errors import ReconcileError
 from .window import TopicRange
@@ -62,42 +61,20 @@ class KafkaRangeReader(DataSourceReader):
         return [OffsetRange(t, int(p), int(s), int(e)) for t, p, s, e in self.ranges if int(e) > int(s)]
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        from confluent_kafka import Consumer, TopicPartition
-
-        consumer = Consumer(
-            {"bootstrap.servers": self.bootstrap, "group.id": f"streamapp-reconcile-{uuid.uuid4().hex[:8]}",
-             "enable.auto.commit": False, "enable.partition.eof": True}
-        )
-        consumer.assign([TopicPartition(partition.topic, partition.partition, partition.start)])
         columns: list[list[object]] = [[], [], [], []]
-        position, idle_since = partition.start, time.monotonic()
-        try:
-            while position < partition.end:
-                batch = consumer.consume(num_messages=5000, timeout=0.05)
-                if batch:
-                    idle_since = time.monotonic()
-                elif time.monotonic() - idle_since > STALL_SECONDS:
-                    raise RuntimeError(
-                        f"{partition.topic}[{partition.partition}]: stopped at offset {position}, "
-                        f"planned end {partition.end} (records deleted by retention?)"
-                    )
-                for message in batch:
-                    if message.error() is not None or message.offset() >= partition.end:
-                        if message.offset() >= partition.end:  # past the range, or EOF there (compaction gaps)
-                            position = partition.end
-                        continue
-                    columns[0].append(message.key())
-                    columns[1].append(message.value())
-                    columns[2].append(message.offset())
-                    columns[3].append(message.timestamp()[1])
-                    position = message.offset() + 1
+        start, end = {partition.partition: partition.start}, {partition.partition: partition.end}
+        with TopicReader(self.bootstrap, partition.topic, [partition.partition], start) as reader:
+            for records in reader.batches(until=end, timeout=STALL_SECONDS):
+                for record in records:
+                    columns[0].append(record.key)
+                    columns[1].append(record.value)
+                    columns[2].append(record.offset)
+                    columns[3].append(record.timestamp)
                 if len(columns[0]) >= BATCH_ROWS:
                     yield self._batch(partition, columns)
                     columns = [[], [], [], []]
-            if columns[0]:
-                yield self._batch(partition, columns)
-        finally:
-            consumer.close()
+        if columns[0]:
+            yield self._batch(partition, columns)
 
     @staticmethod
     def _batch(partition: OffsetRange, columns: list[list[object]]) -> pa.RecordBatch:

@@ -6,20 +6,16 @@ topics hold; nothing is read until Spark reads the planned ranges.
 """
 from __future__ import annotations
 
-import uuid
 from typing import Mapping
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-
 from streamapp.kafka.admin import describe
+from streamapp.kafka.reader import TopicReader
 
 from .errors import ReconcileError
+from .roles import TIMED_ROLES
 from .window import OffsetPlan, TimeWindow, TopicRange
 
 LOOKUPS = ("index",)
-TIMEOUT = 15.0
-#: Roles whose records are filtered by timestamp; users are read whole (a user may predate the day).
-TIMED_ROLES = ("orders", "faust_direct", "ksqldb_direct", "faust_repartition", "ksqldb_repartition")
 
 
 def partition_counts(bootstrap: str, topics: Mapping[str, str], flags: Mapping[str, str] | None = None) -> dict[str, int]:
@@ -35,24 +31,6 @@ def partition_counts(bootstrap: str, topics: Mapping[str, str], flags: Mapping[s
     return {topic: found[topic].partitions for topic in topics.values()}
 
 
-def _consumer(bootstrap: str) -> Consumer:
-    return Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"streamapp-reconcile-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}
-    )
-
-
-def index_offsets(consumer: Consumer, topic: str, ends: list[int], moment_ms: int) -> list[int]:
-    """ListOffsets by timestamp for every partition of ``topic``: the first offset whose timestamp is at or
-    after ``moment_ms``; -1 (no record that new) becomes the partition's end.
-
-    One request per moment: librdkafka keeps one answer per partition in a request, so asking
-    for two moments of the same partition at once returns one of them twice.
-    """
-    asked = [TopicPartition(topic, partition, moment_ms) for partition in range(len(ends))]
-    found = {tp.partition: tp.offset for tp in consumer.offsets_for_times(asked, timeout=TIMEOUT)}
-    return [end if found[partition] < 0 else int(found[partition]) for partition, end in enumerate(ends)]
-
-
 def resolve_plan(bootstrap: str, topics: Mapping[str, str], window: TimeWindow, grace_ms: int) -> OffsetPlan:
     """Resolve the window to offsets per role: users whole (log start to high watermark; a user may
     predate the day), the rest from the first record stamped at or after ``start`` to the first
@@ -61,22 +39,23 @@ def resolve_plan(bootstrap: str, topics: Mapping[str, str], window: TimeWindow, 
     No record of the window precedes the first one stamped at or after ``start``, so the start is
     exact. A record of the window written late sits after newer ones: the end covers those
     written before the first record stamped ``grace`` past the window, not later ones. The
-    consumer reads committed records only, so the high watermark is the last stable offset.
+    reader's consumer reads committed records only, so the high watermark is the last stable offset.
     """
     counts = partition_counts(bootstrap, topics)  # callers check first, naming the options
-    consumer = _consumer(bootstrap)
-    try:
-        resolved = {}
-        for role, topic in topics.items():
-            try:
-                watermarks = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT) for p in range(counts[topic])]
-                starts, ends = [int(low) for low, _ in watermarks], [int(high) for _, high in watermarks]
-                if role in TIMED_ROLES:
-                    starts = index_offsets(consumer, topic, ends, window.start_ms)
-                    ends = index_offsets(consumer, topic, ends, window.end_ms + grace_ms)
-            except KafkaException as exc:
-                raise ReconcileError(f"{topic}: cannot list offsets on {bootstrap}: {exc}") from None
-            resolved[role] = TopicRange(role, topic, dict(enumerate(zip(starts, ends))), role in TIMED_ROLES)
-    finally:
-        consumer.close()
+    resolved = {}
+    for role, topic in topics.items():
+        with TopicReader(bootstrap, topic, range(counts[topic]), error=ReconcileError) as reader:
+            marks = reader.watermarks()
+            ends = {p: high for p, (_, high) in marks.items()}
+            if role in TIMED_ROLES:
+                starts = _or_end(reader.offsets_at(window.start_ms), ends)
+                ends = _or_end(reader.offsets_at(window.end_ms + grace_ms), ends)
+            else:
+                starts = {p: low for p, (low, _) in marks.items()}
+        resolved[role] = TopicRange(role, topic, {p: (starts[p], ends[p]) for p in sorted(ends)}, role in TIMED_ROLES)
     return OffsetPlan(window, resolved, "index")
+
+
+def _or_end(found: Mapping[int, int | None], ends: Mapping[int, int]) -> dict[int, int]:
+    """A partition with no record that new starts (or ends) at its end."""
+    return {p: ends[p] if offset is None else offset for p, offset in found.items()}

@@ -16,19 +16,11 @@ from streamapp.settings import Settings
 from .errors import ReconcileError
 from .kafka_source import READERS
 from .offsets import LOOKUPS
+from .roles import TOPIC_OPTIONS
 from .window import TimeWindow, window_for
 
 SOURCES = ("kafka", "files")
 DETAILS = ("mismatches", "all")
-#: Role -> (option, the Settings field that gives its default).
-TOPIC_OPTIONS = {
-    "users": ("--users-topic", "users_topic"),
-    "orders": ("--orders-topic", "orders_topic"),
-    "faust_direct": ("--faust-topic", "merged_topic"),
-    "ksqldb_direct": ("--ksqldb-topic", "ksqldb_merged_topic"),
-    "faust_repartition": ("--faust-repartition-topic", "merged_repartition_topic"),
-    "ksqldb_repartition": ("--ksqldb-repartition-topic", "ksqldb_merged_repartition_topic"),
-}
 PROG = "reconcile"
 
 

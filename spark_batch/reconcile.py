@@ -33,19 +33,12 @@ from spark_batch.errors import ReconcileError
 from spark_batch.files_source import check_exports, read_export
 from spark_batch.kafka_source import choose_reader, connector_jars, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
-from spark_batch.options import TOPIC_OPTIONS, Options, parse
+from spark_batch.options import Options, parse
+from spark_batch.roles import FLAGS, OUTPUT_ROLES
 from spark_batch.window import OffsetPlan
 
-#: Output role -> (pair, side).
-OUTPUT_ROLES = {
-    "faust_direct": ("direct", "faust"),
-    "ksqldb_direct": ("direct", "ksqldb"),
-    "faust_repartition": ("repartition", "faust"),
-    "ksqldb_repartition": ("repartition", "ksqldb"),
-}
 PLAN_FILE = "offsets.json"
 READER_NAMES = {"spark": "Spark's kafka source", "python": "the Python DataSource (confluent-kafka)"}
-FLAGS = {role: flag for role, (flag, _) in TOPIC_OPTIONS.items()}
 SAMPLES = 20
 #: Up to this many mismatching orders are broadcast when explained (about 100 bytes each).
 BROADCAST_MISMATCHES = 1_000_000

@@ -14,15 +14,16 @@ import threading
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import aiohttp
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from streamapp.kafka.broker import free_port
+from streamapp.kafka.reader import Record, TopicReader
 from streamapp.model import records
 from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
@@ -165,61 +166,29 @@ class BackgroundProducer(threading.Thread):
         assert self.error is None, f"producer failed: {self.error!r}"
 
 
-@dataclass
-class OutputRecord:
-    key: bytes | None
-    value: bytes | None
-    partition: int
-    offset: int
-    timestamp: int
-    headers: dict[str, bytes] = field(default_factory=dict)
-
-
 class TopicTail:
-    """Every record of a topic from the beginning, kept while the scenario runs (one real consumer)."""
+    """Every record of a topic from the beginning, kept while the scenario runs (one :class:`TopicReader`)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
         self.topic = topic
-        self.records: list[OutputRecord] = []
-        self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": f"rel-tail-{uuid.uuid4().hex}",
-            "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 100,
-        })
-        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        self.at_end: set[int] = set()
+        self.records: list[Record] = []
+        self.reader = TopicReader(bootstrap, topic, range(partitions))
 
     def poll(self, seconds: float = 0.5) -> int:
-        """Read what has arrived for up to ``seconds``; returns how many records were new."""
-        before = len(self.records)
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            for msg in self.consumer.consume(num_messages=10_000, timeout=0.1):
-                error = msg.error()
-                if error is not None:
-                    assert error.code() == KafkaError._PARTITION_EOF, f"{self.topic}: {error.str()}"
-                    self.at_end.add(msg.partition())
-                    continue
-                self.at_end.discard(msg.partition())
-                self.records.append(OutputRecord(msg.key(), msg.value(), msg.partition(), msg.offset(),
-                                                 msg.timestamp()[1], dict(msg.headers() or [])))
-        return len(self.records) - before
+        """Read what arrives within ``seconds``; returns how many records were new."""
+        new = self.reader.read(seconds)
+        self.records += new
+        return len(new)
 
-    def drain(self, partitions: int, quiet: float = 2.0, timeout: float = 60.0) -> None:
-        """Read until every partition reached its Fetch high watermark and nothing new came for ``quiet`` s."""
-        deadline = time.monotonic() + timeout
-        quiet_since = time.monotonic()
-        while time.monotonic() < deadline:
-            if self.poll(0.3):
-                quiet_since = time.monotonic()
-            elif len(self.at_end) == partitions and time.monotonic() - quiet_since >= quiet:
-                return
-        raise AssertionError(f"{self.topic}: not drained within {timeout:.0f}s (at end: {sorted(self.at_end)})")
+    def drain(self) -> None:
+        """Read every record written so far: up to each partition's end as of now."""
+        self.records += self.reader.read_to_end(timeout=60.0)
 
     def close(self) -> None:
-        self.consumer.close()
+        self.reader.close()
 
 
-def output_identity(record: OutputRecord) -> Identity:
+def output_identity(record: Record) -> Identity:
     value = json.loads(record.value or b"null")
     return (record.key.decode() if record.key else "", value["TS"], value["PRODUCT_ID"], value["QTY"],
             value["UNIT_PRICE"], value["CHANNEL"])
@@ -237,7 +206,7 @@ class OutputCheck:
     wrong: list[str]
 
 
-def check_output(dataset: Dataset, records: Sequence[OutputRecord], partitions: int) -> OutputCheck:
+def check_output(dataset: Dataset, records: Sequence[Record], partitions: int) -> OutputCheck:
     """Compare an output topic with the expected ksqlDB-format record of every order."""
     by_identity = {o.identity: o for o in dataset.orders}
     counts: Counter[Identity] = Counter()

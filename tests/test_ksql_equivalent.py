@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from streamapp.demo.ksql_equivalent import KsqlEquivalent, KsqlEquivalentError
 from streamapp.kafka.broker import EmbeddedBroker
+from streamapp.kafka.reader import TopicReader
 from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
 
@@ -181,29 +182,16 @@ def produce(bootstrap: str, topic: str, partitioner: str, records: Iterable[tupl
 
 
 def read_until(bootstrap: str, topic: str, expected: int) -> list[Record]:
-    """Every record of ``topic`` once it holds ``expected`` (more than that shows as a difference)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(N)])
-    records: list[Record] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + PATIENCE
-    try:
-        while len(records) < expected or len(at_end) < N:
+    """Every record of ``topic`` once it holds ``expected``, read to its end (more than that shows as a difference)."""
+    with TopicReader(bootstrap, topic, range(N)) as reader:
+        read = reader.read_to_end()
+        deadline = time.monotonic() + PATIENCE
+        while len(read) < expected:
             if time.monotonic() > deadline:
-                pytest.fail(f"{topic}: {len(records)} of {expected} records after {PATIENCE:.0f}s: {records}")
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error():
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                at_end.add(msg.partition())
-                continue
-            at_end.discard(msg.partition())
-            records.append(Record(msg.partition(), msg.key(), msg.value(), msg.timestamp()[1]))
-    finally:
-        consumer.close()
-    return records
+                pytest.fail(f"{topic}: {len(read)} of {expected} records after {PATIENCE:.0f}s: {read}")
+            read += reader.read(1.0)
+        read += reader.read_to_end()
+    return [Record(r.partition, r.key, r.value, r.timestamp) for r in read]
 
 
 def sorted_records(records: Iterable[Record]) -> list[Record]:

@@ -8,15 +8,15 @@ compared with ``streamapp.partitioners.partition(name, key, n)``.
 """
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from kafka import KafkaProducer
 from kafka.partitioner import Partitioner as KafkaPythonPartitioner
 
+from streamapp.kafka.reader import TopicReader
 from streamapp.partitioners import LIBRDKAFKA_NAMES, Partitioner, PartitionerError, get_partitioner, partition
 from streamapp.partitioners.adapters import client_partitioner, confluent_config
 
@@ -28,21 +28,12 @@ KEYS = (
 )
 
 
-def read_back(bootstrap: str, topic: str, expected: int, timeout: float = 30.0) -> list[tuple[bytes | None, int]]:
-    """Every record's (key, partition) as stored by the broker, read from the start of each partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        records: list[tuple[bytes | None, int]] = []
-        deadline = time.monotonic() + timeout
-        while len(records) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=500, timeout=0.5):
-                assert msg.error() is None, msg.error()
-                records.append((msg.key(), msg.partition()))
-        assert len(records) == expected, f"read {len(records)} of {expected} records from {topic}"
-        return records
-    finally:
-        consumer.close()
+def read_back(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes | None, int]]:
+    """Every record's (key, partition) as stored by the broker, read to each partition's end."""
+    with TopicReader(bootstrap, topic, range(PARTITIONS)) as reader:
+        records = [(r.key, r.partition) for r in reader.read_to_end()]
+    assert len(records) == expected, f"read {len(records)} of {expected} records from {topic}"
+    return records
 
 
 def assert_where_predicted(name: str, records: list[tuple[bytes | None, int]]) -> None:

@@ -208,7 +208,7 @@ def finish(tails: list[TopicTail], dataset: Dataset, bad: list[Poison], worker: 
     wait_for_outputs(tails[:2], dataset, [worker], timeout=180)
     letters = read_letters(tails[2], len(bad), worker, timeout=120)
     for tail in tails:
-        tail.drain(settings.partitions)
+        tail.drain()
     assert_healthy(worker)
     for tail in tails[:2]:
         check = check_output(dataset, tail.records, settings.partitions)

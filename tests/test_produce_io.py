@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from streamapp.demo.endpoints import EndpointError, check_http, check_kafka, validate_http_url
 from streamapp.kafka.admin import describe
 from streamapp.kafka.broker import free_port
-from streamapp.kafka.reader import TopicReadError, key_partitions, read_topic
+from streamapp.kafka.reader import TopicReader, TopicReadError, key_partitions, read_topic
 
 
 def test_read_topic_returns_every_record_of_multi_record_batches(bootstrap: str, new_topic) -> None:
@@ -32,6 +32,38 @@ def test_read_topic_returns_every_record_of_multi_record_batches(bootstrap: str,
 
 def test_read_topic_on_an_empty_topic_returns_nothing_quickly(bootstrap: str, new_topic) -> None:
     assert read_topic(bootstrap, new_topic("empty", partitions=4), timeout=10) == []
+
+
+def test_a_reader_returns_only_what_arrived_since_its_last_read(bootstrap: str, new_topic) -> None:
+    """Waiting for records reads each record once: the reader keeps its place between reads."""
+    topic = new_topic("incremental", partitions=3)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        producer.produce(topic, key=b"first", value=str(i).encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+    with TopicReader(bootstrap, topic) as reader:
+        assert sorted(int(r.value) for r in reader.read_to_end()) == list(range(10))
+        assert reader.read_to_end() == []
+        for i in range(10, 15):
+            producer.produce(topic, key=b"then", value=str(i).encode(), partition=i % 3)
+        assert producer.flush(30) == 0
+        later = reader.read_to_end()  # the end as of this call: every record flushed before it
+    assert sorted(int(r.value) for r in later) == list(range(10, 15))
+    assert {r.key for r in later} == {b"then"}
+
+
+def test_a_log_ending_in_transaction_markers_is_read_to_its_end(bootstrap: str, new_topic) -> None:
+    """A consumer never receives the commit and abort markers: the end is where the Fetch says, not offset end-1."""
+    topic = new_topic("txn", partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"t-{topic}"})
+    producer.init_transactions(30)
+    for value, commit in ((b"kept", True), (b"aborted", False), (b"kept too", True)):
+        producer.begin_transaction()
+        producer.produce(topic, key=b"k", value=value)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    records = read_topic(bootstrap, topic, timeout=20)
+    assert [r.value for r in records] == [b"kept", b"kept too"]
+    assert records[-1].offset < 5  # the log goes on past it: 3 records and 3 markers
 
 
 def test_a_missing_topic_is_named_and_not_auto_created(bootstrap: str) -> None:

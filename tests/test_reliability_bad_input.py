@@ -136,7 +136,7 @@ def run(settings: Settings, tmp_path: Path, bad_count: int, orders: int, timeout
             assert worker.proc is not None and worker.proc.poll() is None, worker.tail()
             tails[2].poll(0.5)
         for tail in tails:
-            tail.drain(n)
+            tail.drain()
         assert worker.proc is not None and worker.proc.poll() is None, worker.tail()
         for tail in tails[:2]:
             check = check_output(dataset, tail.records, n)

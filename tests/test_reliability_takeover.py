@@ -61,7 +61,7 @@ def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float
         after = local_orders_by_partition(survivor)
         assert sorted(after) == [str(p) for p in range(n)], f"survivor did not take over every partition: {after}"
         for tail in tails:
-            tail.drain(n)
+            tail.drain()
         checks = {tail.topic: check_output(dataset, tail.records, n) for tail in tails}
         for topic, check in checks.items():
             assert check.missing == [] and check.wrong == [] and check.distinct == len(dataset.orders), (topic, check)

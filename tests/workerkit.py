@@ -10,12 +10,12 @@ import random
 import re
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from streamapp.kafka.broker import free_port
+from streamapp.kafka.reader import Record, TopicReader
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
@@ -32,16 +32,6 @@ def isolated(settings: Settings, **changes: object) -> Settings:
                   "merged_repartition_topic", "dead_letter_topic")
     }
     return settings.replace(web_port=free_port(), **names, **changes)
-
-
-@dataclass(frozen=True)
-class Record:
-    key: bytes | None
-    value: bytes | None
-    partition: int
-    offset: int
-    timestamp: int
-    headers: dict[str, bytes]
 
 
 def make_users(count: int, seed: int) -> dict[str, dict[str, object]]:
@@ -72,34 +62,16 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0) -> list[Record]:
-    """Read ``topic`` from the beginning until ``expected`` records arrived (or the timeout)."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
-        "enable.auto.commit": False, "enable.partition.eof": False,
-    })
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    records: list[Record] = []
-    deadline = time.monotonic() + timeout
-    try:
+    """Follow ``topic`` from the beginning until ``expected`` records arrived (or the timeout), then read it to its end.
+
+    What is written by then is all there, so an extra (duplicate or stray) record shows without a grace period.
+    """
+    with TopicReader(bootstrap, topic, range(partitions)) as reader:
+        records = reader.read_to_end()
+        deadline = time.monotonic() + timeout
         while len(records) < expected and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                continue
-            records.append(Record(msg.key(), msg.value(), msg.partition(), msg.offset(),
-                                  msg.timestamp()[1], dict(msg.headers() or [])))
-        # A short grace period shows extra (duplicate or stray) records too.
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            msg = consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                records.append(Record(msg.key(), msg.value(), msg.partition(), msg.offset(),
-                                      msg.timestamp()[1], dict(msg.headers() or [])))
-    finally:
-        consumer.close()
-    return records
+            records += reader.read(0.5)
+        return records + reader.read_to_end()
 
 
 def counters_from_log(text: str) -> tuple[int, int, int]:

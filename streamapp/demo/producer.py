@@ -19,8 +19,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from ..errors import StreamappError
-from ..kafka.admin import describe, ensure_topics
-from ..kafka.reader import Record, key_partitions, read_topic
+from ..kafka.admin import TopicError, describe, ensure_topics, wait_listed
+from ..kafka.reader import Record, TopicReader, key_partitions, read_topic
 from ..model.records import Order, User
 from ..settings import Settings
 from .data import key, make_orders, make_users, order_fields, order_value, user_value
@@ -143,15 +143,27 @@ def group_active(bootstrap: str, group_id: str) -> bool:
 
 
 def wait_for_keys(bootstrap: str, topic: str, keys: Iterable[str], timeout: float) -> list[Record]:
-    """Read ``topic`` until every key appears or ``timeout`` passes; what was read either way."""
+    """Follow ``topic`` until every key has appeared or ``timeout`` passes; every record read either way.
+
+    One reader follows the topic: each round reads only what arrived since the
+    last, and waits for records to arrive rather than for a fixed time.
+    """
     wanted = set(keys)
     deadline = time.monotonic() + timeout
-    while True:
-        records = read_topic(bootstrap, topic) if describe(bootstrap, [topic]) else []
-        seen = {(r.key or b"").decode("utf-8", "replace") for r in records}
-        if wanted <= seen or time.monotonic() >= deadline:
-            return records
-        time.sleep(0.3)
+    try:
+        wait_listed(bootstrap, [topic], timeout)
+    except TopicError:
+        return []
+    records: list[Record] = []
+    with TopicReader(bootstrap, topic) as reader:
+        while True:
+            records += reader.read_to_end()
+            if wanted <= {(r.key or b"").decode("utf-8", "replace") for r in records}:
+                return records
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return records
+            records += reader.read(min(left, 1.0))
 
 
 def table_changelogs(settings: Settings) -> list[str]:
