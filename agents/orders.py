@@ -30,6 +30,7 @@ from streamapp.model.join import join_value, order_tail
 from streamapp.model.records import RecordError, decode_order
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.batch_sender import BatchSender
+from streamapp.worker.faust_internals import aiokafka_producer
 from streamapp.worker.tables import partition_row
 
 from .dead_lettering import RECORD_OVERHEAD, DeadLettering, is_record_fault
@@ -47,7 +48,7 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
         now_ms = int(time.time() * 1000)
         windows = [limits.timestamp_bounds(output, now_ms) for _, output in joins]
         low, high = max(w[0] for w in windows), min(w[1] for w in windows)
-        sender = BatchSender(app.producer._ensure_producer(), tables.partitioner, app.partition_counts,
+        sender = BatchSender(aiokafka_producer(app), tables.partitioner, app.partition_counts,
                              on_failure=dead_letters.refused)
         counters = app.counters
         for tp, messages in batches.items():

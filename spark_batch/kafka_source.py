@@ -17,6 +17,7 @@ from typing import Iterator
 
 import pyarrow as pa
 import pyspark
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -29,7 +30,6 @@ from .errors import ReconcileError
 from .window import TopicRange
 
 SOURCE_NAME = "streamapp_kafka_ranges"
-SPARK_KAFKA_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 #: The ``jvm/`` module whose jars are Spark's Kafka source.
 SPARK_KAFKA_MODULE = "spark-kafka"
 _CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_[\d.]+-(?P<version>.+)\.jar")
@@ -102,13 +102,19 @@ class KafkaRangeDataSource(DataSource):
 
 
 def spark_kafka_available(spark: SparkSession) -> bool:
-    """True when Spark's own ``kafka`` source (spark-sql-kafka) is on the JVM classpath."""
+    """True when Spark's own ``kafka`` source (spark-sql-kafka) is there.
+
+    Asked of Spark itself, with a read that has no options: the source refuses it
+    when it is there, and Spark names the source it cannot find when it is not.
+    No JVM handle is needed, so this works under Spark Connect too.
+    """
     try:
-        loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()  # type: ignore[union-attr]
-        loader.loadClass(SPARK_KAFKA_CLASS)
+        spark.read.format("kafka").load().schema
+    except AnalysisException as exc:
+        return exc.getCondition() != "DATA_SOURCE_NOT_FOUND" and "Failed to find data source" not in str(exc)
+    except Exception:  # noqa: BLE001 - the source is there and refuses a read without its options
         return True
-    except Exception:
-        return False
+    return True
 
 
 def connector_jars(required: bool) -> list[Path]:

@@ -20,6 +20,8 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     __package__ = "spark_batch"
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkTypeError
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from rich.console import Console
@@ -123,9 +125,13 @@ def _inputs(
 
 def observed(observation: Observation) -> dict[str, Any]:
     """An observation's metrics; ``{}`` when the optimizer removed its node (the input was empty: a day
-    with no records), for which Spark completes it with an empty row that PySpark 4.2's ``get`` fails on."""
-    row = observation._jo.getRow()  # type: ignore[attr-defined]  # waits for the query, as ``get`` does
-    return {} if row.length() == 0 else observation.get
+    with no records): Spark then completes it with an empty row, which PySpark 4.2 fails to read back
+    (in the JVM's ``toPyRow``, or as a Row without fields).  Called after the query's action succeeded,
+    so these errors mean that empty row and nothing else."""
+    try:
+        return observation.get
+    except (Py4JJavaError, PySparkTypeError):
+        return {}
 
 
 @contextmanager

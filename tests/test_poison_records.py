@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from streamapp.kafka.admin import admin_client
@@ -34,7 +33,7 @@ from reliability_helpers import (
     Dataset, Order, TopicTail, check_output, isolated, make_dataset, murmur2_partition, produce, wait_for_outputs,
     worker_settings,
 )
-from workerkit import counters_from_log
+from workerkit import committed_offsets, counters_from_log
 
 #: Limits of the topics created ahead (the broker's own is 1,048,588; the producer's 1,000,000).
 DEAD_LETTER_MAX = 200_000
@@ -278,15 +277,6 @@ def keys_for_partition(partition: int, n: int, count: int, prefix: str) -> list[
             keys.append(key)
         i += 1
     return keys
-
-
-def committed_offsets(settings: Settings, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": settings.app_id})
-    try:
-        parts = consumer.committed([TopicPartition(topic, p) for p in range(settings.partitions)], timeout=30)
-        return {tp.partition: tp.offset for tp in parts}
-    finally:
-        consumer.close()
 
 
 def test_restarted_worker_passes_poison_at_the_head_of_a_partition(settings: Settings, tmp_path: Path) -> None:

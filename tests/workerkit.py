@@ -12,7 +12,7 @@ import time
 import uuid
 from typing import Callable, Iterable, Sequence
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamapp.kafka.broker import free_port
 from streamapp.kafka.reader import Record, TopicReader
@@ -103,3 +103,13 @@ def wait_for_users(workers: Sequence[WorkerProcess], count: int, timeout: float 
 
 def to_json(value: dict[str, object]) -> bytes:
     return json.dumps(value).encode()
+
+
+def committed_offsets(settings: Settings, topic: str) -> dict[int, int]:
+    """The worker group's committed offset of each partition of ``topic`` (negative: none committed)."""
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": settings.app_id})
+    try:
+        parts = consumer.committed([TopicPartition(topic, p) for p in range(settings.partitions)], timeout=30)
+        return {tp.partition: tp.offset for tp in parts}
+    finally:
+        consumer.close()

@@ -12,7 +12,7 @@ from rich.table import Table
 from ..copartition.guard import CopartitionReport, check_copartitioning
 from ..settings import Settings, add_arguments
 
-#: The worker stores table keys raw (``streamapp.tables``); the CLI checks against that without loading Faust.
+#: The worker stores table keys raw (``streamapp.worker.tables``); the CLI checks against that without loading Faust.
 WORKER_KEY_SERIALIZER = "raw"
 PROBLEMS_EXIT_CODE = 1
 

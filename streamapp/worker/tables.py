@@ -20,6 +20,7 @@ import faust
 from ..model.join import faust_timestamp
 from ..partitioners import get_partitioner
 from ..settings import Settings
+from . import faust_internals
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
@@ -71,5 +72,5 @@ class JoinTables:
 
 def partition_row(table: faust.Table, partition: int, key: bytes) -> dict[str, Any] | None:
     """The row for ``key`` in ``partition``'s RocksDB database only, or None: never a row from another partition."""
-    raw = table.data._db_for_partition(partition).get(key)
+    raw = faust_internals.partition_db(table, partition).get(key)
     return None if raw is None else json.loads(raw)

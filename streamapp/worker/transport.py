@@ -25,6 +25,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 
 from ..kafka.admin import TopicError, wait_listed
+from . import faust_internals
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ class Consumer(faust_aiokafka.Consumer):
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
         """Faust's fetch, less the batch topics' messages, which go to their handlers afterwards.
 
+        Each message's offset is kept as Faust's own fetch loop keeps it
+        (:func:`~streamapp.worker.faust_internals.accept`), and after each batch
+        Faust's ``commit_every`` rule applies as it does after each message there.
         A batch that a rebalance overtakes is dropped unhandled: the rebalance seeks
         back to the committed offsets, so it is fetched again by its next owner.
         """
@@ -57,22 +61,13 @@ class Consumer(faust_aiokafka.Consumer):
                 generation = self.app.consumer_generation_id
             if tp.topic not in handlers:
                 yield tp, message
-            elif await self._is_new(tp, message):
+            elif await faust_internals.accept(self, tp, message):
                 batches.setdefault(tp.topic, {}).setdefault(tp, []).append(message)
         for topic, by_partition in batches.items():
             if not self.flow_active or self.app.consumer_generation_id != generation:
                 return
             await handlers[topic](by_partition)
-
-    async def _is_new(self, tp: TP, message: Message) -> bool:
-        """What Faust's fetch loop does with each message's offset before delivering it."""
-        last = self._read_offset[tp]
-        if last is not None and message.offset < last:
-            return False
-        if last and message.offset - last > 1 and self.app.topics.acks_enabled_for(tp.topic):
-            await self._add_gap(tp, last + 1, message.offset)
-        self._read_offset[tp] = message.offset
-        return True
+            await faust_internals.commit_if_due(self)
 
 
 class Transport(faust_aiokafka.Transport):

@@ -3,17 +3,20 @@
 Faust's ``table[key]`` answers from the partition of the event being processed,
 or from any local partition outside an event, and never says which one.  The
 question here is exactly *which partition* holds the row, so this reads the
-RocksDB store's per-partition databases directly.
+RocksDB database of each partition this worker holds (active or standby), through
+:func:`streamapp.worker.faust_internals.partition_db`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from faust.stores.rocksdb import Store as RocksDBStore
 from faust.types import AppT, CollectionT
 from yarl import URL
 
 from ...errors import StreamappError
+from ..faust_internals import partition_db
 
 
 class LookupUnavailable(StreamappError):
@@ -33,16 +36,22 @@ def changelog_topic(table: CollectionT) -> str:
     return table.changelog_topic.get_topic_name()
 
 
-def _dbs(table: CollectionT) -> dict[int, Any]:
-    dbs = getattr(table.data, "_dbs", None)
-    if dbs is None:
-        raise LookupUnavailable(f"table {table.name} is not in RocksDB: its partitions cannot be inspected")
-    return dict(dbs)
-
-
 def active_partitions(app: AppT, table: CollectionT) -> set[int]:
     topic = changelog_topic(table)
     return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
+
+
+def local_partitions(app: AppT, table: CollectionT) -> set[int]:
+    """The partitions of ``table`` this worker holds a copy of: active, or standby."""
+    topic = changelog_topic(table)
+    return {tp.partition for tp in (*app.assignor.assigned_actives(), *app.assignor.assigned_standbys())
+            if tp.topic == topic}
+
+
+def _db(table: CollectionT, partition: int) -> Any:
+    if not isinstance(table.data, RocksDBStore):
+        raise LookupUnavailable(f"table {table.name} is not in RocksDB: its partitions cannot be inspected")
+    return partition_db(table, partition)
 
 
 def owners(app: AppT, table: CollectionT) -> dict[int, str]:
@@ -70,8 +79,8 @@ def find(app: AppT, table: CollectionT, key: bytes) -> list[LocalRow]:
     """Every local partition (active or standby) whose copy of ``table`` holds ``key``."""
     actives = active_partitions(app, table)
     rows = []
-    for partition, db in sorted(_dbs(table).items()):
-        raw = db.get(key)
+    for partition in sorted(local_partitions(app, table)):
+        raw = _db(table, partition).get(key)
         if raw is not None:
             rows.append(LocalRow(partition, partition in actives, decode_value(app, table, raw)))
     return rows
@@ -79,9 +88,9 @@ def find(app: AppT, table: CollectionT, key: bytes) -> list[LocalRow]:
 
 def page(app: AppT, table: CollectionT, partition: int, after: bytes | None, limit: int) -> tuple[list[tuple[bytes, Any]], bool]:
     """Up to ``limit`` rows of one local partition in key order after ``after``; and whether more follow."""
-    db = _dbs(table).get(partition)
-    if db is None:
+    if partition not in local_partitions(app, table):
         return [], False
+    db = _db(table, partition)
     offset_key = getattr(table.data, "offset_key", None)
     it = db.iter()
     if after is None:

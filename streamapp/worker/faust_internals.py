@@ -1,0 +1,70 @@
+"""Every private name of Faust (and of its aiokafka driver and RocksDB store) the worker uses, and nowhere else.
+
+Faust has no public seam for these.  Each is listed in :data:`PRIVATE_NAMES`, and
+``tests/test_faust_internals.py`` fails, naming it, when an upgrade removes one.
+Where Faust has a public seam the worker uses it instead: ``web_application_options``
+for the middlewares, the web driver's ``production_blueprints`` for the page at
+``/``, the ``app.transport`` setter for the batch transport.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from faust.types import TP, Message
+
+#: (class, private attribute) the functions below reach; ``tests/test_faust_internals.py`` checks each one.
+PRIVATE_NAMES = (
+    ("faust.transport.consumer:Consumer", "_read_offset"),
+    ("faust.transport.consumer:Consumer", "_add_gap"),
+    ("faust.transport.consumer:Consumer", "_n_acked"),
+    ("faust.stores.rocksdb:Store", "_db_for_partition"),
+    ("faust.transport.drivers.aiokafka:Producer", "_ensure_producer"),
+)
+
+
+async def accept(consumer: Any, tp: TP, message: Message) -> bool:
+    """What Faust's fetch loop (``Consumer._drain_messages``) does with a message's offset before delivering it.
+
+    False for a message at or below the offset already read (a re-fetch after a
+    seek); otherwise the gap since that offset is recorded (so a commit never skips
+    an offset that was not acked) and the message becomes the last one read.
+    """
+    last = consumer._read_offset[tp]
+    if last is not None and message.offset < last:
+        return False
+    if last and message.offset - last > 1 and consumer.app.topics.acks_enabled_for(tp.topic):
+        await consumer._add_gap(tp, last + 1, message.offset)
+    consumer._read_offset[tp] = message.offset
+    return True
+
+
+async def commit_if_due(consumer: Any) -> None:
+    """The fetch loop's ``commit_every`` rule: commit once that many messages were acked since the last commit.
+
+    Faust checks it before each message it delivers; batches are delivered by
+    :mod:`streamapp.worker.transport`, which checks it after each batch.  The
+    count is Faust's own (``ack()`` raises it), the limit its public setting
+    ``broker_commit_every``.
+    """
+    every = consumer.app.conf.broker_commit_every
+    if every and consumer._n_acked >= every:
+        consumer._n_acked = 0
+        await consumer.commit()
+
+
+def partition_db(table: Any, partition: int) -> Any:
+    """The RocksDB database of one partition of ``table``: a lookup there never finds a row of another partition.
+
+    Faust's ``table[key]`` reads the partition of the event being processed, and a
+    batch of orders is processed outside any event.
+    """
+    return table.data._db_for_partition(partition)
+
+
+def aiokafka_producer(app: Any) -> Any:
+    """The started aiokafka producer behind Faust's: whole batches go to it (``create_batch``/``send_batch``).
+
+    Faust flushes it before every commit, so what is queued there is covered by
+    the next commit like any ``send``.
+    """
+    return app.producer._ensure_producer()
