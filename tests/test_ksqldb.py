@@ -3,13 +3,16 @@
 No ksqlDB (a JVM server needing Kafka and Docker images) can be installed here,
 so its answers are recorded in tests/recorded/ksqldb/*.json in the shapes the
 ksqlDB REST API documents (/info, /ksql currentStatus entities, /query chunked
-arrays, statement_error / generic_error bodies) and served by a real local HTTP
-server: the client's HTTP, chunked streaming and error handling run for real.
+arrays, /inserts-stream acks, statement_error / generic_error bodies) and replayed
+by a real local server that speaks HTTP/1.1 and, for /inserts-stream, HTTP/2
+(h2c with prior knowledge, as ksqlDB's server does): the client's HTTP, chunked
+and HTTP/2 streaming and error handling run for real.
 """
 from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,18 +20,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.events import ConnectionTerminated, DataReceived, RequestReceived, StreamEnded
 
 from streamapp.demo.data import make_orders, make_users
 from streamapp.kafka.broker import free_port
-from streamapp.demo.ksqldb import (
-    DemoObjects,
-    KsqlDBClient,
-    KsqlDBError,
-    demo_statements,
-    insert_statement,
-    schema_columns,
-    sql_literal,
-)
+from streamapp.demo.ksqldb import DELIMITED, DemoObjects, KsqlDBClient, KsqlDBError, demo_statements, schema_columns
 from streamapp.demo.producer import insert_orders
 from streamapp.demo.report import join_rows_from_columns
 from streamapp.settings import Settings
@@ -40,7 +38,13 @@ def load_recordings() -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(RECORDED.glob("*.json"))]
 
 
+#: What an HTTP/2 client with prior knowledge sends first.
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
 class Replay(ThreadingHTTPServer):
+    """Replays the recordings: HTTP/1.1 through :class:`ReplayHandler`, HTTP/2 (``/inserts-stream``) with h2."""
+
     daemon_threads = True
 
     def __init__(self) -> None:
@@ -61,6 +65,44 @@ class Replay(ThreadingHTTPServer):
         ]
         assert len(candidates) <= 1, f"recordings overlap for {statement!r}: {[r['description'] for r in candidates]}"
         return candidates[0] if candidates else None
+
+    def finish_request(self, request: socket.socket, client_address: Any) -> None:
+        if request.recv(len(H2_PREFACE), socket.MSG_PEEK | socket.MSG_WAITALL) == H2_PREFACE:
+            self.serve_h2(request)
+        else:
+            super().finish_request(request, client_address)
+
+    def serve_h2(self, sock: socket.socket) -> None:
+        """One HTTP/2 connection: each request's stream is answered once its body has ended."""
+        conn = H2Connection(H2Configuration(client_side=False, header_encoding="utf-8"))
+        conn.initiate_connection()
+        sock.sendall(conn.data_to_send())
+        streams: dict[int, tuple[dict[str, str], bytearray]] = {}
+        while data := sock.recv(65535):
+            for event in conn.receive_data(data):
+                if isinstance(event, RequestReceived):
+                    streams[event.stream_id] = (dict(event.headers), bytearray())
+                elif isinstance(event, DataReceived):
+                    streams[event.stream_id][1].extend(event.data)
+                    conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                elif isinstance(event, StreamEnded):
+                    self.answer_h2(conn, event.stream_id, *streams.pop(event.stream_id))
+                elif isinstance(event, ConnectionTerminated):
+                    return
+            sock.sendall(conn.data_to_send())
+
+    def answer_h2(self, conn: H2Connection, stream_id: int, headers: dict[str, str], body: bytes) -> None:
+        lines = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+        target, rows = lines[0]["target"], lines[1:]
+        self.requests.append({"method": headers[":method"], "path": headers[":path"], "headers": headers,
+                              "http2": True, "target": target, "rows": rows})
+        candidates = [r for r in self.recordings if r["request"]["path"] == headers[":path"]
+                      and re.match(r["request"].get("target_match", "^$"), target)]
+        assert len(candidates) == 1, f"no single recording for {headers[':path']} {target}"
+        response = candidates[0]["response"]
+        acks = [line for line in response["body_lines"] if json.loads(line)["seq"] < len(rows)]
+        conn.send_headers(stream_id, [(":status", str(response["status"])), ("content-type", DELIMITED)])
+        conn.send_data(stream_id, "".join(f"{line}\n" for line in acks).encode(), end_stream=True)
 
 
 class ReplayHandler(BaseHTTPRequestHandler):
@@ -154,22 +196,24 @@ def test_demo_statements_name_the_settings_topics() -> None:
     assert "kafka_topic='M2'" in merged_rep and "LEFT JOIN U_1_REPARTITION" in merged_rep
 
 
-def test_insert_statement_quotes_strings_and_keeps_numbers() -> None:
-    assert sql_literal("O'Brien") == "'O''Brien'" and sql_literal(None) == "NULL" and sql_literal(2.5) == "2.5"
-    row = {"user_id": "ab", "ts": 1, "unit_price": 9.08, "channel": "web"}
-    assert insert_statement("S", row) == "INSERT INTO S (user_id, ts, unit_price, channel) VALUES ('ab', 1, 9.08, 'web');"
-
-
-def test_orders_are_inserted_one_statement_each(replay: Replay) -> None:
+def test_orders_go_in_one_inserts_stream_request_over_http2(replay: Replay) -> None:
     import random
 
     orders = make_orders(make_users(3, random.Random(1)), random.Random(2), 1_700_000_000_000)
-    insert_orders(KsqlDBClient(replay.url), DemoObjects.from_settings(Settings()).orders_stream, orders)
-    sent = [r["body"]["ksql"] for r in replay.requests]
-    assert len(sent) == 3
-    for order, statement in zip(orders, sent):
-        assert statement.startswith(f"INSERT INTO DEMO_USER_ORDERS (user_id, ts, product_id, qty, unit_price, channel) "
-                                    f"VALUES ('{order.user_id}', {order.ts}, {order.product_id}, {order.qty}, ")
+    with KsqlDBClient(replay.url) as client:
+        insert_orders(client, DemoObjects.from_settings(Settings()).orders_stream, orders)
+    [request] = replay.requests
+    assert (request["http2"], request["path"], request["target"]) == (True, "/inserts-stream", "DEMO_USER_ORDERS")
+    assert request["rows"] == [
+        {"USER_ID": o.user_id, "TS": o.ts, "PRODUCT_ID": o.product_id, "QTY": o.qty, "UNIT_PRICE": o.unit_price,
+         "CHANNEL": o.channel} for o in orders
+    ]
+
+
+def test_a_row_ksqldb_refuses_is_named_by_its_sequence_number(replay: Replay) -> None:
+    with pytest.raises(KsqlDBError, match=r"refused row 1 of the inserts into BAD_ORDERS \(error 40000\): Can't coerce") as caught:
+        KsqlDBClient(replay.url).insert_rows("BAD_ORDERS", [{"user_id": "a", "ts": 1}, {"user_id": "b", "ts": "x"}])
+    assert caught.value.error_code == 40000
 
 
 @pytest.mark.parametrize(
@@ -243,12 +287,12 @@ def test_produce_through_recorded_ksqldb_creates_the_objects_and_inserts_every_o
     report = json.loads(out)
     sent = [r["body"].get("ksql", "") for r in replay.requests if r["path"] == "/ksql"]
     settings = Settings().replace(users_topic=topic, orders_topic=f"{topic}_orders")
-    assert sent[:5] == demo_statements(settings)
+    assert sent == demo_statements(settings)
     users = make_users(4, random.Random(8))
-    stream = DemoObjects.from_settings(settings).orders_stream
-    assert [s.split("VALUES ('")[1][:32] for s in sent[5:]] == [u.user_id for u in users]
-    assert all(s.startswith(f"INSERT INTO {stream} (") for s in sent[5:])
-    assert report["orders_via"] == "ksqlDB INSERT INTO (murmur2)"
+    [inserts] = [r for r in replay.requests if r["path"] == "/inserts-stream"]
+    assert inserts["target"] == DemoObjects.from_settings(settings).orders_stream
+    assert [row["USER_ID"] for row in inserts["rows"]] == [u.user_id for u in users]
+    assert report["orders_via"] == "ksqlDB /inserts-stream (murmur2)"
     direct = report["reports"]["Direct"]
     assert direct["matched"] == 0 and {e["orders_partition"] for e in direct["exceptions"]} == {None}
     assert set(report["joins"]) == {"ksqlDB join, direct", "ksqlDB join, repartitioned"}

@@ -5,10 +5,10 @@ ksqlDB) when it answers HTTP at all, since even a 404 proves something listens.
 """
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import httpx
 
 from ..errors import StreamappError
 from ..kafka.broker import metadata_ok
@@ -50,10 +50,7 @@ def check_kafka(bootstrap: str, timeout: float = HTTP_TIMEOUT) -> Endpoint:
 
 def check_http(name: str, url: str, path: str = "/", timeout: float = HTTP_TIMEOUT) -> Endpoint:
     try:
-        with urllib.request.urlopen(url + path, timeout=timeout) as response:
-            return Endpoint(name, url, True, f"HTTP {response.status} on {path}")
-    except urllib.error.HTTPError as exc:
-        return Endpoint(name, url, True, f"HTTP {exc.code} on {path}")
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return Endpoint(name, url, False, str(reason))
+        response = httpx.get(url + path, timeout=timeout)
+    except httpx.HTTPError as exc:
+        return Endpoint(name, url, False, str(exc) or type(exc).__name__)
+    return Endpoint(name, url, True, f"HTTP {response.status_code} on {path}")
