@@ -17,6 +17,7 @@ from streamapp.partitioners import partition_batch
 from .compare import ENRICHMENT_STATUSES
 from .decode import IDENTITY
 from .roles import PAIRS
+from .summary import PartitionCell
 
 CAUSES = ("copartition_violation", "late_user", "unknown_user", "key_format", "other")
 REPARTITION_PARTITIONER = "murmur2"
@@ -144,7 +145,7 @@ def _cause_and_detail() -> tuple[Column, Column]:
     return cause, detail
 
 
-def tally(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, dict[str, int]], list[dict[str, Any]]]:
+def tally(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, dict[str, int]], tuple[PartitionCell, ...]]:
     """Mismatches by (pair, cause) and by (pair, order partition, user partition), from one aggregation's rows.
 
     ``rows`` are counts by (pair, cause, order_partition, user_partition): one
@@ -158,7 +159,4 @@ def tally(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, dict[str, int]],
         if row["order_partition"] is not None and row["user_partition"] is not None:
             cell = (row["pair"], int(row["order_partition"]), int(row["user_partition"]))
             cells[cell] = cells.get(cell, 0) + n
-    return by_cause, [
-        {"pair": pair, "order_partition": order, "user_partition": user, "count": n}
-        for (pair, order, user), n in sorted(cells.items())
-    ]
+    return by_cause, tuple(PartitionCell(pair, order, user, n) for (pair, order, user), n in sorted(cells.items()))

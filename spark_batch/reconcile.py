@@ -37,6 +37,7 @@ from spark_batch.kafka_source import choose_reader, connector_jars, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import Options, parse
 from spark_batch.roles import FLAGS, OUTPUT_ROLES
+from spark_batch.summary import OutputRecords, PairTotals, Sample, Summary, Threshold
 from spark_batch.window import OffsetPlan
 
 PLAN_FILE = "offsets.json"
@@ -176,7 +177,7 @@ def _versions(spark: SparkSession) -> dict[str, str]:
     }
 
 
-def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
+def reconcile(spark: SparkSession, options: Options) -> Summary:
     """Run the job; returns the summary (also written to OUTPUT/dt=.../summary.json)."""
     label = options.window.label
     out_dir = options.output / f"dt={label}"
@@ -221,44 +222,30 @@ def reconcile(spark: SparkSession, options: Options) -> dict[str, Any]:
 def _summary(
     options: Options, detail: DataFrame, counts: dict[str, dict[str, int]], plan: OffsetPlan | None,
     observations: list[Observation], num_partitions: int, versions: dict[str, str],
-) -> dict[str, Any]:
+) -> Summary:
     """Counts by status (observed while classifying) and by cause and partition pair (from the detail rows).
 
     What was read, not how: the Kafka reader is left out (it is printed), so both readers give the same bytes.
     """
     by_cause, cells = causes.tally(detail.groupBy("pair", "cause", "order_partition", "user_partition").count().collect())
-    totals = {}
-    for pair, statuses in counts.items():
-        orders = sum(statuses.values())
-        totals[pair] = {"orders": orders, "mismatches": orders - statuses["match"], "mismatch_rate": report.mismatch_rate(statuses)}
-    breached = sorted(p for p, t in totals.items() if t["mismatch_rate"] > options.max_mismatch_rate)
+    totals = {pair: PairTotals.of(statuses) for pair, statuses in counts.items()}
+    breached = tuple(sorted(p for p, t in totals.items() if t.mismatch_rate > options.max_mismatch_rate))
     metrics = {name: value for observation in observations for name, value in observed(observation).items()}
     records = {
-        f"{side}_{pair}": {"rows": int(metrics.get(f"rows:{pair}:{side}", 0)),
-                           "undecodable": int(metrics.get(f"undecodable:{pair}:{side}", 0))}
-        for pair, side in OUTPUT_ROLES.values()
+        role: OutputRecords(int(metrics.get(f"rows:{pair}:{side}", 0)), int(metrics.get(f"undecodable:{pair}:{side}", 0)))
+        for role, (pair, side) in OUTPUT_ROLES.items()
     }
-    return {
-        "date": options.window.label,
-        "window": options.window.to_dict(),
-        "source": options.source,
-        "topics": dict(options.topics),
-        "orders_partitions": num_partitions,
-        "offsets": None if plan is None else plan.to_dict(),
-        "output_records": records,
-        "statuses": counts,
-        "totals": totals,
-        "causes": by_cause,
-        "by_partition_pair": cells,
-        "threshold": {"max_mismatch_rate": options.max_mismatch_rate, "breached": bool(breached), "breached_pairs": breached},
-        "detail": options.detail,
-        "versions": versions,
-    }
+    return Summary(
+        window=options.window, source=options.source, topics=dict(options.topics), orders_partitions=num_partitions,
+        offsets=plan, output_records=records, statuses=counts, totals=totals, causes=by_cause, by_partition_pair=cells,
+        threshold=Threshold(options.max_mismatch_rate, breached), detail=options.detail, versions=versions,
+    )
 
 
-def _samples(detail: DataFrame) -> list[dict[str, Any]]:
+def _samples(detail: DataFrame) -> list[Sample]:
     ordered = detail.orderBy("pair", "status", "user_id", "ts", "product_id", "qty", "unit_price", "channel")
-    return [row.asDict() for row in ordered.select("pair", "status", "cause", "user_id", "ts", "cause_detail").limit(SAMPLES).collect()]
+    columns = ("pair", "status", "cause", "user_id", "ts", "cause_detail")
+    return [Sample(*row) for row in ordered.select(*columns).limit(SAMPLES).collect()]
 
 
 def _replace(staging: Path, out_dir: Path) -> None:
@@ -270,19 +257,19 @@ def _replace(staging: Path, out_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def print_summary(summary: dict[str, Any]) -> None:
-    table = Table(title=f"Reconciliation {summary['date']}: Faust vs ksqlDB")
+def print_summary(summary: Summary) -> None:
+    table = Table(title=f"Reconciliation {summary.date}: Faust vs ksqlDB")
     table.add_column("status")
-    for pair in summary["statuses"]:
+    for pair in summary.statuses:
         table.add_column(pair, justify="right")
     for status in compare.STATUSES:
-        table.add_row(status, *[str(summary["statuses"][p][status]) for p in summary["statuses"]])
+        table.add_row(status, *[str(summary.statuses[p][status]) for p in summary.statuses])
     for cause in causes.CAUSES:
-        table.add_row(f"cause: {cause}", *[str(summary["causes"][p][cause]) for p in summary["causes"]])
+        table.add_row(f"cause: {cause}", *[str(summary.causes[p][cause]) for p in summary.causes])
     console.print(table)
-    limit = summary["threshold"]["max_mismatch_rate"]
-    for pair, total in summary["totals"].items():
-        console.print(f"Mismatch rate {pair}: {total['mismatch_rate'] * 100:.2f}% of {total['orders']} orders "
+    limit = summary.threshold.max_mismatch_rate
+    for pair, total in summary.totals.items():
+        console.print(f"Mismatch rate {pair}: {total.mismatch_rate * 100:.2f}% of {total.orders} orders "
                       f"(threshold {limit * 100:.2f}%)")
 
 
@@ -314,9 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"reconcile: error: {type(exc).__name__}: {first}", file=sys.stderr)
         return 2
     print_summary(summary)
-    out = options.output / f"dt={summary['date']}"
+    out = options.output / f"dt={summary.date}"
     console.print(f"Wrote {out}/summary.json, report.html and detail/ in {time.monotonic() - started:.1f} s")
-    return 1 if summary["threshold"]["breached"] else 0
+    return 1 if summary.threshold.breached else 0
 
 
 if __name__ == "__main__":

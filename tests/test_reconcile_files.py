@@ -12,14 +12,13 @@ import pytest
 
 import reconcile_scenario as sc
 from spark_batch.reconcile import main
+from spark_batch.roles import FLAGS
 
 TOPICS = {role: f"export_{role}" for role in sc.ROLES}
 
 
 def _args(input_dir, output, *extra: str) -> list[str]:
-    flags = {"users": "--users-topic", "orders": "--orders-topic", "faust_direct": "--faust-topic",
-             "ksqldb_direct": "--ksqldb-topic", "faust_repartition": "--faust-repartition-topic",
-             "ksqldb_repartition": "--ksqldb-repartition-topic"}
+    flags = FLAGS
     topics = [x for role, flag in flags.items() for x in (flag, TOPICS[role])]
     return ["--date", sc.DAY, "--source", "files", "--input", str(input_dir), "--output", str(output),
             "--partitions", "6", *topics, *extra]

@@ -9,7 +9,8 @@ import pytest
 from spark_batch.compare import classify
 from spark_batch.errors import ReconcileError
 from spark_batch.options import parse
-from spark_batch.report import cause_chart, mismatch_rate, partition_chart, render_html
+from spark_batch.report import cause_chart, partition_chart, render_html
+from spark_batch.summary import PairTotals, PartitionCell, Sample, Summary, Threshold, mismatch_rate
 from spark_batch.window import OffsetPlan, TimeWindow, TopicRange, window_for
 
 
@@ -91,16 +92,18 @@ def test_report_charts_and_rate():
     assert mismatch_rate({"match": 0}) == 0.0
     chart = cause_chart({"direct": {"copartition_violation": 5, "other": 0}})
     assert chart.count("<rect") == 1 and "copartition_violation" in chart
-    heat = partition_chart([{"pair": "direct", "order_partition": 2, "user_partition": 0, "count": 4}], "direct")
+    heat = partition_chart([PartitionCell("direct", 2, 0, 4)], "direct")
     assert "order partition 2, user partition 0: 4" in heat
-    summary = {
-        "date": "2026-11-20", "window": {"start": "a", "end": "b"},
-        "threshold": {"max_mismatch_rate": 0.01, "breached": True},
-        "statuses": {"direct": {"match": 1, "duplicate": 1}}, "totals": {"direct": {"orders": 2, "mismatches": 1, "mismatch_rate": 0.5}},
-        "causes": {"direct": {"other": 1}}, "by_partition_pair": [], "topics": {"users": "<u>"},
-    }
-    html = render_html(summary, [{"pair": "direct", "status": "duplicate", "cause": "other", "user_id": "<x>", "ts": 1, "cause_detail": "d"}])
+    summary = Summary(
+        window=window_for("2026-11-20", None, None), source="files", topics={"users": "<u>"}, orders_partitions=6,
+        offsets=None, output_records={}, statuses={"direct": {"match": 1, "duplicate": 1}},
+        totals={"direct": PairTotals.of({"match": 1, "duplicate": 1})}, causes={"direct": {"other": 1}},
+        by_partition_pair=(), threshold=Threshold(0.01, ("direct",)), detail="mismatches", versions={},
+    )
+    html = render_html(summary, [Sample("direct", "duplicate", "other", "<x>", 1, "d")])
     assert "BREACHED" in html and "&lt;x&gt;" in html and "<x>" not in html and "50.00%" in html
+    assert "&lt;u&gt;" in html and "<u>" not in html
+    assert summary.to_dict()["totals"] == {"direct": {"orders": 2, "mismatches": 1, "mismatch_rate": 0.5}}
 
 
 OUT = "pair string, side string, user_id string, ts bigint, product_id bigint, qty bigint, unit_price double, " \
@@ -169,8 +172,8 @@ def test_tally_gives_both_cause_and_partition_pair_counts_from_one_aggregation(s
     per_cause = Counter((p, c) for p, c, _, _ in detail)
     assert by_cause == {p: {c: per_cause[(p, c)] for c in CAUSES} for p in ("direct", "repartition")}
     per_cell = Counter((p, o, u) for p, _, o, u in detail if o is not None and u is not None)
-    assert cells == [{"pair": p, "order_partition": o, "user_partition": u, "count": n} for (p, o, u), n in sorted(per_cell.items())]
-    assert sum(c["count"] for c in cells) < len(detail)
+    assert cells == tuple(PartitionCell(p, o, u, n) for (p, o, u), n in sorted(per_cell.items()))
+    assert sum(c.count for c in cells) < len(detail)
 
 
 def test_explain_finds_causes_from_the_mismatches_users_only(spark):

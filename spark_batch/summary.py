@@ -1,0 +1,132 @@
+"""The reconciliation's summary as typed, frozen values: read by attribute, written by ``to_dict()``.
+
+``Summary.to_dict()`` is exactly what ``summary.json`` holds (schedulers and tests
+read that file); the job, its console table and ``report.html`` read the values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .window import OffsetPlan, TimeWindow
+
+
+def mismatch_rate(statuses: Mapping[str, int]) -> float:
+    """Share of a pair's orders whose status is not ``match`` (0 for no orders)."""
+    total = sum(statuses.values())
+    return 0.0 if total == 0 else (total - statuses.get("match", 0)) / total
+
+
+@dataclass(frozen=True)
+class PairTotals:
+    """One pair's orders, how many of them do not match, and that share."""
+
+    orders: int
+    mismatches: int
+    mismatch_rate: float
+
+    @classmethod
+    def of(cls, statuses: Mapping[str, int]) -> "PairTotals":
+        orders = sum(statuses.values())
+        return cls(orders, orders - statuses["match"], mismatch_rate(statuses))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"orders": self.orders, "mismatches": self.mismatches, "mismatch_rate": self.mismatch_rate}
+
+
+@dataclass(frozen=True)
+class OutputRecords:
+    """Records read from one join output, and how many of them carried no order identity."""
+
+    rows: int
+    undecodable: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"rows": self.rows, "undecodable": self.undecodable}
+
+
+@dataclass(frozen=True)
+class PartitionCell:
+    """Mismatches of one pair whose order sat in ``order_partition`` and whose user in ``user_partition``."""
+
+    pair: str
+    order_partition: int
+    user_partition: int
+    count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pair": self.pair, "order_partition": self.order_partition, "user_partition": self.user_partition,
+                "count": self.count}
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The limit on a pair's mismatch rate, and the pairs above it."""
+
+    max_mismatch_rate: float
+    breached_pairs: tuple[str, ...]
+
+    @property
+    def breached(self) -> bool:
+        return bool(self.breached_pairs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_mismatch_rate": self.max_mismatch_rate, "breached": self.breached,
+                "breached_pairs": list(self.breached_pairs)}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One non-matching order, as the report's examples show it."""
+
+    pair: str
+    status: str
+    cause: str
+    user_id: str
+    ts: int
+    cause_detail: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Counts by status (every order) and by cause and partition pair (the mismatches), and what was read."""
+
+    window: TimeWindow
+    source: str
+    #: Role -> the topic (or export) read for it.
+    topics: dict[str, str]
+    orders_partitions: int
+    offsets: OffsetPlan | None
+    #: Output role (``faust_direct``, ...) -> what was read from it.
+    output_records: dict[str, OutputRecords]
+    #: Pair -> status -> orders.
+    statuses: dict[str, dict[str, int]]
+    totals: dict[str, PairTotals]
+    #: Pair -> cause -> mismatching orders.
+    causes: dict[str, dict[str, int]]
+    by_partition_pair: tuple[PartitionCell, ...]
+    threshold: Threshold
+    detail: str
+    versions: dict[str, str]
+
+    @property
+    def date(self) -> str:
+        return self.window.label
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "date": self.date,
+            "window": self.window.to_dict(),
+            "source": self.source,
+            "topics": dict(self.topics),
+            "orders_partitions": self.orders_partitions,
+            "offsets": None if self.offsets is None else self.offsets.to_dict(),
+            "output_records": {role: records.to_dict() for role, records in self.output_records.items()},
+            "statuses": self.statuses,
+            "totals": {pair: totals.to_dict() for pair, totals in self.totals.items()},
+            "causes": self.causes,
+            "by_partition_pair": [cell.to_dict() for cell in self.by_partition_pair],
+            "threshold": self.threshold.to_dict(),
+            "detail": self.detail,
+            "versions": self.versions,
+        }
