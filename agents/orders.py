@@ -37,8 +37,8 @@ from .dead_lettering import RECORD_OVERHEAD, DeadLettering, is_record_fault
 
 
 def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
-    settings, tables = app.settings, app.join_tables
-    joins = ((tables.users, settings.merged_topic), (tables.users_repartition, settings.merged_repartition_topic))
+    tables = app.join_tables
+    joins = [(table, join.output) for join, table in tables.joins]
 
     @app.batch_agent(tables.orders_topic)
     async def join_orders(batches: Mapping[TP, Sequence[Message]]) -> None:

@@ -1,8 +1,9 @@
 """A root cause for every non-matching order, read off the input topics (users and orders).
 
 For the direct pair the user's partition is where the users topic holds it;
-for the repartitioned pair it is where the repartition puts it, murmur2 of the
-key (from ``streamapp.partitioners``, the batch API, vectorised over Arrow).
+for the repartitioned pair it is where the worker's repartition puts it: the
+``partitioner`` setting's partition of the key (from ``streamapp.partitioners``,
+the batch API, vectorised over Arrow).
 """
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from .roles import PAIRS
 from .summary import PartitionCell
 
 CAUSES = ("copartition_violation", "late_user", "unknown_user", "key_format", "other")
-REPARTITION_PARTITIONER = "murmur2"
 
 
 def normalized_key(column: Column) -> Column:
@@ -34,12 +34,12 @@ def identity_hash() -> Column:
     return F.xxhash64(*[price if c == "unit_price" else F.col(c) for c in IDENTITY])
 
 
-def _murmur2_batches(num_partitions: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def _partition_batches(partitioner: str, num_partitions: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             keys = batch.column("user_key").to_pylist()
             encoded = [None if key is None else key.encode("utf-8") for key in keys]
-            chosen = partition_batch(REPARTITION_PARTITIONER, encoded, num_partitions)
+            chosen = partition_batch(partitioner, encoded, num_partitions)
             yield pa.RecordBatch.from_arrays(
                 [batch.column("user_key"), pa.array(chosen, pa.int32())], names=["user_key", "repartitioned_to"]
             )
@@ -47,13 +47,14 @@ def _murmur2_batches(num_partitions: int) -> Callable[[Iterator[pa.RecordBatch]]
     return assign
 
 
-def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, repartitioned: bool = True) -> DataFrame:
+def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, partitioner: str,
+               repartitioned: bool = True) -> DataFrame:
     """Per user id of a mismatch: the first record time and the partitions of that key, the keys that
     differ from it only by JSON quoting (``similar_keys``) and, when ``repartitioned`` (the caller knows
-    the repartition pair has mismatches), where murmur2 repartitions a known key.
+    the repartition pair has mismatches), where ``partitioner`` (the worker's) repartitions a known key.
 
     Only the users whose normalized key is a mismatch's are grouped (a broadcast semi join), and the
-    Python murmur2 worker starts only when some mismatch needs it.
+    Python partitioner worker starts only when some mismatch needs it.
     """
     ids = mismatches.select("user_id").distinct()
     wanted = F.broadcast(ids.select(normalized_key(F.col("user_id")).alias("norm_key")).distinct())
@@ -67,7 +68,7 @@ def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, rep
     )
     if repartitioned:
         placed = per_key.select("user_key").mapInArrow(
-            _murmur2_batches(num_partitions), "user_key string, repartitioned_to int"
+            _partition_batches(partitioner, num_partitions), "user_key string, repartitioned_to int"
         )
         per_key = per_key.join(placed, "user_key")
     else:
@@ -79,7 +80,7 @@ def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, rep
     )
 
 
-def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_partitions: int,
+def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_partitions: int, partitioner: str,
             few: bool = True, repartitioned: bool = True) -> DataFrame:
     """``mismatches`` (classified rows that are not ``match``) with ``cause`` and ``cause_detail``.
 
@@ -89,7 +90,7 @@ def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_part
     # the orders are probed by a 64-bit hash of the identity (one long key: Spark's fast hash relation
     # instead of a six-column one); an order whose hash merely collides is dropped by the exact join below
     wanted = mismatches.select(identity_hash().alias("identity_hash")).distinct()
-    index = user_index(users, mismatches, num_partitions, repartitioned)
+    index = user_index(users, mismatches, num_partitions, partitioner, repartitioned)
     order_info = (
         orders.join(F.broadcast(wanted) if few else wanted, identity_hash() == F.col("identity_hash"), "left_semi")
         .groupBy(*IDENTITY)

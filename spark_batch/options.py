@@ -16,7 +16,7 @@ from streamapp.settings import Settings
 from .errors import ReconcileError
 from .kafka_source import READERS
 from .offsets import LOOKUPS
-from .roles import TOPIC_OPTIONS
+from .roles import FLAGS, role_topics
 from .window import TimeWindow, window_for
 
 SOURCES = ("kafka", "files")
@@ -39,6 +39,7 @@ class Options:
     offset_lookup: str
     grace_ms: int
     partitions: int
+    partitioner: str
     re_resolve: bool
 
 
@@ -61,8 +62,8 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     when.add_argument("--to", dest="end", metavar="TO", help="window end (exclusive)")
     parser.add_argument("--bootstrap-server", "--bootstrap-servers", dest="bootstrap", default=settings.bootstrap_servers,
                         help="Kafka bootstrap servers (default: %(default)s, from STREAMAPP_BOOTSTRAP_SERVERS)")
-    for role, (flag, field_name) in TOPIC_OPTIONS.items():
-        parser.add_argument(flag, dest=f"topic_{role}", default=getattr(settings, field_name),
+    for role, topic in role_topics(settings).items():
+        parser.add_argument(FLAGS[role], dest=f"topic_{role}", default=topic,
                             help=f"{role.replace('_', ' ')} topic (default: %(default)s)")
     parser.add_argument("--source", default="kafka", choices=SOURCES, help="read Kafka, or files exported from it")
     parser.add_argument("--input", dest="input_dir", help="--source files: directory with <topic>.parquet/.jsonl or <topic>/")
@@ -79,6 +80,9 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     parser.add_argument("--grace-minutes", type=float, default=60.0,
                         help="read this far past the window's end, for its records written late, after newer ones "
                         "(default: %(default)s)")
+    parser.add_argument("--partitioner", default=settings.partitioner,
+                        help="the worker's partitioner, which placed the repartitioned users (default: %(default)s, "
+                        "from STREAMAPP_PARTITIONER)")
     parser.add_argument("--partitions", type=int, default=settings.partitions,
                         help="--source files: partition count of the orders topic (default: %(default)s)")
     parser.add_argument("--re-resolve", action="store_true",
@@ -98,8 +102,8 @@ def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Optio
     input_dir = Path(args.input_dir) if args.input_dir else None
     if args.source == "files" and (input_dir is None or not input_dir.is_dir()):
         raise ReconcileError(f"--input={args.input_dir!r}: --source files needs an existing directory")
-    topics = {role: getattr(args, f"topic_{role}") for role in TOPIC_OPTIONS}
-    empty = [TOPIC_OPTIONS[role][0] for role, topic in topics.items() if not topic.strip()]
+    topics = {role: getattr(args, f"topic_{role}") for role in FLAGS}
+    empty = [FLAGS[role] for role, topic in topics.items() if not topic.strip()]
     if empty:
         raise ReconcileError(f"{', '.join(empty)}: topic name is empty")
     if len(set(topics.values())) < len(topics):
@@ -110,5 +114,6 @@ def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Optio
         source=args.source, input_dir=input_dir, output=Path(args.output), master=args.master,
         max_mismatch_rate=args.max_mismatch_rate, detail=args.detail, kafka_reader=args.kafka_reader,
         offset_lookup=args.offset_lookup, grace_ms=int(args.grace_minutes * 60_000), partitions=args.partitions,
+        partitioner=args.partitioner,
         re_resolve=args.re_resolve,
     )

@@ -14,6 +14,7 @@ import time
 import uuid
 from pathlib import Path
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script
@@ -80,11 +81,26 @@ def spark_session(options: Options) -> tuple[SparkSession, bool]:
     return builder.getOrCreate(), True
 
 
-def _inputs(
-    spark: SparkSession, options: Options, out_dir: Path,
-) -> tuple[dict[str, DataFrame], list[Observation], OffsetPlan | None, int]:
-    """Valid ``outputs`` (tagged pair/side), ``orders`` and ``users`` frames; the observations counting
-    the outputs' records (``decode.valid_outputs``); the offset plan; the orders partition count."""
+@dataclass(frozen=True)
+class Inputs:
+    """What one run reads, before anything is computed from it."""
+
+    #: The join outputs' valid records, tagged ``pair`` and ``side``, cut to the window.
+    outputs: DataFrame
+    #: The orders stream, cut to the window.
+    orders: DataFrame
+    #: The users topic, whole (a user may predate the day).
+    users: DataFrame
+    #: Counting each output's records and undecodable ones (``decode.valid_outputs``).
+    observations: list[Observation]
+    #: The offsets read (``None`` for files).
+    plan: OffsetPlan | None
+    #: The orders topic's partition count.
+    orders_partitions: int
+
+
+def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> Inputs:
+    """The run's inputs from exported files or from Kafka (the offset plan resolved, or reused for a rerun)."""
     if options.source == "files":
         assert options.input_dir is not None
         frames = {role: read_export(spark, options.input_dir, topic, role) for role, topic in options.topics.items()}
@@ -97,7 +113,8 @@ def _inputs(
         outputs = decoded[0]
         for more in decoded[1:]:
             outputs = outputs.unionByName(more)
-        return _timed(outputs, frames["orders"], frames["users"], options), observations, None, options.partitions
+        return Inputs(outputs, decode.in_window(frames["orders"], options.window), frames["users"], observations,
+                      None, options.partitions)
     counts = partition_counts(options.bootstrap, options.topics, FLAGS)
     previous = out_dir / PLAN_FILE
     plan = OffsetPlan.read(previous) if previous.is_file() and not options.re_resolve else None
@@ -121,7 +138,8 @@ def _inputs(
         pair.alias("pair"), side.alias("side"), *raw.columns)), observation)
     orders = read_ranges(spark, options.bootstrap, [plan.topics["orders"]], reader)
     users = read_ranges(spark, options.bootstrap, [plan.topics["users"]], reader)
-    return _timed(outputs, orders, users, options), [observation], plan, counts[options.topics["orders"]]
+    return Inputs(outputs, decode.in_window(orders, options.window), users, [observation], plan,
+                  counts[options.topics["orders"]])
 
 
 def observed(observation: Observation) -> dict[str, Any]:
@@ -158,11 +176,6 @@ def _step(what: str) -> Iterator[None]:
     console.print(f"{what} in {time.monotonic() - started:.1f} s")
 
 
-def _timed(outputs: DataFrame, orders: DataFrame, users: DataFrame, options: Options) -> dict[str, DataFrame]:
-    """Decoded outputs (already cut to the window), orders cut to it; users whole (a user may predate the day)."""
-    return {"outputs": outputs, "orders": decode.in_window(orders, options.window), "users": users}
-
-
 def _versions(spark: SparkSession) -> dict[str, str]:
     import confluent_kafka
     import pyarrow
@@ -183,9 +196,9 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
     out_dir = options.output / f"dt={label}"
     staging = options.output / f".dt={label}.staging-{uuid.uuid4().hex[:8]}"
     options.output.mkdir(parents=True, exist_ok=True)
-    frames, output_observations, plan, num_partitions = _inputs(spark, options, out_dir)
+    inputs = _inputs(spark, options, out_dir)
     totals = Observation("totals")
-    classified = compare.classify(frames["outputs"], totals, matches=options.detail == "all")
+    classified = compare.classify(inputs.outputs, totals, matches=options.detail == "all")
     try:
         with _step("Read and classified the join outputs"), _settings(spark, CLASSIFY_SETTINGS):
             classified.write.parquet(str(staging / "_classified"))
@@ -193,8 +206,8 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
         counted = stage.where(F.col("status") != "match").groupBy("pair", "status").count().collect()
         counts = compare.status_counts(observed(totals), {(r["pair"], r["status"]): int(r["count"]) for r in counted})
         mismatching = {pair: sum(n for status, n in by.items() if status != "match") for pair, by in counts.items()}
-        explained = causes.explain(stage.where(F.col("status") != "match"), decode.orders(frames["orders"]),
-                                   decode.users(frames["users"]), num_partitions,
+        explained = causes.explain(stage.where(F.col("status") != "match"), decode.orders(inputs.orders),
+                                   decode.users(inputs.users), inputs.orders_partitions, options.partitioner,
                                    few=sum(mismatching.values()) <= BROADCAST_MISMATCHES,
                                    repartitioned=mismatching["repartition"] > 0)
         if options.detail == "all":
@@ -206,23 +219,21 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
             detail = detail.select("pair", "status", "cause", "cause_detail", "order_partition", "user_partition",
                                    *decode.IDENTITY).cache()
-            summary = _summary(options, detail, counts, plan, output_observations, num_partitions, _versions(spark))
+            summary = _summary(options, inputs, detail, counts, _versions(spark))
             samples = _samples(detail)
             detail.unpersist()
         report.write_summary(staging / "summary.json", summary)
         (staging / "report.html").write_text(report.render_html(summary, samples))
-        if plan is not None:
-            plan.write(staging / PLAN_FILE)
+        if inputs.plan is not None:
+            inputs.plan.write(staging / PLAN_FILE)
         _replace(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return summary
 
 
-def _summary(
-    options: Options, detail: DataFrame, counts: dict[str, dict[str, int]], plan: OffsetPlan | None,
-    observations: list[Observation], num_partitions: int, versions: dict[str, str],
-) -> Summary:
+def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[str, dict[str, int]],
+             versions: dict[str, str]) -> Summary:
     """Counts by status (observed while classifying) and by cause and partition pair (from the detail rows).
 
     What was read, not how: the Kafka reader is left out (it is printed), so both readers give the same bytes.
@@ -230,14 +241,14 @@ def _summary(
     by_cause, cells = causes.tally(detail.groupBy("pair", "cause", "order_partition", "user_partition").count().collect())
     totals = {pair: PairTotals.of(statuses) for pair, statuses in counts.items()}
     breached = tuple(sorted(p for p, t in totals.items() if t.mismatch_rate > options.max_mismatch_rate))
-    metrics = {name: value for observation in observations for name, value in observed(observation).items()}
+    metrics = {name: value for observation in inputs.observations for name, value in observed(observation).items()}
     records = {
         role: OutputRecords(int(metrics.get(f"rows:{pair}:{side}", 0)), int(metrics.get(f"undecodable:{pair}:{side}", 0)))
         for role, (pair, side) in OUTPUT_ROLES.items()
     }
     return Summary(
-        window=options.window, source=options.source, topics=dict(options.topics), orders_partitions=num_partitions,
-        offsets=plan, output_records=records, statuses=counts, totals=totals, causes=by_cause, by_partition_pair=cells,
+        window=options.window, source=options.source, topics=dict(options.topics),
+        orders_partitions=inputs.orders_partitions, offsets=inputs.plan, output_records=records, statuses=counts, totals=totals, causes=by_cause, by_partition_pair=cells,
         threshold=Threshold(options.max_mismatch_rate, breached), detail=options.detail, versions=versions,
     )
 

@@ -14,14 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamapp.copartition.fingerprint import (
-    Fingerprint,
-    FingerprintError,
-    json_quoted,
-    json_unquoted,
-    min_sample_size,
-    score,
-)
+from streamapp.copartition.fingerprint import Fingerprint, score
+from streamapp.copartition.scoring import FingerprintError, min_sample_size
+from streamapp.model.key_forms import json_quoted, json_unquoted
 from streamapp.partitioners import PARTITIONERS, PROFILES, hashes, partition
 
 
@@ -52,11 +47,11 @@ def family_of(result: Fingerprint, name: str) -> list[str]:
 def test_each_hash_is_recognised_and_only_it(place, expected, others) -> None:
     sample = [(k, place(k, 6)) for k in keys(300)]
     result = score(sample, 6)
-    assert expected in result.explaining
-    assert not set(others) & set(result.explaining)
+    assert expected in result.stored.explaining
+    assert not set(others) & set(result.stored.explaining)
     assert len(result.families) == 1 and expected in result.families[0]
     assert not result.ambiguous
-    assert result.scores[expected] == 1.0
+    assert result.stored.shares[expected] == 1.0
     assert f"explains 100% of {len(sample)} keyed records" in result.verdict
     assert expected in result.verdict
 
@@ -72,13 +67,13 @@ def test_empty_keys_tell_consistent_from_consistent_random() -> None:
     n = 6
     keyed = [(k, crc(k, n)) for k in keys(100)]
     on_zero = score(keyed + [(b"", 0)] * 5, n)
-    assert {"consistent", "consistent_random"} <= set(on_zero.explaining)
-    assert on_zero.scored["consistent"] == 105 and on_zero.scored["consistent_random"] == 100
+    assert {"consistent", "consistent_random"} <= set(on_zero.stored.explaining)
+    assert on_zero.stored.scored["consistent"] == 105 and on_zero.stored.scored["consistent_random"] == 100
 
     spread = score(keyed + [(b"", p) for p in (1, 3, 5, 2)], n)
-    assert "consistent_random" in spread.explaining
-    assert "consistent" not in spread.explaining
-    assert spread.scores["consistent"] == pytest.approx(100 / 104)
+    assert "consistent_random" in spread.stored.explaining
+    assert "consistent" not in spread.stored.explaining
+    assert spread.stored.shares["consistent"] == pytest.approx(100 / 104)
 
 
 def test_null_keys_are_left_out_and_counted() -> None:
@@ -86,7 +81,7 @@ def test_null_keys_are_left_out_and_counted() -> None:
     sample = [(k, java(k, 6)) for k in keys(50)] + [(None, rng.randrange(6)) for _ in range(30)]
     result = score(sample, 6)
     assert (result.sample_size, result.keyed) == (80, 50)
-    assert "murmur2" in result.explaining and result.scored["murmur2"] == 50
+    assert "murmur2" in result.stored.explaining and result.stored.scored["murmur2"] == 50
     assert any("30 records with NULL keys" in note for note in result.notes)
 
 
@@ -94,10 +89,10 @@ def test_random_placement_claims_no_hash() -> None:
     rng = random.Random(42)
     n = 6
     result = score([(k, rng.randrange(n)) for k in keys(600)], n)
-    assert result.explaining == [] and result.quoted_explaining == [] and result.families == []
+    assert result.stored.explaining == [] and result.quoted.explaining == [] and result.families == []
     assert "explains 100%" not in result.verdict
     assert "random" in result.verdict
-    best = max(result.scores.values())
+    best = max(result.stored.shares.values())
     assert f"{best:.2%}" in result.verdict
     assert f"{1 / n:.2%}" in result.verdict
 
@@ -105,9 +100,9 @@ def test_random_placement_claims_no_hash() -> None:
 def test_a_topic_written_entirely_before_partitions_were_added() -> None:
     sample = [(k, java(k, 4)) for k in keys(600)]
     result = score(sample, 6)
-    assert result.explaining == []
+    assert result.stored.explaining == []
     expected_share = sum(java(k, 4) == java(k, 6) for k, _ in sample) / len(sample)
-    assert result.scores["murmur2"] == pytest.approx(expected_share)
+    assert result.stored.shares["murmur2"] == pytest.approx(expected_share)
     assert result.resized is not None and result.resized[1] == 4 and "murmur2" in result.resized[0]
     assert "Partitions were added" in result.verdict
 
@@ -116,16 +111,16 @@ def test_mostly_hashed_records_are_not_called_random() -> None:
     rng = random.Random(5)
     sample = [(k, java(k, 6) if i % 5 else rng.randrange(6)) for i, k in enumerate(keys(600))]
     result = score(sample, 6)
-    assert result.explaining == [] and result.resized is None
-    assert result.scores["murmur2"] == pytest.approx(sum(java(k, 6) == p for k, p in sample) / len(sample))
-    assert f"{result.scores['murmur2']:.2%}" in result.verdict and "partition count" in result.verdict
+    assert result.stored.explaining == [] and result.resized is None
+    assert result.stored.shares["murmur2"] == pytest.approx(sum(java(k, 6) == p for k, p in sample) / len(sample))
+    assert f"{result.stored.shares['murmur2']:.2%}" in result.verdict and "partition count" in result.verdict
 
 
 def test_keys_that_land_alike_under_two_hashes_are_ambiguous() -> None:
     n = 2
     alike = [k for k in keys(400) if java(k, n) == crc(k, n)][:40]
     result = score([(k, java(k, n)) for k in alike], n)
-    assert "murmur2" in result.explaining and "consistent" in result.explaining
+    assert "murmur2" in result.stored.explaining and "consistent" in result.stored.explaining
     assert result.ambiguous
     assert "cannot tell" in result.verdict
     assert "murmur2" in result.verdict and "consistent" in result.verdict
@@ -133,7 +128,7 @@ def test_keys_that_land_alike_under_two_hashes_are_ambiguous() -> None:
 
 def test_a_tiny_sample_says_how_many_records_are_needed() -> None:
     n = 6
-    murmur2_family = set(score([(k, java(k, n)) for k in keys(300)], n).explaining)
+    murmur2_family = set(score([(k, java(k, n)) for k in keys(300)], n).stored.explaining)
     others = [name for name in PARTITIONERS if name not in murmur2_family and name != "random"]
     distinct = [k for k in keys(300) if all(partition(name, k, n) != java(k, n) for name in others)]
     result = score([(k, java(k, n)) for k in distinct[:3]], n)
@@ -157,7 +152,7 @@ def test_json_quoted_keys_stored_as_such_name_the_key_format() -> None:
     quoted = [json.dumps(k.decode()).encode() for k in raw]
     result = score([(q, java(q, n)) for q in quoted], n)
     assert result.json_keys
-    assert "murmur2" in result.explaining and not result.ambiguous
+    assert "murmur2" in result.stored.explaining and not result.ambiguous
     assert "JSON-quoted" in result.verdict
     moved = sum(java(r, n) != java(q, n) for r, q in zip(raw, quoted)) / len(raw)
     assert any(f"{moved:.2%} of these keys would land on a different partition" in note for note in result.notes)
@@ -167,8 +162,8 @@ def test_raw_keys_hashed_json_quoted_is_a_key_format_mismatch() -> None:
     n = 6
     raw = keys(300)
     result = score([(k, java(json.dumps(k.decode()).encode(), n)) for k in raw], n)
-    assert result.explaining == []
-    assert "murmur2" in result.quoted_explaining
+    assert result.stored.explaining == []
+    assert "murmur2" in result.quoted.explaining
     assert "Key-format mismatch" in result.verdict and "JSON-quoted" in result.verdict
     assert result.families_key_form == "quoted" and "murmur2" in result.families[0]
 
@@ -177,7 +172,7 @@ def test_quoted_keys_hashed_raw_is_a_key_format_mismatch() -> None:
     n = 6
     raw = keys(300)
     result = score([(json.dumps(k.decode()).encode(), fnv(k, n)) for k in raw], n)
-    assert "fnv1a" in result.unquoted_explaining and result.explaining == []
+    assert "fnv1a" in result.unquoted.explaining and result.stored.explaining == []
     assert "Key-format mismatch" in result.verdict and "quotes removed" in result.verdict
     assert result.families_key_form == "unquoted"
 
@@ -209,8 +204,8 @@ def test_binary_keys_and_the_dict_form() -> None:
     rng = random.Random(3)
     binary = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))) for _ in range(200)]
     result = score([(k, fnv(k, 9)) for k in binary], 9)
-    assert "fnv1a" in result.explaining
-    assert json.loads(json.dumps(result.to_dict()))["explaining"] == result.explaining
+    assert "fnv1a" in result.stored.explaining
+    assert json.loads(json.dumps(result.to_dict()))["explaining"] == result.stored.explaining
 
 
 @settings(max_examples=40, deadline=None)
@@ -220,21 +215,21 @@ def test_binary_keys_and_the_dict_form() -> None:
 )
 def test_any_murmur2_sample_is_explained_by_murmur2(sample_keys: list[bytes], n: int) -> None:
     result = score([(k, java(k, n)) for k in sample_keys], n)
-    assert "murmur2" in result.explaining and PROFILES["java"] in result.explaining
-    assert math.isclose(result.scores["murmur2"], 1.0)
+    assert "murmur2" in result.stored.explaining and PROFILES["java"] in result.stored.explaining
+    assert math.isclose(result.stored.shares["murmur2"], 1.0)
 
 
 def test_hashes_that_coincide_for_this_partition_count_are_one_family() -> None:
     """uint32 FNV-1a and its sign-masked form agree modulo any power of two, never modulo 6."""
     sample8 = [(k, hashes.fnv1a_raw(k) % 8) for k in keys(300)]
     result = score(sample8, 8)
-    assert {"fnv1a_unsigned", "fnv1a_reference"} <= set(result.explaining)
+    assert {"fnv1a_unsigned", "fnv1a_reference"} <= set(result.stored.explaining)
     assert {"fnv1a_unsigned", "fnv1a_reference"} <= set(family_of(result, "fnv1a_unsigned"))
     assert not result.ambiguous
     assert any("different hashes" in note and "8 partitions" in note for note in result.notes)
 
     sample6 = [(k, hashes.fnv1a_raw(k) % 6) for k in keys(300)]
-    assert "fnv1a_reference" not in score(sample6, 6).explaining
+    assert "fnv1a_reference" not in score(sample6, 6).stored.explaining
 
 
 def first_byte(key: bytes | None, n: int) -> int:
@@ -245,7 +240,7 @@ def first_byte(key: bytes | None, n: int) -> int:
 def test_a_user_partitioner_by_dotted_path_can_be_the_verdict() -> None:
     sample = [(bytes([b]) + b"-key", b % 5) for b in range(40, 140)]
     result = score(sample, 5, [*PARTITIONERS, "test_fingerprint:first_byte"])
-    assert result.explaining == ["test_fingerprint:first_byte"]
+    assert result.stored.explaining == ["test_fingerprint:first_byte"]
     assert "test_fingerprint:first_byte explains 100% of 100 keyed records" in result.verdict
 
 
@@ -269,7 +264,7 @@ def test_partitions_added_later_are_recognised() -> None:
     old, new = keys(150, "old"), keys(150, "new")
     sample = [(k, fnv(k, 4)) for k in old] + [(k, fnv(k, 6)) for k in new]
     result = score(sample, 6)
-    assert result.explaining == [] and result.resized is not None
+    assert result.stored.explaining == [] and result.resized is not None
     name, earlier = result.resized
     assert earlier == 4 and name in ("fnv1a", "fnv1a_random")
     assert "Partitions were added" in result.verdict and "4 partitions" in result.verdict

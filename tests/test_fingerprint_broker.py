@@ -55,13 +55,13 @@ def test_topic_written_by_librdkafka_is_fingerprinted(bootstrap, new_topic, part
     assert (result.num_partitions, result.keyed) == (N, 244)
     assert sorted(read_keyed_sample(bootstrap, topic, 1000)[0], key=repr) == sorted(acked, key=repr)
     if partitioner == "random":
-        assert result.explaining == [] and result.quoted_explaining == [] and result.families == []
+        assert result.stored.explaining == [] and result.quoted.explaining == [] and result.families == []
         assert "explains 100%" not in result.verdict and "random" in result.verdict
         return
-    assert partitioner in result.explaining, result.verdict
+    assert partitioner in result.stored.explaining, result.verdict
     assert not result.ambiguous
     assert "explains 100% of" in result.verdict and partitioner in result.verdict
-    assert set(result.explaining) == set(result.families[0])
+    assert set(result.stored.explaining) == set(result.families[0])
 
 
 def test_topic_written_by_the_java_producer_is_murmur2(bootstrap, new_topic, java_build_dir) -> None:
@@ -77,7 +77,7 @@ def test_topic_written_by_the_java_producer_is_murmur2(bootstrap, new_topic, jav
     samples, count = read_keyed_sample(bootstrap, topic, 1000)
     assert count == N and dict(samples) == acked
     result = score(samples, count)
-    assert PROFILES["java"] in result.explaining and "murmur2" in result.explaining
+    assert PROFILES["java"] in result.stored.explaining and "murmur2" in result.stored.explaining
     assert not result.ambiguous
     assert "java" in result.verdict
 
@@ -86,7 +86,7 @@ def test_json_quoted_keys_written_by_murmur2_name_the_key_format(bootstrap, new_
     topic = new_topic("fp_json", N)
     produce(bootstrap, topic, [(json.dumps(k.decode()).encode(), None) for k in user_keys(300)], "murmur2")
     result = fingerprint_topic(bootstrap, topic)
-    assert result.json_keys and "murmur2" in result.explaining
+    assert result.json_keys and "murmur2" in result.stored.explaining
     assert "JSON-quoted" in result.verdict
 
 
@@ -97,7 +97,7 @@ def test_raw_keys_placed_by_their_json_form_are_a_key_format_mismatch(bootstrap,
     ]
     produce(bootstrap, topic, records)
     result = fingerprint_topic(bootstrap, topic)
-    assert result.explaining == [] and "murmur2" in result.quoted_explaining
+    assert result.stored.explaining == [] and "murmur2" in result.quoted.explaining
     assert "Key-format mismatch" in result.verdict
 
 

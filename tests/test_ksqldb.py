@@ -25,10 +25,10 @@ from h2.connection import H2Connection
 from h2.events import ConnectionTerminated, DataReceived, RequestReceived, StreamEnded
 
 from streamapp.demo.data import make_orders, make_users
-from streamapp.kafka.broker import free_port
 from streamapp.demo.ksqldb import DELIMITED, DemoObjects, KsqlDBClient, KsqlDBError, demo_statements, schema_columns
 from streamapp.demo.producer import insert_orders
 from streamapp.demo.report import join_rows_from_columns
+from streamapp.kafka.broker import free_port
 from streamapp.settings import Settings
 
 RECORDED = Path(__file__).parent / "recorded" / "ksqldb"

@@ -205,7 +205,7 @@ def test_explain_finds_causes_from_the_mismatches_users_only(spark):
     ).select(*USER_COLUMNS)
     rows = {}
     for repartitioned in (False, True):
-        explained = causes.explain(mismatches, orders, users, 6, few=repartitioned, repartitioned=repartitioned)
+        explained = causes.explain(mismatches, orders, users, 6, "murmur2", few=repartitioned, repartitioned=repartitioned)
         rows[repartitioned] = sorted((r.asDict() for r in explained.collect()), key=lambda r: r["product_id"])
     assert rows[False] == rows[True]
     got = {r["product_id"]: r for r in rows[False]}
@@ -215,3 +215,29 @@ def test_explain_finds_causes_from_the_mismatches_users_only(spark):
     assert got[2]["cause_detail"] == "users topic has key(s) \"q\", the order has 'q'"
     assert (got[5]["order_partition"], got[5]["user_partition"]) == (0, 0)
     assert got[5]["cause_detail"] == "user and order both in partition 0, user 1005 ms older than the order"
+
+
+def test_the_repartitioned_users_partition_is_the_partitioner_setting(spark, monkeypatch):
+    """The worker repartitions users with its ``partitioner`` setting: the causes place them with it, not murmur2.
+
+    The order sits where Sarama's FNV-1a (the setting here) put its user, which murmur2 would not have:
+    the user is late, not a co-partitioning violation.
+    """
+    from spark_batch import causes
+    from spark_batch.decode import ORDER_COLUMNS, USER_COLUMNS
+    from streamapp.partitioners import partition
+
+    key = next(k for k in (f"user{i}" for i in range(100))
+               if partition("fnv1a_random", k.encode(), 6) != partition("murmur2", k.encode(), 6))
+    placed = partition("fnv1a_random", key.encode(), 6)
+    outputs = [("repartition", side, key, 1001, 1, 1, 2.5, "web", None, None, placed, 0) for side in ("faust", "ksqldb")]
+    mismatches = classify(spark.createDataFrame(outputs, OUT)).where("status != 'match'")
+    orders = spark.createDataFrame([(key, 1001, 1, 1, 2.5, "web", placed, 0)], ", ".join(
+        f"{c} {t}" for c, t in zip(ORDER_COLUMNS, ("string", "bigint", "bigint", "bigint", "double", "string", "int", "bigint"))))
+    users = spark.createDataFrame([(key, "A", 30, 0, 0, 5000)], ", ".join(
+        f"{c} {t}" for c, t in zip(USER_COLUMNS, ("string", "string", "bigint", "int", "bigint", "bigint"))))
+    cause = {name: causes.explain(mismatches, orders, users, 6, name).collect()[0]["cause"] for name in ("fnv1a_random", "murmur2")}
+    assert cause == {"fnv1a_random": "late_user", "murmur2": "copartition_violation"}
+    monkeypatch.setenv("STREAMAPP_PARTITIONER", "fnv1a_random")
+    assert parse(["--date", "2026-11-20"]).partitioner == "fnv1a_random"  # the job reads the worker's setting
+

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from streamapp.cli import main
-from streamapp.demo.producer import table_changelogs
+from streamapp.demo.waits import table_changelogs
 from streamapp.kafka.admin import list_topics
 from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.settings import Settings

@@ -67,6 +67,22 @@ def test_json_quoted_key_is_hashed_with_its_quotes() -> None:
     assert p.json_quoted["murmur2"] != p.by_partitioner["murmur2"]
 
 
+@pytest.mark.parametrize("text", ["é", "ключ-ü", "😀", 'a"b\\c', "tab\there"])
+def test_a_non_ascii_key_is_quoted_as_fausts_json_key_serializer_writes_it(text: str) -> None:
+    """Faust writes ``é`` as ``"\\u00e9"`` (ASCII-escaped), and the fingerprint quotes it so: the page must agree."""
+    from faust.serializers import codecs
+
+    from streamapp.model.key_forms import json_quoted
+
+    written = codecs.dumps("json", text)  # what a Faust producer with a str key sends
+    assert json_quoted(text.encode()) == written
+    assert place(text.encode(), 6).json_quoted["murmur2"] == rdkafka_partition("murmur2", written, 6)
+
+
+def test_a_key_that_is_not_utf8_has_no_json_form() -> None:
+    assert place(b"\xff\xfe", 6).json_quoted == {}
+
+
 def test_to_dict_is_json_and_names_the_key() -> None:
     data = json.loads(json.dumps(place(b"\xffab", 3).to_dict()))
     assert data["key_hex"] == "ff6162" and data["partitions"] == 3

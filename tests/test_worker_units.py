@@ -75,3 +75,13 @@ def test_building_an_app_installs_the_agents_and_views_and_serves_the_page_at_th
     assert set(app.agents) == {"agents.users.load_users", "agents.users_repartition.load_repartitioned_users"}
     assert set(app.batch_handlers) == {"orders_x"}
     assert app.join_tables.users.partitions == 3
+
+
+def test_the_changelog_names_the_producer_waits_on_are_fausts() -> None:
+    """The demo producer knows the tables' changelogs without an app: the names must be the ones Faust creates."""
+    from streamapp.demo.waits import table_changelogs
+    from streamapp.worker.app import create_app
+
+    settings = Settings(app_id="changelogs-x")
+    app = create_app(settings)
+    assert [table.changelog_topic.get_topic_name() for _, table in app.join_tables.joins] == table_changelogs(settings)

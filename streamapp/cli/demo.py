@@ -23,7 +23,8 @@ from typing import Any
 
 from rich.table import Table
 
-from ..demo.producer import ProduceError, ProduceOptions, ProduceRun
+from ..demo.producer import ProduceError
+from ..demo.run import ProduceOptions, ProduceRun
 from ..kafka.broker import EmbeddedBroker, free_port
 from ..kafka.reader import read_topic
 from ..settings import Settings

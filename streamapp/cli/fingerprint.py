@@ -7,7 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
-from ..copartition.fingerprint import Fingerprint, clients_of, fingerprint_topic
+from ..copartition.fingerprint import Fingerprint, fingerprint_topic
+from ..partitioners import clients_of
 from ..settings import Settings, add_arguments
 from .partition import wide_console
 
@@ -62,19 +63,16 @@ def scores_table(result: Fingerprint) -> Table:
         table.add_column("quotes removed", justify="right")
     table.add_column("records scored", justify="right")
     table.add_column("client defaults")
-    explaining = {*result.explaining, *result.quoted_explaining, *result.unquoted_explaining}
-    ranked = sorted(result.scored, key=lambda n: -max(_all_shares(result, n), default=-1.0))
+    forms = [result.stored, result.quoted, *([result.unquoted] if result.json_keys else [])]
+    shares = [form.shares for form in forms]
+    explaining = {name for form in forms for name in form.explaining}
+    scored = result.stored.scored
+    ranked = sorted(scored, key=lambda n: -max((s[n] for s in shares if n in s), default=-1.0))
     for name in ranked:
-        cells = [_share(result.scores, name), _share(result.quoted_scores, name)]
-        if result.json_keys:
-            cells.append(_share(result.unquoted_scores, name))
         style = "bold green" if name in explaining else None
-        table.add_row(name, *cells, f"{result.scored[name]:,}", ", ".join(clients_of([name])), style=style)
+        table.add_row(name, *(_share(s, name) for s in shares), f"{scored[name]:,}", ", ".join(clients_of([name])),
+                      style=style)
     return table
-
-
-def _all_shares(result: Fingerprint, name: str) -> list[float]:
-    return [s[name] for s in (result.scores, result.quoted_scores, result.unquoted_scores) if name in s]
 
 
 def _share(shares: dict[str, float], name: str) -> str:

@@ -15,9 +15,8 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from ..copartition.fingerprint import clients_of
 from ..errors import StreamappError
-from ..partitioners import LIBRDKAFKA_NAMES, PARTITIONERS, PROFILES, get_partitioner, partition_batch
+from ..partitioners import LIBRDKAFKA_NAMES, PARTITIONERS, PROFILES, clients_of, get_partitioner, partition_batch
 from ..settings import Settings
 
 

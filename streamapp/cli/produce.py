@@ -11,8 +11,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from ..demo.producer import ProduceError, ProduceOptions, ProduceRun, run
+from ..demo.producer import ProduceError
 from ..demo.report import render_joins, render_match
+from ..demo.run import ProduceOptions, ProduceRun, run
 from ..settings import Settings
 
 #: From this many messages on, a progress bar shows (small runs print instantly).

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from ..errors import StreamappError
 from ..kafka.admin import describe
+from ..model.topology import joins
 from ..partitioners import get_partitioner
 from ..settings import Settings
+from .fingerprint import Fingerprint, fingerprint_topic
 
 logger = logging.getLogger(__name__)
 
@@ -70,16 +72,13 @@ class TopicFacts:
     """What the guard knows about a topic: its partition count and, if read, its fingerprint."""
 
     partitions: int | None
-    fingerprint: Any = None
+    fingerprint: Fingerprint | None = None
     fingerprint_error: str | None = None
 
 
 def joined_pairs(settings: Settings) -> list[tuple[str, str]]:
-    """(stream, table) topic pairs of the two joins."""
-    return [
-        (settings.orders_topic, settings.users_topic),
-        (settings.orders_topic, settings.users_repartition_topic),
-    ]
+    """(stream, table) topic pairs of the worker's joins."""
+    return [(join.stream, join.table_topic) for join in joins(settings)]
 
 
 def partition_count_check(stream: str, table: str, counts: Mapping[str, int | None]) -> Check:
@@ -125,12 +124,12 @@ def partitioner_check(topic: str, partitioner: str, facts: TopicFacts, settings:
         return Check(name, None, f"fingerprint not available ({facts.fingerprint_error or 'not read'})")
     if fp.keyed == 0:
         return Check(name, None, f"{topic} has no keyed records yet, so its partitioner cannot be checked")
-    if partitioner not in fp.scored:
+    if partitioner not in fp.stored.scored:
         return Check(name, None, f"{partitioner} is not a known partitioner, so the fingerprint cannot judge it")
-    if partitioner in fp.explaining:
+    if partitioner in fp.stored.explaining:
         return Check(name, True, f"{topic} was written with {partitioner}, the join's partitioner: {fp.verdict}")
     n = fp.num_partitions
-    share = fp.scores.get(partitioner, 0.0)
+    share = fp.stored.shares.get(partitioner, 0.0)
     placed = f"only {share:.2%} of its {fp.keyed:,} sampled keys are where {partitioner} puts them"
     if topic == settings.users_topic:
         cost = (
@@ -163,26 +162,17 @@ def evaluate(
     return CopartitionReport(settings.guard_policy, partitioner, checks)
 
 
-def _fingerprint_reader() -> tuple[Callable[..., Any] | None, str | None]:
-    try:
-        from .fingerprint import fingerprint_topic
-    except ImportError as exc:
-        return None, f"streamapp.fingerprint is not available: {exc}"
-    return fingerprint_topic, None
-
-
 def gather(settings: Settings, sample: int = SAMPLE) -> dict[str, TopicFacts]:
     """Partition counts of the joined topics and fingerprints of users and orders, read from Kafka."""
     topics = {t for pair in joined_pairs(settings) for t in pair}
     info = describe(settings.bootstrap_servers, topics)
-    read, unavailable = _fingerprint_reader()
     facts = {}
     for topic in topics:
         count = info[topic].partitions if topic in info else None
-        fingerprint, error = None, unavailable
-        if read is not None and count is not None and topic in (settings.users_topic, settings.orders_topic):
+        fingerprint, error = None, None
+        if count is not None and topic in (settings.users_topic, settings.orders_topic):
             try:
-                fingerprint = read(settings.bootstrap_servers, topic, sample)
+                fingerprint = fingerprint_topic(settings.bootstrap_servers, topic, sample)
             except StreamappError as exc:
                 error = str(exc)
         facts[topic] = TopicFacts(count, fingerprint, error)

@@ -13,11 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from ..kafka.reader import Record
+from ..model.join import COLUMNS
 
 MISSING = "???"
 #: Rows a table shows people; --json has them all.
 TABLE_ROWS = 25
-JOIN_COLUMNS = ("NAME", "AGE", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS")
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def join_results(source: str, records: Iterable[Record], user_ids: Iterable[str]
         if not isinstance(value, dict):
             undecodable += 1
             continue
-        rows[user_id] = JoinRow(user_id, record.partition, {c: value.get(c) for c in JOIN_COLUMNS})
+        rows[user_id] = JoinRow(user_id, record.partition, {c: value.get(c) for c in COLUMNS})
     return JoinResults(source, [rows[k] for k in sorted(rows)], len(wanted), undecodable)
 
 
@@ -137,7 +137,7 @@ def join_rows_from_columns(source: str, names: list[str], rows: Iterable[list[ob
     for values in rows:
         data = dict(zip(upper, values))
         user_id = str(data.pop("USER_ID", ""))
-        result.append(JoinRow(user_id, None, {c: data.get(c) for c in JOIN_COLUMNS}))
+        result.append(JoinRow(user_id, None, {c: data.get(c) for c in COLUMNS}))
     return JoinResults(source, result, expected)
 
 
@@ -160,9 +160,9 @@ def render_match(console: Console, title: str, report: MatchReport) -> None:
 
 
 def render_joins(console: Console, title: str, results: JoinResults) -> None:
-    table = Table("USER_ID", *JOIN_COLUMNS[:-1], title=f"{title}: {results.source}", title_justify="left")
+    table = Table("USER_ID", *COLUMNS[:-1], title=f"{title}: {results.source}", title_justify="left")
     for row in results.rows[:TABLE_ROWS]:
-        table.add_row(row.user_id, *(MISSING if row.columns[c] is None else str(row.columns[c]) for c in JOIN_COLUMNS[:-1]))
+        table.add_row(row.user_id, *(MISSING if row.columns[c] is None else str(row.columns[c]) for c in COLUMNS[:-1]))
     console.print(table)
     _more(console, len(results.rows))
     line = f" - Joined: {results.hits} of {results.expected} orders, missed ({MISSING}): {results.misses}"

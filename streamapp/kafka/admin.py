@@ -294,3 +294,17 @@ def add_partitions(bootstrap: str, topic: str, new_count: int) -> TopicInfo:
             f"metadata still shows {info.partitions} partitions after {ADMIN_TIMEOUT:.0f} s"
         )
     return info
+
+
+#: Consumer group states in which the group has (or is getting) live members.
+ACTIVE_GROUP_STATES = ("STABLE", "PREPARING_REBALANCING", "COMPLETING_REBALANCING")
+
+
+def group_active(bootstrap: str, group_id: str) -> bool:
+    """True when the consumer group has a live member (a running worker); False too when the group is unknown."""
+    admin = admin_client(bootstrap)
+    try:
+        described = admin.describe_consumer_groups([group_id])[group_id].result(ADMIN_TIMEOUT)
+    except (KafkaException, TimeoutError):
+        return False
+    return bool(described.members) or described.state.name in ACTIVE_GROUP_STATES

@@ -3,7 +3,8 @@
 Faust and Quix Streams serialize string keys as JSON by default (``b'"user1"'``)
 while ksqlDB's KAFKA format and most producers write the raw bytes
 (``b'user1'``); the two hash to different partitions and never compare equal.
-Quoting follows Python's ``json.dumps`` (ASCII-escaped), which is what Faust writes.
+Quoting is ASCII-escaped (``é`` -> ``"\u00e9"``), as Faust's JSON key serializer writes it; the
+fingerprint and the web views both quote through :func:`json_quoted`.
 """
 from __future__ import annotations
 

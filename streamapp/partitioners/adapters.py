@@ -3,13 +3,9 @@ from __future__ import annotations
 
 import random
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from .registry import Partitioner, PartitionerError, get_partitioner
-
-#: aiokafka, kafka-python and Faust call ``partitioner(key, all_partitions, available_partitions)``.
-ClientPartitioner = Callable[[bytes | None, Sequence[int], Sequence[int]], int]
-
 
 def _resolve(partitioner: str | Partitioner) -> Partitioner:
     return get_partitioner(partitioner) if isinstance(partitioner, str) else partitioner

@@ -225,6 +225,12 @@ PROFILE_NOTES: dict[str, str] = {
 }
 
 
+def clients_of(names: Iterable[str]) -> list[str]:
+    """Client profiles whose default partitioner is one of ``names``."""
+    wanted = set(names)
+    return [client for client, target in PROFILES.items() if target in wanted]
+
+
 def get_partitioner(spec: str) -> Partitioner:
     """Look a partitioner up by name, client profile, or dotted path ``package.module:callable``.
 
@@ -270,6 +276,3 @@ def partition_batch(spec: str, keys: Sequence[bytes | None], num_partitions: int
     """Partitions for many keys at once (fingerprinting, reports, Spark); a C loop when ``FAST``."""
     return get_partitioner(spec).partition_batch(keys, num_partitions)
 
-
-def names() -> Iterable[str]:
-    return PARTITIONERS.keys()

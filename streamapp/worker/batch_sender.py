@@ -20,9 +20,10 @@ import logging
 from functools import partial
 from typing import Any, Callable, Generic, TypeVar
 
+from ..partitioners import KeyPartitioner
+
 logger = logging.getLogger(__name__)
 
-Partitioner = Callable[[bytes | None, int], int]
 #: Where a record came from (the worker passes the input message); handed back if its batch fails.
 S = TypeVar("S")
 #: (topic, partition, sources of the batch's records, the error) for a batch the broker refused.
@@ -32,7 +33,7 @@ OnFailure = Callable[[str, int, list[Any], BaseException], None]
 class BatchSender(Generic[S]):
     """Collects records per (topic, partition), then queues them as whole batches."""
 
-    def __init__(self, producer: Any, partitioner: Partitioner, partition_counts: dict[str, int],
+    def __init__(self, producer: Any, partitioner: KeyPartitioner, partition_counts: dict[str, int],
                  on_failure: OnFailure | None = None) -> None:
         self._producer = producer
         self._partitioner = partitioner

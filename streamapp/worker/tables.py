@@ -18,6 +18,7 @@ from typing import Any
 import faust
 
 from ..model.join import faust_timestamp
+from ..model.topology import Join, joins
 from ..partitioners import get_partitioner
 from ..settings import Settings
 from . import faust_internals
@@ -36,15 +37,15 @@ class JoinTables:
         self.orders_topic = app.topic(settings.orders_topic, partitions=settings.partitions, **RAW)
         self.users_repartition_topic = app.topic(settings.users_repartition_topic, partitions=settings.partitions, **RAW)
         options: dict[str, Any] = {"key_type": bytes, "partitions": settings.partitions}
-        #: Users from the users topic, in the partition their producer chose (the direct join's table).
-        self.users: faust.Table = app.Table("users", help=f"rows of {settings.users_topic}", **options)
-        #: Users from the repartition topic, re-keyed by the join's partitioner (the repartitioned join's table).
-        self.users_repartition: faust.Table = app.Table(
-            "users_repartition", help=f"rows of {settings.users_repartition_topic}", **options)
+        #: The joins, each with its table: the users as their producer placed them (direct), and re-keyed
+        #: by the join's partitioner (repartitioned).
+        self.joins: tuple[tuple[Join, faust.Table], ...] = tuple(
+            (join, app.Table(join.table, help=f"rows of {join.table_topic}", **options)) for join in joins(settings))
+        (_, self.users), (_, self.users_repartition) = self.joins
         #: Source topic -> the table loaded from it.
-        self.by_source: dict[str, faust.Table] = {
-            settings.users_topic: self.users, settings.users_repartition_topic: self.users_repartition,
-        }
+        self.by_source: dict[str, faust.Table] = {join.table_topic: table for join, table in self.joins}
+        #: Table name -> the table.
+        self.by_name: dict[str, faust.Table] = {join.table: table for join, table in self.joins}
 
     def changelog_topic(self, source: str) -> str:
         """The changelog topic of the table loaded from ``source`` (Faust names and creates it)."""

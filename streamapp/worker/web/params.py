@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from ...errors import StreamappError
+from ...model.topology import TABLE_NAMES
 
 #: Largest page ``/users`` returns; a bigger ``limit`` is refused, not silently clipped.
 MAX_LIMIT = 500
@@ -16,7 +17,6 @@ MAX_PARTITIONS = 100_000
 #: Longest key accepted in a path, in bytes; Kafka keys can be bigger but a lookup key is not.
 MAX_KEY_BYTES = 4096
 KEY_ENCODINGS = ("utf-8", "hex")
-TABLE_NAMES = ("users", "users_repartition")
 
 
 class WebInputError(StreamappError):

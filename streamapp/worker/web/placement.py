@@ -6,10 +6,10 @@ partition shows which client wrote it and which one the join expected.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from ...model.key_forms import json_quoted
 from ...partitioners import PARTITIONERS, PROFILES, get_partitioner
 
 
@@ -46,12 +46,15 @@ def place(key: bytes, num_partitions: int) -> Placement:
     """Every partitioner's choice for ``key``, for the raw bytes and for the JSON-quoted key.
 
     The quoted variant is there because Faust and Quix Streams serialize keys
-    as JSON by default, so ``b'"u1"'`` is what they hash when ``b'u1'`` was meant.
+    as JSON by default, so ``b'"u1"'`` is what they hash when ``b'u1'`` was meant;
+    it is quoted as they quote it (:func:`~streamapp.model.key_forms.json_quoted`).
+    A key that is not UTF-8 has no JSON form: no quoted choices.
     """
     by_partitioner = _choices(key, num_partitions)
     by_profile = {client: by_partitioner[name] for client, name in PROFILES.items()}
-    quoted = json.dumps(key.decode("utf-8", "surrogateescape"), ensure_ascii=False).encode("utf-8", "surrogateescape")
-    return Placement(key, num_partitions, by_partitioner, by_profile, _choices(quoted, num_partitions))
+    quoted = json_quoted(key)
+    return Placement(key, num_partitions, by_partitioner, by_profile,
+                     {} if quoted is None else _choices(quoted, num_partitions))
 
 
 def expected_partition(partitioner: str, key: bytes, num_partitions: int) -> int | None:

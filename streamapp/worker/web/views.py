@@ -33,12 +33,12 @@ TOPIC_CACHE_SECONDS = 30.0
 
 def tables(app: StreamappApp) -> dict[str, faust.Table]:
     """The tables the views show, by the name ``?table=`` takes."""
-    return {"users": app.join_tables.users, "users_repartition": app.join_tables.users_repartition}
+    return app.join_tables.by_name
 
 
 def topics(app: StreamappApp) -> dict[str, str]:
     """The topic each shown table is loaded from."""
-    return {"users": app.settings.users_topic, "users_repartition": app.settings.users_repartition_topic}
+    return {join.table: join.table_topic for join, _ in app.join_tables.joins}
 
 
 class NotReady(aioweb.HTTPServiceUnavailable):

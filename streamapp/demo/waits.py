@@ -1,0 +1,60 @@
+"""Waiting for the joins' inputs: follow a topic until this run's keys are in it.
+
+The producer waits for the worker's tables (their changelogs) and ksqlDB's
+repartitioned table before it sends the orders, as a stream-table join requires.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterable, Sequence
+
+from ..kafka.admin import TopicError, describe, wait_listed
+from ..kafka.reader import Record, TopicReader
+from ..model.topology import changelog_topic, joins
+from ..settings import Settings
+from .ksqldb import DemoObjects
+
+
+def wait_for_keys(bootstrap: str, topic: str, keys: Iterable[str], timeout: float) -> list[Record]:
+    """Follow ``topic`` until every key has appeared or ``timeout`` passes; every record read either way.
+
+    One reader follows the topic: each round reads only what arrived since the
+    last, and waits for records to arrive rather than for a fixed time.
+    """
+    wanted = set(keys)
+    deadline = time.monotonic() + timeout
+    try:
+        wait_listed(bootstrap, [topic], timeout)
+    except TopicError:
+        return []
+    records: list[Record] = []
+    with TopicReader(bootstrap, topic) as reader:
+        while True:
+            records += reader.read_to_end()
+            if wanted <= {(r.key or b"").decode("utf-8", "replace") for r in records}:
+                return records
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return records
+            records += reader.read(min(left, 1.0))
+
+
+def table_changelogs(settings: Settings) -> list[str]:
+    """Changelogs of the worker's tables: a key there means the table holds it, as a join needs before the order."""
+    return [changelog_topic(settings, join.table) for join in joins(settings)]
+
+
+def wait_for_tables(settings: Settings, ids: Sequence[str], timeout: float) -> None:
+    """Wait until the worker has loaded this run's users into both tables (or ``timeout`` passes)."""
+    deadline = time.monotonic() + timeout
+    for topic in (settings.users_repartition_topic, *table_changelogs(settings)):
+        left = max(deadline - time.monotonic(), 0)
+        if describe(settings.bootstrap_servers, [topic]):
+            wait_for_keys(settings.bootstrap_servers, topic, ids, left)
+
+
+def wait_for_ksqldb_table(settings: Settings, ids: Sequence[str], timeout: float) -> None:
+    """Wait until ksqlDB has written this run's users to its repartitioned table's topic (its table is loaded)."""
+    topic = DemoObjects.from_settings(settings).users_repartition_topic
+    if describe(settings.bootstrap_servers, [topic]):
+        wait_for_keys(settings.bootstrap_servers, topic, ids, timeout)
