@@ -48,7 +48,7 @@ from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from workerkit import COUNTERS, isolated, make_order  # noqa: E402
+from workerkit import isolated, make_order, wait_for_users  # noqa: E402
 
 console = Console(width=160)
 #: How an output value without its user (a join miss) starts.
@@ -127,13 +127,7 @@ def cpu_seconds(process: psutil.Process) -> float:
 
 
 def wait_users(worker: WorkerProcess, count: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = COUNTERS.findall(worker.log())
-        if found and int(found[-1][0].replace(",", "")) >= count and int(found[-1][1].replace(",", "")) >= count:
-            return
-        time.sleep(0.5)
-    raise RuntimeError(f"users not loaded within {timeout:.0f}s: {worker.tail(3)}")
+    wait_for_users([worker], count, timeout)
 
 
 def start_worker(base: Settings, tmp: Path) -> WorkerProcess:

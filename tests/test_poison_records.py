@@ -29,11 +29,10 @@ from streamapp.model.records import MAX_NESTING
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
-from reliability_helpers import (
-    Dataset, Order, TopicTail, check_output, isolated, make_dataset, murmur2_partition, produce, wait_for_outputs,
-    worker_settings,
+from workerkit import (
+    Dataset, Order, TopicTail, check_output, committed_offsets, isolated, make_dataset, murmur2_partition, produce,
+    stats, wait_for_outputs, wait_for_users as wait_for_loaded, worker_settings,
 )
-from workerkit import committed_offsets, counters_from_log
 
 #: Limits of the topics created ahead (the broker's own is 1,048,588; the producer's 1,000,000).
 DEAD_LETTER_MAX = 200_000
@@ -193,22 +192,21 @@ def check_letters(letters: list[DeadLetter], bad: list[Poison], settings: Settin
 
 
 def wait_for_users(worker: WorkerProcess, count: int, timeout: float = 120) -> None:
-    """Until the worker has loaded ``count`` users into both tables (its counters line), staying healthy."""
-    deadline = time.monotonic() + timeout
-    while counters_from_log(worker.log())[:2] != (count, count):
-        assert time.monotonic() < deadline, worker.tail()
-        assert_healthy(worker)
-        time.sleep(0.3)
+    """Until the worker says (``/stats``) it loaded ``count`` users into both tables, and is healthy then."""
+    wait_for_loaded([worker], count, timeout)
+    assert_healthy(worker)
 
 
 def finish(tails: list[TopicTail], dataset: Dataset, bad: list[Poison], worker: WorkerProcess,
-           settings: Settings) -> list[DeadLetter]:
+           settings: Settings, joins_every_order: bool = True) -> list[DeadLetter]:
     """Wait for every valid order in both outputs and every dead letter, then check them all; the dead letters."""
     wait_for_outputs(tails[:2], dataset, [worker], timeout=180)
     letters = read_letters(tails[2], len(bad), worker, timeout=120)
     for tail in tails:
         tail.drain()
     assert_healthy(worker)
+    if joins_every_order:  # this process joined each valid order once: no duplicate is still on its way
+        assert stats(worker)["orders"] == len(dataset.orders)
     for tail in tails[:2]:
         check = check_output(dataset, tail.records, settings.partitions)
         assert (check.missing, check.wrong, check.duplicates) == ([], [], 0), (tail.topic, check)
@@ -248,7 +246,6 @@ def test_poison_records_in_valid_traffic(settings: Settings, tmp_path: Path) -> 
     tails = [TopicTail(settings.bootstrap_servers, t, n)
              for t in (settings.merged_topic, settings.merged_repartition_topic, settings.dead_letter_topic)]
     try:
-        worker.wait_for("Record limits:", 60)
         bad_users = [(p.key, p.value) for p in bad if p.role == "users"]
         bad_orders = [(p.key, p.value) for p in bad if p.role == "orders"]
         produce(settings.bootstrap_servers, settings.users_topic, interleave(dataset.user_records(), bad_users))
@@ -315,7 +312,7 @@ def test_restarted_worker_passes_poison_at_the_head_of_a_partition(settings: Set
                 [(o.user_id.encode(), o.value(), o.ts) for o in second.orders])
 
         worker = WorkerProcess(worker_dir, tmp_path / "worker-2.log").start(timeout=180)
-        letters = finish(tails, dataset, bad, worker, settings)
+        letters = finish(tails, dataset, bad, worker, settings, joins_every_order=False)
         topics = {"users": settings.users_topic, "orders": settings.orders_topic}
         at_head = sorted(d.source_offset for d in letters if d.source_topic == topics["orders"])
         assert at_head == list(range(head, head + len(at_head))), (head, at_head)

@@ -22,7 +22,6 @@ output topics, its exit status).
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -31,7 +30,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 from confluent_kafka import Producer
@@ -41,8 +40,9 @@ from streamapp.settings import Settings
 from streamapp.worker.health import UNREACHABLE_EXIT_CODE
 from streamapp.worker.process import WorkerProcess
 
-from reliability_helpers import (
-    Dataset, TopicTail, assert_every_order_joined, http_get, isolated, make_dataset, produce, wait_for_outputs, worker_settings,
+from workerkit import (
+    Dataset, TopicTail, assert_every_order_joined, isolated, make_dataset, produce, stats, wait_for_outputs, wait_until,
+    worker_settings,
 )
 
 #: librdkafka keeps retrying an unacknowledged order this long: far beyond any outage here.
@@ -86,25 +86,12 @@ def settings_for(kafka: KillableKafka, tmp_path: Path, **changes: Any) -> Settin
 
 def get(worker: WorkerProcess, path: str) -> tuple[int, Any]:
     """One request to the worker's web server (it answers whether Kafka does or not)."""
-    return asyncio.run(http_get(f"http://{worker.settings.web_host}:{worker.settings.web_port}{path}"))
+    response = worker.get(path, timeout=20.0)
+    return response.status_code, response.json()
 
 
-def wait_for(worker: WorkerProcess, what: str, condition: Any, timeout: float) -> Any:
-    """Poll ``condition()`` until it returns something true; fail with the worker's log if it exits or time runs out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert worker.proc is not None and worker.proc.poll() is None, f"worker exited: {worker.tail()}"
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: {worker.tail()}")
-
-
-def local_totals(worker: WorkerProcess) -> dict[str, Any]:
-    status, body = get(worker, "/stats?scope=local")
-    assert status == 200, body
-    return body["counters"]["totals"]
+def wait_for(worker: WorkerProcess, what: str, condition: Callable[[], Any], timeout: float) -> Any:
+    return wait_until(condition, timeout, what, [worker])
 
 
 def health_is(worker: WorkerProcess, wanted: int) -> dict[str, Any] | None:
@@ -201,20 +188,20 @@ def broker_restart_mid_stream(kafka: KillableKafka, tmp_path: Path, dataset: Dat
         produce(kafka.bootstrap, settings.users_topic, dataset.user_records())
         users = len(dataset.users)
         wait_for(worker, f"{users} users in both tables", lambda: (
-            (t := local_totals(worker))["users"] == users and t["users_repartitioned"] == users), timeout)
+            (t := stats(worker))["users"] == users and t["users_repartitioned"] == users), timeout)
         hold_kill, hold_restart = int(total * 0.6), int(total * 0.8)
         stream = OrderStream(kafka.bootstrap, settings.orders_topic, dataset.order_records(), chunk, chunk / rate,
                              holds=(hold_kill, hold_restart))
         stream.start()
         joined_at_kill = wait_for(worker, "30% of the orders joined",
-                                  lambda: (o := local_totals(worker)["orders"]) >= total * 0.3 and o, timeout)
+                                  lambda: (o := stats(worker)["orders"]) >= total * 0.3 and o, timeout)
         queued_at_kill = stream.queued
         kafka.kill()
         killed = time.monotonic()
         stream.release(hold_kill)
         unhealthy = wait_for(worker, "/health 503 after the broker's death", lambda: health_is(worker, 503), timeout)
-        status, stats = get(worker, "/stats")
-        assert status == 200 and stats["health"]["healthy"] is False, stats
+        status, group = get(worker, "/stats")
+        assert status == 200 and group["health"]["healthy"] is False, group
         wait_for(worker, "the stream to reach its second hold, queued in the producer",
                  lambda: stream.queued >= hold_restart, timeout)
         kafka.restart()

@@ -21,11 +21,10 @@ from streamapp.kafka.admin import ensure_topics
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
-from reliability_helpers import (
-    DAY, BackgroundProducer, Dataset, TopicTail, check_output, isolated, make_dataset, produce,
-    wait_for_outputs, worker_settings,
+from workerkit import (
+    BackgroundProducer, Dataset, DAY, TopicTail, check_output, isolated, make_dataset, produce, wait_for_outputs,
+    wait_for_users, worker_settings,
 )
-from workerkit import wait_for_users
 
 
 def kill_and_restart(settings: Settings, tmp_path: Path, dataset: Dataset, kill_at: float,

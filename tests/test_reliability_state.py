@@ -18,10 +18,8 @@ from streamapp.kafka.reader import read_topic
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
-from reliability_helpers import digest, isolated, make_dataset, murmur2_partition, produce, table_rows, worker_settings
-from workerkit import counters_from_log
-
-TABLES = ("users", "users_repartition")
+from streamapp.model.topology import TABLE_NAMES
+from workerkit import digest, isolated, make_dataset, murmur2_partition, produce, stats, table_rows, worker_settings
 
 
 def expected_rows(records: list[tuple[bytes, bytes | None]], n: int) -> list[tuple[str, int, str, object]]:
@@ -29,13 +27,13 @@ def expected_rows(records: list[tuple[bytes, bytes | None]], n: int) -> list[tup
     for key, value in records:
         final[key] = value
     return [(table, murmur2_partition(key, n), key.hex(), json.loads(value))
-            for key, value in final.items() if value is not None for table in TABLES]
+            for key, value in final.items() if value is not None for table in TABLE_NAMES]
 
 
 async def all_rows(worker: WorkerProcess) -> list[tuple[str, int, str, object]]:
     url = f"http://127.0.0.1:{worker.settings.web_port}"
     n = worker.settings.partitions
-    return [(table, *row) for table in TABLES for row in await table_rows(url, table, n)]
+    return [(table, *row) for table in TABLE_NAMES for row in await table_rows(url, table, n)]
 
 
 def wait_for_digest(worker: WorkerProcess, wanted: str, timeout: float) -> float:
@@ -81,7 +79,8 @@ def test_deleted_rocksdb_recovers_from_changelogs(broker_settings: Settings, tmp
     restarted = WorkerProcess(settings, tmp_path / "worker-restarted.log").start(timeout=120)
     try:
         seconds = wait_for_digest(restarted, wanted, timeout=120)
-        assert counters_from_log(restarted.log())[:2] == (0, 0), "the users topic was reprocessed, not recovered"
+        loaded = stats(restarted)
+        assert (loaded["users"], loaded["users_repartitioned"]) == (0, 0), "the users topic was reprocessed, not recovered"
         assert "Traceback" not in restarted.log(), restarted.tail(40)
     finally:
         assert restarted.stop() == 0, restarted.tail()

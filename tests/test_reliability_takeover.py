@@ -8,7 +8,6 @@ at-least-once, so an order may appear twice, never zero times.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -18,17 +17,16 @@ import pytest
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
-from reliability_helpers import (
-    BackgroundProducer, TopicTail, check_output, http_get, isolated, make_dataset, produce, wait_for_outputs,
-    worker_settings,
+from workerkit import (
+    BackgroundProducer, TopicTail, check_output, isolated, make_dataset, produce, stats, wait_for_outputs,
+    wait_for_users, worker_settings,
 )
-from workerkit import counters_from_log, wait_for_users
 
 
 def local_orders_by_partition(worker: WorkerProcess) -> dict[str, int]:
-    status, body = asyncio.run(http_get(f"http://127.0.0.1:{worker.settings.web_port}/stats?scope=local"))
-    assert status == 200, body
-    return body["counters"]["orders"]
+    response = worker.get("/stats?scope=local")
+    assert response.status_code == 200, response.text
+    return response.json()["counters"]["orders"]
 
 
 def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float, timeout: float) -> None:
@@ -51,7 +49,7 @@ def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float
             assert time.monotonic() < deadline, survivor.tail()
             tails[1].poll(0.2)
         before = local_orders_by_partition(survivor)
-        victim_orders = counters_from_log(victim.log())[2]
+        victim_orders = stats(victim)["orders"]
         victim.kill()
         produced_at_kill = stream.produced
         stream.finish(timeout)

@@ -29,8 +29,7 @@ from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 from streamapp.worker.web.security import is_public
 
-from reliability_helpers import isolated, make_dataset, produce, worker_settings
-from workerkit import wait_for_users
+from workerkit import isolated, make_dataset, produce, wait_for_users, worker_settings
 
 TOKEN = "reliability-token-9f2c"
 #: aiohttp's default ``max_line_size``: a longer request line is refused by its HTTP parser (a plain-text 400),

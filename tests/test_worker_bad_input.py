@@ -14,7 +14,7 @@ from streamapp.model.dead_letters import from_record
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
-from workerkit import isolated, make_order, make_users, produce, read_all, to_json, wait_for_users
+from workerkit import isolated, make_order, make_users, produce, read_all, stats, to_json, wait_for_users, wait_until
 
 BAD_USERS: list[tuple[bytes | None, bytes | None, str]] = [
     (b"bad-user-1", b'{"name": "no age"}', "'age' is missing"),
@@ -54,7 +54,8 @@ def test_malformed_records_are_dead_lettered_and_valid_orders_joined(
         wait_for_users([worker], len(users))
         deleted = next(iter(users))
         produce(settings.bootstrap_servers, settings.users_topic, [(deleted.encode(), None)], "murmur2")
-        worker.wait_for("deleted users 1 (repartitioned 1)", 60)
+        wait_until(lambda: (lambda s: (s["users_deleted"], s["users_repartition_deleted"]) == (1, 1))(stats(worker)),
+                   60, "the tombstone to delete the user from both tables", [worker])
         produce(settings.bootstrap_servers, settings.orders_topic, mixed_orders, "murmur2")
 
         for topic in (settings.merged_topic, settings.merged_repartition_topic):

@@ -20,7 +20,7 @@ from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
-from workerkit import counters_from_log, isolated, make_order, make_users, produce, read_all, to_json, wait_for_users
+from workerkit import isolated, make_order, make_users, produce, read_all, stats, to_json, wait_for_users
 
 USERS = 240
 COLUMNS = ["NAME", "AGE", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS"]
@@ -88,7 +88,7 @@ def run_scenario(settings: Settings, tmp_path: Path, users_partitioner: str, wor
         for proc in procs:
             assert proc.proc is not None and proc.proc.poll() is None, proc.tail()
             if workers > 1:
-                assert counters_from_log(proc.log())[2] > 0, f"a worker joined no orders: {proc.tail()}"
+                assert stats(proc)["orders"] > 0, f"a worker joined no orders: {proc.tail()}"
     finally:
         for proc in procs:
             assert proc.stop() == 0, proc.tail()

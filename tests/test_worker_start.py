@@ -12,10 +12,12 @@ from streamapp.worker.process import WorkerProcess, settings_env
 
 
 def test_worker_reaches_ready(broker_settings: Settings, tmp_path: Path) -> None:
+    """Ready is when the worker says so (``/health``): its partitions held and its tables recovered."""
     settings = broker_settings.replace(web_port=free_port())
     worker = WorkerProcess(settings, tmp_path / "worker.log").start(timeout=90)
     try:
-        assert "Worker ready" in worker.log()
+        health = worker.get("/health").json()
+        assert (health["healthy"], health["ready"]) == (True, True)
         assert worker.proc is not None and worker.proc.poll() is None
     finally:
         assert worker.stop() == 0, worker.tail()

@@ -1,37 +1,312 @@
-"""Helpers for the worker's integration tests: isolated settings, real producers, reading outputs, log counters.
+"""What the worker's tests share: isolated settings, data, real producers, reading outputs, asking the workers.
 
 Everything talks to the session's real Apache Kafka broker; the worker is the real
-``faust -A streamapp worker`` child process.
+``faust -A streamapp worker`` child process, and tests wait on what it says
+itself (``/stats``, ``/health``) and on its output topics, never on its log.
+
+The expected join output is computed here from the produced users and orders,
+independently of ``streamapp.model.join``: key = USER_ID as UTF-8, value = compact
+JSON with ksqlDB's UPPERCASE columns in select order, record timestamp = TS,
+partition = murmur2 (the pure-Python reference hash) of the key.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
-import re
+import threading
 import time
 import uuid
-from typing import Callable, Iterable, Sequence
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+import aiohttp
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamapp.kafka.broker import free_port
 from streamapp.kafka.reader import Record, TopicReader
+from streamapp.demo.data import CHANNELS
+from streamapp.model import records
+from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
-COUNTERS = re.compile(r"Counters: users ([\d,]+) · repartitioned users ([\d,]+) · orders ([\d,]+)")
-CHANNELS = ("store", "web", "partner", "catalog")
+DAY = "2026-11-21"
+DAY_START_MS = int(datetime(2026, 11, 21, tzinfo=timezone.utc).timestamp() * 1000)
+DAY_MS = 86_400_000
+T = TypeVar("T")
+#: What makes an order the same order in an output (the reconciliation's identity).
+Identity = tuple[str, int, int, int, float, str]
 
 
-def isolated(settings: Settings, **changes: object) -> Settings:
-    """Settings with topic names private to one test and a free web port."""
-    tag = uuid.uuid4().hex[:8]
-    names = {
-        f: f"{getattr(settings, f)}_{tag}"
-        for f in ("users_topic", "orders_topic", "users_repartition_topic", "merged_topic",
-                  "merged_repartition_topic", "dead_letter_topic")
+def murmur2_partition(key: bytes, n: int) -> int:
+    return (murmur2(key) & 0x7FFFFFFF) % n
+
+
+def isolated(settings: Settings, tag: str = "t", **changes: Any) -> Settings:
+    """Settings whose topics, app id and web port belong to one test only (``changes`` win)."""
+    suffix = f"{tag}_{uuid.uuid4().hex[:8]}"
+    names: dict[str, Any] = {
+        name: f"{getattr(settings, name)}_{suffix}"
+        for name in ("users_topic", "orders_topic", "users_repartition_topic", "merged_topic",
+                     "merged_repartition_topic", "dead_letter_topic", "ksqldb_merged_topic",
+                     "ksqldb_merged_repartition_topic")
     }
-    return settings.replace(web_port=free_port(), **names, **changes)
+    return settings.replace(**{"app_id": f"{tag}-{suffix}", "web_port": free_port(), **names, **changes})
+
+
+@dataclass(frozen=True, slots=True)
+class Order(records.Order):
+    """The worker's order record, plus what the scenarios need: its identity and its produced value."""
+
+    @property
+    def identity(self) -> Identity:
+        return (self.user_id, self.ts, self.product_id, self.qty, self.unit_price, self.channel)
+
+    def value(self) -> bytes:
+        return json.dumps({"ts": self.ts, "product_id": self.product_id, "qty": self.qty,
+                           "unit_price": self.unit_price, "channel": self.channel}).encode()
+
+
+@dataclass
+class Dataset:
+    users: dict[str, dict[str, Any]]
+    orders: list[Order]
+
+    def user_records(self) -> list[tuple[bytes, bytes]]:
+        return [(uid.encode(), json.dumps(row).encode()) for uid, row in self.users.items()]
+
+    def order_records(self) -> list[tuple[bytes, bytes, int]]:
+        return [(o.user_id.encode(), o.value(), o.ts) for o in self.orders]
+
+    def expected_value(self, order: Order) -> bytes:
+        """ksqlDB's LEFT JOIN output value for ``order`` (every user is known before its orders)."""
+        user = self.users.get(order.user_id)
+        columns = {"NAME": user["name"] if user else None, "AGE": user["age"] if user else None,
+                   "PRODUCT_ID": order.product_id, "QTY": order.qty, "UNIT_PRICE": order.unit_price,
+                   "CHANNEL": order.channel, "TS": order.ts}
+        return json.dumps(columns, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def make_dataset(users: int, orders: int, seed: int) -> Dataset:
+    """Users with 32-hex ids; orders inside ``DAY``, each unique (``product_id`` is its sequence number)."""
+    rng = random.Random(seed)
+    rows = {f"{rng.getrandbits(128):032x}": {"name": f"User {i}", "age": rng.randint(18, 90)} for i in range(users)}
+    ids = list(rows)
+    made = [
+        Order(rng.choice(ids), DAY_START_MS + rng.randrange(DAY_MS), i + 1, rng.randint(1, 9),
+              round(rng.uniform(1, 100), 2), rng.choice(CHANNELS))
+        for i in range(orders)
+    ]
+    return Dataset(rows, made)
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int]],
+            partitioner: str = "murmur2") -> int:
+    """Produce with real librdkafka (``murmur2`` is bit-for-bit the Java client's for non-empty keys)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": partitioner, "linger.ms": 5,
+                         "message.max.bytes": 2_000_000})  # librdkafka's own partitioner of that name
+    failures: list[str] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    count = 0
+    for record in records:
+        key, value = record[0], record[1]
+        extra = {"timestamp": record[2]} if len(record) > 2 else {}
+        for _ in range(600):  # a full queue drains as the broker acknowledges: a minute at most
+            try:
+                producer.produce(topic, key=key, value=value, on_delivery=report, **extra)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        else:
+            raise AssertionError(f"{topic}: the producer's queue stayed full for a minute")
+        producer.poll(0)
+        count += 1
+    remaining = producer.flush(60)
+    assert remaining == 0 and not failures, f"{topic}: {remaining} undelivered, errors {failures[:3]}"
+    return count
+
+
+class BackgroundProducer(threading.Thread):
+    """Produce records in chunks at a steady pace, so that a crash lands in the middle of the stream.
+
+    With ``hold_at`` it stops after that many records until :meth:`resume`, so the
+    rest of the stream is certainly produced after the crash, however slow the
+    machine is.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, records: Sequence[tuple[bytes, bytes, int]],
+                 chunk: int, pause: float, hold_at: int | None = None) -> None:
+        super().__init__(daemon=True)
+        self.args = (bootstrap, topic, records, chunk, pause)
+        self.hold_at = hold_at
+        self.released = threading.Event()
+        self.produced = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        bootstrap, topic, records, chunk, pause = self.args
+        try:
+            for start in range(0, len(records), chunk):
+                if self.hold_at is not None and self.produced >= self.hold_at:
+                    self.released.wait(600)
+                self.produced += produce(bootstrap, topic, records[start:start + chunk])
+                time.sleep(pause)
+        except BaseException as exc:  # reported by finish()
+            self.error = exc
+
+    def resume(self) -> None:
+        self.released.set()
+
+    def finish(self, timeout: float) -> None:
+        self.resume()
+        self.join(timeout)
+        assert not self.is_alive(), f"producer still running after {timeout:.0f}s ({self.produced} produced)"
+        assert self.error is None, f"producer failed: {self.error!r}"
+
+
+class TopicTail:
+    """Every record of a topic from the beginning, kept while the scenario runs (one :class:`TopicReader`)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.topic = topic
+        self.records: list[Record] = []
+        self.reader = TopicReader(bootstrap, topic, range(partitions))
+
+    def poll(self, seconds: float = 0.5) -> int:
+        """Read what arrives within ``seconds``; returns how many records were new."""
+        new = self.reader.read(seconds)
+        self.records += new
+        return len(new)
+
+    def drain(self) -> None:
+        """Read every record written so far: up to each partition's end as of now."""
+        self.records += self.reader.read_to_end(timeout=60.0)
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def output_identity(record: Record) -> Identity:
+    value = json.loads(record.value or b"null")
+    return (record.key.decode() if record.key else "", value["TS"], value["PRODUCT_ID"], value["QTY"],
+            value["UNIT_PRICE"], value["CHANNEL"])
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """What one join output holds against the orders produced."""
+
+    records: int
+    distinct: int
+    duplicates: int  # records beyond the first of their order
+    duplicated_orders: int  # orders with more than one record
+    missing: list[Identity]
+    wrong: list[str]
+
+
+def check_output(dataset: Dataset, records: Sequence[Record], partitions: int) -> OutputCheck:
+    """Compare an output topic with the expected ksqlDB-format record of every order."""
+    by_identity = {o.identity: o for o in dataset.orders}
+    counts: Counter[Identity] = Counter()
+    wrong: list[str] = []
+    for rec in records:
+        ident = output_identity(rec)
+        counts[ident] += 1
+        order = by_identity.get(ident)
+        if order is None:
+            wrong.append(f"unexpected record {rec}")
+            continue
+        if rec.value != dataset.expected_value(order):
+            wrong.append(f"value {rec.value!r} != {dataset.expected_value(order)!r}")
+        if rec.timestamp != order.ts or rec.partition != murmur2_partition(rec.key or b"", partitions):
+            wrong.append(f"timestamp/partition of {rec} (expected ts {order.ts})")
+    missing = [ident for ident in by_identity if ident not in counts]
+    return OutputCheck(
+        records=len(records), distinct=len(counts), duplicates=sum(n - 1 for n in counts.values()),
+        duplicated_orders=sum(1 for n in counts.values() if n > 1), missing=missing, wrong=wrong[:5],
+    )
+
+
+def assert_every_order_joined(dataset: Dataset, tails: Sequence[TopicTail], partitions: int) -> dict[str, dict[str, int]]:
+    """Each tailed output holds every order, each record exact; returns its figures (records, duplicates) by topic."""
+    figures: dict[str, dict[str, int]] = {}
+    for tail in tails:
+        check = check_output(dataset, tail.records, partitions)
+        assert check.missing == [] and check.wrong == [], (tail.topic, check.missing[:3], check.wrong)
+        assert check.distinct == len(dataset.orders), tail.topic
+        figures[tail.topic] = {"records": check.records, "duplicates": check.duplicates,
+                               "duplicated_orders": check.duplicated_orders}
+    return figures
+
+
+def wait_for_outputs(tails: Sequence[TopicTail], dataset: Dataset, workers: Sequence[WorkerProcess],
+                     timeout: float) -> None:
+    """Until every order has at least one record in each tailed output (or fail with the workers' logs)."""
+    wanted = {o.identity for o in dataset.orders}
+    seen: list[set[Identity]] = [set() for _ in tails]
+    done = [0 for _ in tails]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for i, tail in enumerate(tails):
+            tail.poll(0.3)
+            seen[i].update(output_identity(r) for r in tail.records[done[i]:])
+            done[i] = len(tail.records)
+        if all(wanted <= s for s in seen):
+            return
+        for worker in workers:
+            assert worker.proc is None or worker.proc.poll() is None, f"worker exited: {worker.tail()}"
+    have = [len(wanted & s) for s in seen]
+    logs = "\n---\n".join(w.tail(10) for w in workers)
+    raise AssertionError(f"after {timeout:.0f}s the outputs hold {have} of {len(wanted)} orders\n{logs}")
+
+
+def worker_settings(settings: Settings, tmp_path: Path, name: str) -> Settings:
+    return settings.replace(web_port=free_port(), data_dir=str(tmp_path / f"data-{name}"))
+
+
+async def http_get(url: str, token: str | None = None, timeout: float = 20.0) -> tuple[int, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+            body = await response.read()
+            try:
+                return response.status, json.loads(body)
+            except ValueError:
+                return response.status, body.decode("utf-8", "replace")
+
+
+async def table_rows(base_url: str, table: str, partitions: int, token: str | None = None) -> list[tuple[int, str, Any]]:
+    """Every row of one table, (partition, key hex, row), paged through the worker's ``/users`` view."""
+    rows: list[tuple[int, str, Any]] = []
+    for partition in range(partitions):
+        after = ""
+        while True:
+            query = f"?table={table}&partition={partition}&limit=500" + (f"&after={after}" if after else "")
+            status, body = await http_get(f"{base_url}/users{query}", token)
+            if status != 200:
+                raise AssertionError(f"/users{query}: {status} {body}")
+            rows += [(partition, r["key_hex"], r["row"]) for r in body["rows"]]
+            if body["next_after"] is None:
+                break
+            after = body["next_after"]
+    return rows
+
+
+def digest(rows: Iterable[tuple[Any, ...]]) -> str:
+    """One sha256 over every row, order-independent."""
+    h = hashlib.sha256()
+    for row in sorted(json.dumps(r, sort_keys=True) for r in rows):
+        h.update(row.encode())
+        h.update(b"\n")
+    return h.hexdigest()
 
 
 def make_users(count: int, seed: int) -> dict[str, dict[str, object]]:
@@ -52,15 +327,6 @@ def make_order(user_id: str, rng: random.Random) -> dict[str, object]:
     }
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]], partitioner: str) -> None:
-    """Produce with real librdkafka and the named librdkafka partitioner."""
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": partitioner, "linger.ms": 5})
-    for key, value in records:
-        producer.produce(topic, value=value, key=key)
-        producer.poll(0)
-    assert producer.flush(30) == 0
-
-
 def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0) -> list[Record]:
     """Follow ``topic`` from the beginning until ``expected`` records arrived (or the timeout), then read it to its end.
 
@@ -74,28 +340,35 @@ def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout
         return records + reader.read_to_end()
 
 
-def counters_from_log(text: str) -> tuple[int, int, int]:
-    """(users, repartitioned users, orders) from the last counters line of one worker's log."""
-    matches = COUNTERS.findall(text)
-    if not matches:
-        return (0, 0, 0)
-    return tuple(int(n.replace(",", "")) for n in matches[-1])  # type: ignore[return-value]
+def stats(worker: WorkerProcess) -> dict[str, Any]:
+    """The worker's own totals since it started (``/stats?scope=local``): users, orders, joins, dead letters."""
+    response = worker.get("/stats?scope=local")
+    assert response.status_code == 200, (response.status_code, response.text)
+    return response.json()["counters"]["totals"]
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
+def wait_until(condition: Callable[[], T], timeout: float, what: Callable[[], str] | str,
+               workers: Sequence[WorkerProcess] = ()) -> T:
+    """Ask ``condition()`` until it answers something true, and return that; fail naming ``what`` when time
+    runs out or one of ``workers`` exits (with its last log lines)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if condition():
-            return
+        for worker in workers:
+            assert worker.proc is not None and worker.proc.poll() is None, f"worker exited: {worker.tail()}"
+        answer = condition()
+        if answer:
+            return answer
         time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what()}")
+    described = what if isinstance(what, str) else what()
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {described}: "
+                         + "\n---\n".join(w.tail(10) for w in workers))
 
 
 def wait_for_users(workers: Sequence[WorkerProcess], count: int, timeout: float = 90.0) -> None:
-    """Until the workers together loaded ``count`` users into both tables."""
+    """Until the workers together say (``/stats``) they loaded ``count`` users into both tables."""
     def totals() -> tuple[int, int]:
-        per = [counters_from_log(w.log()) for w in workers]
-        return sum(p[0] for p in per), sum(p[1] for p in per)
+        per = [stats(w) for w in workers]
+        return sum(p["users"] for p in per), sum(p["users_repartitioned"] for p in per)
 
     wait_until(lambda: totals() == (count, count), timeout,
                lambda: f"{count} users in both tables, have {totals()}: {workers[0].tail(5)}")

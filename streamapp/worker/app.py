@@ -113,6 +113,11 @@ class StreamappApp(faust.App):
     def web(self) -> WebServer:
         return WebServer(self)
 
+    @property
+    def ready(self) -> bool:
+        """Partitions assigned and tables recovered, no rebalance under way: when Faust logs "Worker ready"."""
+        return self.tables.recovery.completed.is_set() and not self.rebalancing
+
     def batch_agent(self, topic: faust.TopicT) -> Callable[[BatchHandler], BatchHandler]:
         """Subscribe ``topic`` and hand its messages to the decorated handler a fetched batch at a time.
 

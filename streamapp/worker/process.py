@@ -2,7 +2,9 @@
 
 The worker is configured the way a user would configure it, through
 ``STREAMAPP_*`` environment variables, so the child is exactly the product's
-main process and not a test double.
+main process and not a test double.  It is ready when it says so itself: its
+``/health`` answers ``"ready": true`` once it holds its partitions with its
+tables recovered (the moment Faust logs "Worker ready"), not a line of its log.
 """
 from __future__ import annotations
 
@@ -15,10 +17,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import TracebackType
 
+import httpx
+
 from ..errors import StreamappError
 from ..settings import Settings, env_name
 
-READY_MARK = "Worker ready"
+#: Seconds between two asks of a starting worker.
+ASK_EVERY = 0.2
 
 
 class WorkerError(StreamappError):
@@ -43,23 +48,36 @@ class WorkerProcess:
         cmd = [sys.executable, "-m", "faust", "-A", "streamapp", "worker", "-l", "info",
                "--web-host", self.settings.web_host, "--web-port", str(self.settings.web_port)]
         self._log = self.log_path.open("ab")
-        self._offset = self.log_path.stat().st_size
         self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.wait_for(READY_MARK, timeout)
+        self.wait_ready(timeout)
         return self
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.settings.web_host}:{self.settings.web_port}"
+
+    def get(self, path: str, timeout: float = 10.0) -> httpx.Response:
+        """``GET path`` on the worker's web server, with the bearer token when one is set."""
+        token = self.settings.web_token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.get(self.url + path, headers=headers, timeout=timeout)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait_for(self, text: str, timeout: float) -> None:
+    def wait_ready(self, timeout: float) -> None:
+        """Until the worker's ``/health`` says ``ready`` (whatever its status: 503 only says Kafka is away)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if text in self.log()[self._offset:]:
-                return
             if self.proc is not None and self.proc.poll() is not None:
                 raise WorkerError(f"the worker exited with code {self.proc.returncode}: {self.tail()}")
-            time.sleep(0.2)
-        raise WorkerError(f"the worker did not log {text!r} within {timeout:.0f}s: {self.tail()}")
+            try:
+                if self.get("/health", timeout=2.0).json().get("ready"):
+                    return
+            except (httpx.TransportError, ValueError):  # not listening yet, or not JSON yet
+                pass
+            time.sleep(ASK_EVERY)
+        raise WorkerError(f"the worker did not say it was ready within {timeout:.0f}s: {self.tail()}")
 
     def tail(self, lines: int = 15) -> str:
         return "\n".join(self.log().splitlines()[-lines:])

@@ -239,10 +239,14 @@ class StatsView(web.View):
 
 
 class HealthView(web.View):
-    """``GET /health``: 200 while Kafka answers, 503 once it has not for ``kafka_unreachable_timeout``."""
+    """``GET /health``: 200 while Kafka answers, 503 once it has not for ``kafka_unreachable_timeout``.
+
+    ``ready`` says whether the worker holds its partitions with its tables recovered (Faust's "Worker ready").
+    """
 
     async def get(self, request: web.Request) -> web.Response:
-        status = self.app.kafka_monitor.status()  # type: ignore[attr-defined]
+        app: StreamappApp = self.app  # type: ignore[assignment]
+        status = {**app.kafka_monitor.status(), "ready": app.ready}
         return self.json(status, status=200 if status["healthy"] else 503)
 
 
