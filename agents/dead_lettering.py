@@ -18,11 +18,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 from faust.exceptions import FaustError, ProducerSendError
 from faust.serializers import codecs
+from faust import StreamT, TopicT
 from faust.types import Message
 
 from streamapp.kafka.limits import RecordLimits, read_limits, record_size
@@ -92,6 +93,22 @@ class DeadLettering:
                     logger.info(limits.summary())
                     self._limits = limits
         return self._limits
+
+    def agent(self, topic: TopicT, name: str, handle: Callable[[Message, RecordLimits], Awaitable[None] | None]) -> None:
+        """An agent of ``topic`` that hands each record to ``handle`` in the net: the record's failure is its dead letter."""
+        @self.app.agent(topic, name=name)
+        async def in_the_net(stream: StreamT) -> None:
+            limits = await self.size_limits()
+            async for event in stream.events():
+                msg = event.message
+                try:
+                    done = handle(msg, limits)
+                    if done is not None:
+                        await done
+                except Exception as exc:  # noqa: BLE001 - is_record_fault decides
+                    if not is_record_fault(exc):
+                        raise
+                    await self.send(msg, exc)
 
     def table_value(self, topic: str, row: dict[str, Any]) -> bytes:
         """The changelog value Faust will write for ``row`` in the table loaded from ``topic``."""

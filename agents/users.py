@@ -12,29 +12,19 @@ whose work raises, is a dead letter (:mod:`agents.dead_lettering`).
 from __future__ import annotations
 
 import json
+from functools import partial
 
-from faust import StreamT
 from faust.types import Message
 
 from streamapp.kafka.limits import RecordLimits
 from streamapp.model.records import decode_user
 from streamapp.worker.app import StreamappApp
 
-from .dead_lettering import DeadLettering, check_size, is_record_fault
+from .dead_lettering import DeadLettering, check_size
 
 
 def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
-    @app.agent(app.join_tables.users_topic, name="agents.users.load_users")
-    async def load_users(stream: StreamT) -> None:
-        limits = await dead_letters.size_limits()
-        async for event in stream.events():
-            msg = event.message
-            try:
-                await load_user(app, dead_letters, msg, limits)
-            except Exception as exc:  # noqa: BLE001 - is_record_fault decides
-                if not is_record_fault(exc):
-                    raise
-                await dead_letters.send(msg, exc)
+    dead_letters.agent(app.join_tables.users_topic, "agents.users.load_users", partial(load_user, app, dead_letters))
 
 
 async def load_user(app: StreamappApp, dead_letters: DeadLettering, msg: Message, limits: RecordLimits) -> None:

@@ -5,28 +5,20 @@ the same checks, and any failure is that record's dead letter (:mod:`agents.dead
 """
 from __future__ import annotations
 
-from faust import StreamT
+from functools import partial
+
 from faust.types import Message
 
 from streamapp.kafka.limits import RecordLimits
 from streamapp.model.records import decode_user
 from streamapp.worker.app import StreamappApp
 
-from .dead_lettering import DeadLettering, check_size, is_record_fault
+from .dead_lettering import DeadLettering, check_size
 
 
 def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
-    @app.agent(app.join_tables.users_repartition_topic, name="agents.users_repartition.load_repartitioned_users")
-    async def load_repartitioned_users(stream: StreamT) -> None:
-        limits = await dead_letters.size_limits()
-        async for event in stream.events():
-            msg = event.message
-            try:
-                load_repartitioned_user(app, dead_letters, msg, limits)
-            except Exception as exc:  # noqa: BLE001 - is_record_fault decides
-                if not is_record_fault(exc):
-                    raise
-                await dead_letters.send(msg, exc)
+    dead_letters.agent(app.join_tables.users_repartition_topic, "agents.users_repartition.load_repartitioned_users",
+                       partial(load_repartitioned_user, app, dead_letters))
 
 
 def load_repartitioned_user(app: StreamappApp, dead_letters: DeadLettering, msg: Message,

@@ -5,7 +5,7 @@ read that file); the job, its console table and ``report.html`` read the values.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 from .window import OffsetPlan, TimeWindow
@@ -30,9 +30,6 @@ class PairTotals:
         orders = sum(statuses.values())
         return cls(orders, orders - statuses["match"], mismatch_rate(statuses))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"orders": self.orders, "mismatches": self.mismatches, "mismatch_rate": self.mismatch_rate}
-
 
 @dataclass(frozen=True)
 class OutputRecords:
@@ -40,9 +37,6 @@ class OutputRecords:
 
     rows: int
     undecodable: int
-
-    def to_dict(self) -> dict[str, int]:
-        return {"rows": self.rows, "undecodable": self.undecodable}
 
 
 @dataclass(frozen=True)
@@ -53,10 +47,6 @@ class PartitionCell:
     order_partition: int
     user_partition: int
     count: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"pair": self.pair, "order_partition": self.order_partition, "user_partition": self.user_partition,
-                "count": self.count}
 
 
 @dataclass(frozen=True)
@@ -121,11 +111,11 @@ class Summary:
             "topics": dict(self.topics),
             "orders_partitions": self.orders_partitions,
             "offsets": None if self.offsets is None else self.offsets.to_dict(),
-            "output_records": {role: records.to_dict() for role, records in self.output_records.items()},
+            "output_records": {role: asdict(records) for role, records in self.output_records.items()},
             "statuses": self.statuses,
-            "totals": {pair: totals.to_dict() for pair, totals in self.totals.items()},
+            "totals": {pair: asdict(totals) for pair, totals in self.totals.items()},
             "causes": self.causes,
-            "by_partition_pair": [cell.to_dict() for cell in self.by_partition_pair],
+            "by_partition_pair": [asdict(cell) for cell in self.by_partition_pair],
             "threshold": self.threshold.to_dict(),
             "detail": self.detail,
             "versions": self.versions,
