@@ -1,7 +1,7 @@
 """Joined orders per second for one worker, next to a raw aiokafka consume→produce pipe, in one run.
 
 Both processors run as child processes on the same freshly started Apache
-Kafka broker (one KRaft node, :class:`streamapp.broker.EmbeddedBroker`) and are
+Kafka broker (one KRaft node, :class:`streamapp.kafka.broker.EmbeddedBroker`) and are
 timed the same way: each is started and has joined its group,
 then the clock starts when the orders start being produced (by confluent-kafka,
 far faster than either processor, so each works through a backlog) and stops

@@ -1,4 +1,4 @@
-"""The worker's view of Kafka's reachability (streamapp.health): the decisions, the log filter, the probe on a real broker.
+"""The worker's view of Kafka's reachability (streamapp.worker.health): the decisions, the log filter, the probe on a real broker.
 
 The decisions are pure and take the clock as numbers, so the timeout, the
 once-a-minute repeat and the exit limit are checked exactly, without waiting.

@@ -4,7 +4,7 @@ Every malformed record (bad JSON, wrong types, missing fields, huge values,
 null/empty/non-UTF-8 keys, null values, JSON that is not an object) must land in
 the dead-letter topic byte for byte with a reason naming its field; the worker
 must stay up and every valid order must be joined.  The expected reason of each
-record comes from how this file broke it, not from ``streamapp.records``.
+record comes from how this file broke it, not from ``streamapp.model.records``.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The record decoders under hypothesis: any bytes are either a valid record or a RecordError naming the field.
 
-Pure (no broker): ``streamapp.records.decode_user`` / ``decode_order`` are what
+Pure (no broker): ``streamapp.model.records.decode_user`` / ``decode_order`` are what
 the worker runs on every input record before the dead-letter decision, so a
 decoder that raised anything else would stop the agent instead of
-dead-lettering one record.  The same holds for the join (``streamapp.join``) on
+dead-lettering one record.  The same holds for the join (``streamapp.model.join``) on
 any order and any table row, and for JSON with lone surrogates (escaped or as
 raw bytes) and nesting far past Python's recursion limit.
 """
