@@ -20,6 +20,11 @@ from .errors import StreamappError
 ENV_PREFIX = "STREAMAPP_"
 
 GUARD_POLICIES = ("warn", "fail")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: Read from ``STREAMAPP_<FIELD>`` or from the file ``STREAMAPP_<FIELD>_FILE`` names; never a CLI flag, never shown.
+SECRETS = ("sasl_password", "ksqldb_password")
+FILE_SUFFIX = "_FILE"
 
 
 class SettingsError(StreamappError, ValueError):
@@ -28,6 +33,49 @@ class SettingsError(StreamappError, ValueError):
 
 def _doc(text: str, **kw: Any) -> Any:
     return field(metadata={"doc": text}, **kw)
+
+
+def _secret(text: str) -> Any:
+    """A setting that is a secret: kept out of ``repr``, the CLI and every table of values."""
+    return field(default="", repr=False, metadata={"doc": text, "secret": True})
+
+
+@dataclass(frozen=True)
+class KafkaAccess:
+    """How to reach Kafka: the bootstrap servers and the security to use, for every client streamapp builds.
+
+    ``str()`` is the servers alone, so a message naming the brokers never shows
+    the password (``repr`` leaves it out too).  Each client's dialect is made from
+    this by :mod:`streamapp.kafka.security`.
+    """
+
+    servers: str
+    protocol: str = "PLAINTEXT"
+    mechanism: str = "PLAIN"
+    username: str = ""
+    password: str = field(default="", repr=False)
+    cafile: str = ""
+    certfile: str = ""
+    keyfile: str = ""
+    check_hostname: bool = True
+
+    def __str__(self) -> str:
+        return self.servers
+
+    @property
+    def servers_list(self) -> list[str]:
+        return [s.strip().removeprefix("kafka://") for s in self.servers.split(",") if s.strip()]
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    def with_servers(self, servers: str) -> "KafkaAccess":
+        return dataclasses.replace(self, servers=servers)
 
 
 @dataclass(frozen=True)
@@ -99,6 +147,35 @@ class Settings:
         default=300.0,
     )
     app_id: str = _doc("Faust application id (consumer group and changelog prefix).", default="streamapp")
+    # -- security: every Kafka client streamapp builds, and the ksqlDB REST API --------------------
+    security_protocol: str = _doc(
+        "How clients talk to Kafka: `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`.", default="PLAINTEXT"
+    )
+    sasl_mechanism: str = _doc(
+        "SASL mechanism (with a `SASL_*` protocol): `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.", default="PLAIN"
+    )
+    sasl_username: str = _doc("SASL user name (with a `SASL_*` protocol).", default="")
+    sasl_password: str = _secret(
+        "SASL password: environment only, or the file `STREAMAPP_SASL_PASSWORD_FILE` names; never a flag, never shown."
+    )
+    ssl_cafile: str = _doc(
+        "PEM file of the CA(s) that signed the brokers' certificates (with `SSL`/`SASL_SSL`); "
+        "empty = the system's trust store.",
+        default="",
+    )
+    ssl_certfile: str = _doc("PEM client certificate for mutual TLS (with `ssl_keyfile`).", default="")
+    ssl_keyfile: str = _doc("PEM private key of `ssl_certfile` (unencrypted), for mutual TLS.", default="")
+    ssl_check_hostname: bool = _doc(
+        "Check that a broker's certificate names the host connected to (TLS).", default=True
+    )
+    ksqldb_username: str = _doc("ksqlDB REST API basic-auth user; empty = no authentication.", default="")
+    ksqldb_password: str = _secret(
+        "ksqlDB REST API basic-auth password: environment only, or the file `STREAMAPP_KSQLDB_PASSWORD_FILE` "
+        "names; never a flag, never shown."
+    )
+    ksqldb_cafile: str = _doc(
+        "PEM file of the CA that signed the ksqlDB server's certificate (https); empty = the system's.", default=""
+    )
 
     def __post_init__(self) -> None:
         if self.guard_policy not in GUARD_POLICIES:
@@ -129,10 +206,51 @@ class Settings:
                 f"kafka_unreachable_exit={self.kafka_unreachable_exit}: must be 0 (never) or at least "
                 f"kafka_unreachable_timeout ({self.kafka_unreachable_timeout})"
             )
+        self._check_security()
+
+    def _check_security(self) -> None:
+        """The security settings, each problem one line naming the setting (never its secret)."""
+        if self.security_protocol not in SECURITY_PROTOCOLS:
+            raise SettingsError(
+                f"security_protocol={self.security_protocol!r}: expected one of {', '.join(SECURITY_PROTOCOLS)}"
+            )
+        if self.sasl_mechanism not in SASL_MECHANISMS:
+            raise SettingsError(f"sasl_mechanism={self.sasl_mechanism!r}: expected one of {', '.join(SASL_MECHANISMS)}")
+        if self.security_protocol.startswith("SASL_"):
+            if not self.sasl_username:
+                raise SettingsError(f"sasl_username is empty: security_protocol={self.security_protocol} needs a user")
+            if not self.sasl_password:
+                raise SettingsError(
+                    f"sasl_password is empty: security_protocol={self.security_protocol} needs it "
+                    f"(STREAMAPP_SASL_PASSWORD or STREAMAPP_SASL_PASSWORD_FILE)"
+                )
+        tls_files = [name for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile") if getattr(self, name)]
+        if tls_files and self.security_protocol not in ("SSL", "SASL_SSL"):
+            raise SettingsError(
+                f"{tls_files[0]} is set but security_protocol={self.security_protocol} does not use TLS: "
+                f"set security_protocol to SSL or SASL_SSL"
+            )
+        if bool(self.ssl_certfile) != bool(self.ssl_keyfile):
+            raise SettingsError("ssl_certfile and ssl_keyfile go together (mutual TLS): give both or neither")
+        for name in (*tls_files, *(["ksqldb_cafile"] if self.ksqldb_cafile else [])):
+            _check_readable(name, getattr(self, name))
+        if bool(self.ksqldb_username) != bool(self.ksqldb_password):
+            raise SettingsError(
+                "ksqldb_username and ksqldb_password go together (STREAMAPP_KSQLDB_PASSWORD or "
+                "STREAMAPP_KSQLDB_PASSWORD_FILE): give both or neither"
+            )
 
     @property
     def bootstrap_list(self) -> list[str]:
         return [s.strip().removeprefix("kafka://") for s in self.bootstrap_servers.split(",") if s.strip()]
+
+    @property
+    def kafka(self) -> KafkaAccess:
+        """The servers and security every Kafka client is built from (see :mod:`streamapp.kafka.security`)."""
+        return KafkaAccess(
+            self.bootstrap_servers, self.security_protocol, self.sasl_mechanism, self.sasl_username,
+            self.sasl_password, self.ssl_cafile, self.ssl_certfile, self.ssl_keyfile, self.ssl_check_hostname,
+        )
 
     @property
     def data_path(self) -> Path:
@@ -146,7 +264,7 @@ class Settings:
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for f in fields(cls):
-            raw = environ.get(env_name(f.name))
+            raw = _secret_from_env(f.name, environ) if f.name in SECRETS else environ.get(env_name(f.name))
             if raw is not None:
                 values[f.name] = _parse(f.name, f.type, raw)
         return cls(**values)
@@ -156,13 +274,35 @@ class Settings:
         changes = {
             f.name: getattr(args, f.name)
             for f in fields(self)
-            if getattr(args, f.name, None) is not None
+            if f.name not in SECRETS and getattr(args, f.name, None) is not None
         }
         return self.replace(**changes)
 
 
 def env_name(field_name: str) -> str:
     return ENV_PREFIX + field_name.upper()
+
+
+def _secret_from_env(name: str, environ: Mapping[str, str]) -> str | None:
+    """A secret from ``STREAMAPP_<NAME>`` or from the file ``STREAMAPP_<NAME>_FILE`` names (one trailing newline dropped)."""
+    direct, path = environ.get(env_name(name)), environ.get(env_name(name) + FILE_SUFFIX)
+    if path is None:
+        return direct
+    if direct is not None:
+        raise SettingsError(f"{env_name(name)} and {env_name(name)}{FILE_SUFFIX} are both set: give one")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as exc:
+        reason = getattr(exc, "strerror", None) or type(exc).__name__
+        raise SettingsError(f"{env_name(name)}{FILE_SUFFIX}={path!r}: cannot read it ({reason})") from None
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def _check_readable(name: str, path: str) -> None:
+    if not os.path.isfile(path):
+        raise SettingsError(f"{name}={path!r}: no such file")
+    if not os.access(path, os.R_OK):
+        raise SettingsError(f"{name}={path!r}: not readable by this user")
 
 
 def _parse(name: str, type_name: Any, raw: str) -> Any:
@@ -191,7 +331,7 @@ FLAGS_DEFAULT = "settings_flags"
 def add_arguments(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
     """Add a ``--flag`` for each setting (or for those in ``only``) to a CLI parser."""
     group = parser.add_argument_group("settings (also from STREAMAPP_* environment variables)")
-    taken = [f.name for f in fields(Settings) if only is None or f.name in only]
+    taken = [f.name for f in fields(Settings) if (only is None or f.name in only) and f.name not in SECRETS]
     parser.set_defaults(**{FLAGS_DEFAULT: (*(parser.get_default(FLAGS_DEFAULT) or ()), *taken)})
     for f in fields(Settings):
         if f.name not in taken:
@@ -217,7 +357,8 @@ def documentation_table(commands: Mapping[str, Sequence[str]]) -> str:
     for f in fields(Settings):
         takers = commands.get(f.name, ())
         flag = f"`--{f.name.replace('_', '-')}` ({', '.join(takers)})" if takers else "environment only"
-        rows.append(f"| {f.name} | `{env_name(f.name)}` | {flag} | `{f.default}` | {f.metadata['doc']} |")
+        variable = f"`{env_name(f.name)}` or `{env_name(f.name)}{FILE_SUFFIX}`" if f.name in SECRETS else f"`{env_name(f.name)}`"
+        rows.append(f"| {f.name} | {variable} | {flag} | `{f.default}` | {f.metadata['doc']} |")
     return "\n".join(rows)
 
 
