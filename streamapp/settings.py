@@ -97,6 +97,11 @@ class Settings:
         "Faust output of the repartitioned join (mirrors `DEMO_USER_ORDERS_MERGED_REPARTITION`).",
         default="streamapp_orders_merged_repartition",
     )
+    ksqldb_users_repartition_topic: str = _doc(
+        "Users rewritten by ksqlDB's (murmur2) partitioner: the topic of `DEMO_USER_REPARTITION`, "
+        "written by ksqlDB or by `streamapp ksql-equivalent`.",
+        default="demo_user_repartition",
+    )
     ksqldb_merged_topic: str = _doc(
         "ksqlDB output of the direct join.", default="DEMO_USER_ORDERS_MERGED"
     )

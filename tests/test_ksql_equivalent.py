@@ -275,7 +275,7 @@ def kq_settings(broker: EmbeddedBroker, tmp_path: Path, new_topic: Callable[...,
     tag = uuid.uuid4().hex[:8]
     return broker.settings(Settings()).replace(
         users_topic=new_topic("kq_users", N), orders_topic=new_topic("kq_orders", N),
-        ksqldb_merged_topic=f"kq_merged_{tag}", ksqldb_merged_repartition_topic=f"kq_merged_rep_{tag}",
+        ksqldb_users_repartition_topic=f"kq_users_rep_{tag}", ksqldb_merged_topic=f"kq_merged_{tag}", ksqldb_merged_repartition_topic=f"kq_merged_rep_{tag}",
         partitions=N, data_dir=str(tmp_path / "data"), app_id=f"kq-{tag}",
     )
 
@@ -294,7 +294,7 @@ def test_output_records_are_ksqldbs(kq_settings: Settings) -> None:
 
     with KsqlEquivalent(s) as program:
         assert sorted(program.created_topics) == sorted(
-            [f"{s.users_topic}_repartition", s.ksqldb_merged_topic, s.ksqldb_merged_repartition_topic])
+            [s.ksqldb_users_repartition_topic, s.ksqldb_merged_topic, s.ksqldb_merged_repartition_topic])
         repartition_topic = program.topics.users_repartition
         # The table is loaded before the orders arrive, as ksqlDB's docs require for a deterministic join.
         got = read_until(bootstrap, repartition_topic, len(expected.repartition))
@@ -375,7 +375,8 @@ def cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> subprocess.
 def test_cli_copartitioning_error_is_one_line(kq_settings: Settings, new_topic: Callable[..., str]) -> None:
     orders = new_topic("kq_orders5", N + 1)
     proc = cli("--bootstrap-servers", kq_settings.bootstrap_servers, "--users-topic", kq_settings.users_topic,
-               "--orders-topic", orders, "--data-dir", kq_settings.data_dir, "--app-id", kq_settings.app_id)
+               "--orders-topic", orders, "--data-dir", kq_settings.data_dir, "--app-id", kq_settings.app_id,
+               "--ksqldb-users-repartition-topic", kq_settings.ksqldb_users_repartition_topic)
     out, err = proc.communicate(timeout=PATIENCE)
     assert proc.returncode == 2 and "FAILED" not in out, (out, err)
     assert err.count("\n") == 1 and err.startswith("streamapp ksql-equivalent: Kafka Streams refused to start: "
@@ -419,6 +420,7 @@ def test_cli_stops_and_dies_with_its_parent(kq_settings: Settings, how: str) -> 
     proc = cli("--bootstrap-servers", kq_settings.bootstrap_servers, "--users-topic", kq_settings.users_topic,
                "--orders-topic", kq_settings.orders_topic, "--data-dir", kq_settings.data_dir,
                "--app-id", kq_settings.app_id, "--ksqldb-merged-topic", kq_settings.ksqldb_merged_topic,
+               "--ksqldb-users-repartition-topic", kq_settings.ksqldb_users_repartition_topic,
                "--ksqldb-merged-repartition-topic", kq_settings.ksqldb_merged_repartition_topic,
                "--partitions", str(N))
     try:

@@ -187,7 +187,7 @@ def test_demo_objects_are_created_in_order_each_after_the_previous_command(repla
 
 def test_demo_statements_name_the_settings_topics() -> None:
     settings = Settings().replace(users_topic="u-1", orders_topic="o1", ksqldb_merged_topic="M1",
-                                  ksqldb_merged_repartition_topic="M2")
+                                  ksqldb_merged_repartition_topic="M2", ksqldb_users_repartition_topic="u-1_repartition")
     table, repartition, stream, merged, merged_rep = demo_statements(settings)
     assert table.startswith("CREATE TABLE IF NOT EXISTS U_1 (user_id VARCHAR PRIMARY KEY") and "kafka_topic='u-1'" in table
     assert "kafka_topic='u-1_repartition'" in repartition and "FROM U_1 " in repartition

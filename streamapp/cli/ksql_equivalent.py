@@ -13,8 +13,8 @@ DESCRIPTION = (
     "Runs ksqlDB's join semantics, executed by Kafka Streams (the engine ksqlDB compiles its queries to), "
     "in a child JVM: the demo's five ksqlDB statements as a Kafka Streams topology with ksqlDB's JSON "
     "format. It is not ksqlDB: there is no SQL and no REST API. It reads the users and orders topics, "
-    "writes the users through the Java (murmur2) partitioner to <users topic>_repartition (ksqlDB's "
-    "demo_user_repartition) and the two LEFT JOINs to the ksqldb_merged_topic and "
+    "writes the users through the Java (murmur2) partitioner to the ksqldb_users_repartition_topic "
+    "setting (ksqlDB's demo_user_repartition) and the two LEFT JOINs to the ksqldb_merged_topic and "
     "ksqldb_merged_repartition_topic settings, creating those three topics with the configured "
     "partition count when missing. Runs until Ctrl-C or SIGTERM."
 )
@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> None:
         help="where Kafka Streams keeps its tables (default: <data dir>/ksql-equivalent)",
     )
     add_arguments(parser, only=(
-        "bootstrap_servers", "users_topic", "orders_topic", "ksqldb_merged_topic",
+        "bootstrap_servers", "users_topic", "orders_topic", "ksqldb_users_repartition_topic", "ksqldb_merged_topic",
         "ksqldb_merged_repartition_topic", "partitions", "replication_factor", "data_dir", "app_id",
     ))
     parser.set_defaults(func=run)

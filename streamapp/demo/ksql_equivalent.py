@@ -25,7 +25,6 @@ from ..kafka.admin import TopicError, describe, ensure_topics
 from ..kafka.child import ChildProcess
 from ..kafka.jvm import JvmError, classpath, java
 from ..settings import Settings
-from .ksqldb import DemoObjects
 
 MODULE = "ksql-equivalent"
 MAIN_CLASS = "io.streamapp.ksql.KsqlEquivalent"
@@ -55,8 +54,7 @@ class Topics:
         return cls(
             users=settings.users_topic,
             orders=settings.orders_topic,
-            # ksqlDB's `demo_user_repartition`, named from the users topic as the demo's statements name it.
-            users_repartition=DemoObjects.from_settings(settings).users_repartition_topic,
+            users_repartition=settings.ksqldb_users_repartition_topic,
             merged=settings.ksqldb_merged_topic,
             merged_repartition=settings.ksqldb_merged_repartition_topic,
         )

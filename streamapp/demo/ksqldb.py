@@ -75,8 +75,8 @@ class DemoObjects:
     def from_settings(cls, settings: Settings) -> "DemoObjects":
         return cls(
             users_table=object_name(settings.users_topic),
-            users_repartition_table=object_name(settings.users_topic) + "_REPARTITION",
-            users_repartition_topic=f"{settings.users_topic}_repartition",
+            users_repartition_table=object_name(settings.ksqldb_users_repartition_topic),
+            users_repartition_topic=settings.ksqldb_users_repartition_topic,
             orders_stream=object_name(settings.orders_topic),
             merged_stream=object_name(settings.ksqldb_merged_topic),
             merged_repartition_stream=object_name(settings.ksqldb_merged_repartition_topic),
