@@ -16,6 +16,7 @@ COMMANDS = (
     "partition",
     "fingerprint",
     "guard",
+    "doctor",
     "topics",
     "produce",
     "demo",
