@@ -1,4 +1,5 @@
-"""`streamapp demo` end to end: real Apache Kafka broker, real Faust worker, both runs' reports checked.
+"""`streamapp demo` end to end: real Apache Kafka broker, real Faust worker, real Kafka Streams program
+(ksqlDB's joins, not ksqlDB), both runs' reports and the reconciliation of the two engines checked.
 
 Each run's users are regenerated from its seed and their partitions computed
 here from zlib's CRC-32 (librdkafka's consistent_random) and the murmur2
@@ -44,7 +45,8 @@ def run_demo(*extra: str, timeout: float) -> tuple[dict, str]:
 def check_run(run: dict, seed: int, partitioner: str) -> list[str]:
     """Assert one run's reports against independently computed partitions; return the expected misses."""
     users = make_users(MESSAGES, random.Random(seed))
-    assert run["partitioner"] == partitioner and run["seed"] == seed and run["worker_running"] is True
+    assert run["partitioner"] == partitioner and run["seed"] == seed
+    assert run["worker_running"] is True and run["streams_running"] is True
     mismatched = sorted(
         (u.user_id, expected_users_partition(partitioner, key(u)), java(key(u)))
         for u in users if expected_users_partition(partitioner, key(u)) != java(key(u))
@@ -54,18 +56,23 @@ def check_run(run: dict, seed: int, partitioner: str) -> list[str]:
     assert direct["matched_pct"] == round(100 * (MESSAGES - len(mismatched)) / MESSAGES, 2)
     assert [(e["user_id"], e["users_partition"], e["orders_partition"]) for e in direct["exceptions"]] == mismatched
 
-    repartitioned = run["reports"]["Repartitioned (Faust worker)"]
-    assert (repartitioned["total"], repartitioned["matched"], repartitioned["exceptions"]) == (MESSAGES, MESSAGES, [])
-
-    direct_join = run["joins"]["Faust join, direct"]
-    missed = sorted(row["USER_ID"] for row in direct_join["rows"] if row["NAME"] is None)
-    assert missed == [m[0] for m in mismatched]
-    assert (direct_join["received"], direct_join["misses"]) == (MESSAGES, len(mismatched))
     by_id = {u.user_id: u for u in users}
-    for row in run["joins"]["Faust join, repartitioned"]["rows"]:
-        assert (row["NAME"], row["AGE"]) == (by_id[row["USER_ID"]].name, by_id[row["USER_ID"]].age)
-        assert row["partition"] == java(row["USER_ID"].encode())
-    assert run["joins"]["Faust join, repartitioned"]["misses"] == 0
+    for engine in ("Faust worker", "Kafka Streams"):
+        repartitioned = run["reports"][f"Repartitioned ({engine})"]
+        assert (repartitioned["total"], repartitioned["matched"], repartitioned["exceptions"]) == (MESSAGES, MESSAGES, [])
+    for engine in ("Faust", "Kafka Streams"):  # the same misses in both engines: the users' placement, not the engine
+        direct_join = run["joins"][f"{engine} join, direct"]
+        missed = sorted(row["USER_ID"] for row in direct_join["rows"] if row["NAME"] is None)
+        assert missed == [m[0] for m in mismatched], engine
+        assert (direct_join["received"], direct_join["misses"]) == (MESSAGES, len(mismatched)), engine
+        for row in direct_join["rows"]:
+            assert row["partition"] == java(row["USER_ID"].encode())
+            if row["NAME"] is not None:
+                assert (row["NAME"], row["AGE"]) == (by_id[row["USER_ID"]].name, by_id[row["USER_ID"]].age)
+        for row in run["joins"][f"{engine} join, repartitioned"]["rows"]:
+            assert (row["NAME"], row["AGE"]) == (by_id[row["USER_ID"]].name, by_id[row["USER_ID"]].age)
+            assert row["partition"] == java(row["USER_ID"].encode())
+        assert run["joins"][f"{engine} join, repartitioned"]["misses"] == 0
     return missed
 
 
@@ -77,7 +84,11 @@ def test_demo_first_run_misses_where_crc32_and_murmur2_disagree_second_run_none(
     assert check_run(second, SEED + 1, "murmur2_random") == []
     assert second["reports"]["Direct"]["matched_pct"] == 100.0
     assert f" - Matched partitions: {first['reports']['Direct']['matched_pct']:.2f}%" in people
-    assert "Worker stopped." in people and "Broker stopped; demo finished in" in people
+    # the two engines' direct joins side by side: a missed order shows ??? under both engines' NAME and AGE
+    rows = [line for line in people.splitlines() if missed[0] in line and line.count("???") == 4]
+    assert rows, people[-4000:]
+    assert " - Faust: Joined: " in people and " - Kafka Streams: Joined: " in people
+    assert "Faust worker and Kafka Streams stopped." in people and "Broker stopped; demo finished in" in people
     assert report["reconciliation"] == {"ran": False}
 
 
@@ -90,12 +101,18 @@ def test_demo_refuses_zero_messages_before_starting_anything() -> None:
 
 
 @pytest.mark.slow
-def test_demo_with_reconciliation_counts_the_first_runs_misses() -> None:
+def test_demo_reconciles_the_two_engines_from_kafka() -> None:
+    """Spark's Kafka source reads both engines' outputs: run 1's direct misses are in both engines,
+    so they are ``both_unenriched``, each caused by a ``copartition_violation``; nothing else differs."""
     report, people = run_demo(timeout=600)
     missed = check_run(report["runs"][0], SEED, "consistent_random")
+    check_run(report["runs"][1], SEED + 1, "murmur2_random")
     reconciliation = report["reconciliation"]
     assert reconciliation["ran"] is True and reconciliation["exit_code"] == 1, people[-2000:]
-    statuses = reconciliation["summary"]["statuses"]
-    assert statuses["direct"]["enriched_only_in_ksqldb"] == len(missed)
-    assert statuses["direct"]["match"] == 2 * MESSAGES - len(missed)
-    assert statuses["repartition"]["match"] == 2 * MESSAGES
+    summary = reconciliation["summary"]
+    assert summary["source"] == "kafka" and "Reading the planned offsets with Spark's kafka source" in people
+    nonzero = {pair: {s: n for s, n in statuses.items() if n} for pair, statuses in summary["statuses"].items()}
+    assert nonzero == {"direct": {"match": 2 * MESSAGES - len(missed), "both_unenriched": len(missed)},
+                       "repartition": {"match": 2 * MESSAGES}}
+    causes = {pair: {c: n for c, n in by.items() if n} for pair, by in summary["causes"].items()}
+    assert causes == {"direct": {"copartition_violation": len(missed)}, "repartition": {}}

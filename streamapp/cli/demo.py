@@ -1,11 +1,15 @@
 """``streamapp demo``: the whole pipeline on Apache Kafka (one KRaft node), started and stopped by us.
 
-Two producer runs share one broker, one worker and the same topics, as two runs
-of the original demo against one cluster would.  Each report is scoped to the
-users its own run produced (fresh 128-bit ids), so the first run's records
-cannot change the second run's numbers: the consistent_random run shows the
-direct join missing wherever crc32 and murmur2 disagree, the murmur2_random run
-shows none.
+Two engines run the demo's joins side by side: the Faust worker, and ksqlDB's
+join semantics executed by Kafka Streams (``streamapp ksql-equivalent``; not
+ksqlDB: no SQL, no REST API), which writes the topics ksqlDB would.  Two producer
+runs share one broker, both engines and the same topics, as two runs of the
+original demo against one cluster would.  Each report is scoped to the users
+its own run produced (fresh 128-bit ids), so the first run's records cannot
+change the second run's numbers: the consistent_random run shows both direct
+joins missing wherever crc32 and murmur2 disagree, the murmur2_random run shows
+none.  The Spark reconciliation then compares the two engines' outputs, read from
+Kafka.
 """
 from __future__ import annotations
 
@@ -17,16 +21,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from rich.console import Console
 from rich.table import Table
 
+from ..demo.ksql_equivalent import KsqlEquivalent
 from ..demo.producer import ProduceError
+from ..demo.report import FAUST, JOINS, KAFKA_STREAMS, join_title
 from ..demo.run import ProduceOptions, ProduceRun
+from ..kafka.admin import ensure_topics
 from ..kafka.broker import EmbeddedBroker, free_port
-from ..kafka.reader import read_topic
 from ..settings import Settings
 from ..worker.process import WorkerProcess, settings_env
 from .produce import people_console, produce_with_progress, render_run
@@ -41,10 +50,13 @@ SPARK_SUBMIT_ARGS = ("--conf spark.sql.shuffle.partitions=2 --conf spark.default
                      "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false "
                      "--conf spark.sql.adaptive.coalescePartitions.initialPartitionNum=2 "
                      "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
+ENGINES = (FAUST, KAFKA_STREAMS)
 
 
 def add_parser(sub: Any) -> None:
-    parser = sub.add_parser("demo", help="run the demo end to end on Apache Kafka, started and stopped by the demo")
+    parser = sub.add_parser(
+        "demo", help="run the demo end to end on Apache Kafka: the Faust worker and ksqlDB's joins on Kafka Streams "
+        "(not ksqlDB), started and stopped by the demo, then a reconciliation of the two")
     parser.add_argument("--messages", type=int, default=20, help="users (one order each) per run (default 20)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the first run (the second uses seed+1)")
     parser.add_argument("--no-reconcile", dest="reconcile", action="store_false",
@@ -67,8 +79,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         demo_settings = broker.settings(settings).replace(
             data_dir=str(Path(tmp) / "data"), web_port=free_port(), ksqldb_endpoint="", partitioner="murmur2"
         )
-        with WorkerProcess(demo_settings, Path(tmp) / "worker.log") as worker:
-            console.print(f"Faust worker ready (pid {worker.proc.pid}) after {time.monotonic() - started:.1f}s")
+        with engines(demo_settings, Path(tmp), console, started):
             for number, partitioner in enumerate(RUNS, start=1):
                 seed = None if args.seed is None else args.seed + number - 1
                 console.rule(f"Run {number}: users with {partitioner}, orders with murmur2 (Java, ksqlDB)")
@@ -79,7 +90,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 results.append(result)
                 render_run(console, result)
                 console.print(f"Run {number} took {time.monotonic() - run_started:.1f}s")
-        console.print("Worker stopped.")
+        console.print("Faust worker and Kafka Streams stopped.")
         console.rule("Summary")
         console.print(summary_table(results))
         if args.reconcile:
@@ -92,9 +103,38 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+@contextmanager
+def engines(settings: Settings, tmp: Path, console: Console, started: float) -> Iterator[None]:
+    """The Faust worker and the Kafka Streams program, started side by side (each is a process of its own).
+
+    Both read the users and orders topics, so those are created first.  Kafka Streams
+    starts in a thread while the worker starts here; a start under way ends (ready or
+    failed) before the program is stopped, so nothing is left running.
+    """
+    ensure_topics(settings.bootstrap_servers,
+                  {settings.users_topic: settings.partitions, settings.orders_topic: settings.partitions},
+                  settings.replication_factor)
+    streams = KsqlEquivalent(settings)
+    with ThreadPoolExecutor(1) as pool:
+        starting = pool.submit(streams.start)
+        try:
+            with WorkerProcess(settings, tmp / "worker.log") as worker:
+                console.print(f"Faust worker ready (pid {worker.proc.pid if worker.proc else '?'}) "
+                              f"after {time.monotonic() - started:.1f}s")
+                starting.result()
+                console.print(f"Kafka Streams running ksqlDB's demo joins (not ksqlDB: no SQL, no REST API) "
+                              f"(pid {streams.pid}, application id {streams.application_id}) "
+                              f"after {time.monotonic() - started:.1f}s")
+                yield
+        finally:
+            wait([starting])
+            streams.stop()
+
+
 def summary_table(results: list[ProduceRun]) -> Table:
+    engines = " / ".join(ENGINES)
     table = Table("run", "users partitioner", "direct matched", "repartitioned matched",
-                  "Faust direct join misses", "Faust repartitioned join misses")
+                  *(f"{join} join misses ({engines})" for join in JOINS))
     for number, result in enumerate(results, start=1):
         reports = dict(result.reports)
         joins = dict(result.joins)
@@ -102,60 +142,33 @@ def summary_table(results: list[ProduceRun]) -> Table:
         table.add_row(
             str(number), result.partitioner, f"{reports['Direct'].matched_pct:.2f}%",
             "-" if repartitioned is None else f"{repartitioned.matched_pct:.2f}%",
-            *(str(joins[t].misses) if t in joins else "-" for t in ("Faust join, direct", "Faust join, repartitioned")),
+            *(" / ".join(str(joins[t].misses) if t in joins else "-" for t in (join_title(e, join) for e in ENGINES))
+              for join in JOINS),
         )
     return table
 
 
-#: Export names of the stand-in for ksqlDB's two outputs (the job wants one export per role).
-STAND_IN = {"ksqldb_direct": "standin_ksqldb_direct", "ksqldb_repartition": "standin_ksqldb_repartition"}
-
-
-def export_topics(settings: Settings, directory: Path) -> None:
-    """Each input and output topic as ``<name>.jsonl`` (Kafka-shaped rows), read to its end.
-
-    The job reads these files instead of Kafka: the demo has just read the
-    topics to their ends.  The Faust repartitioned join is
-    exported once more under each ``STAND_IN`` name, as ksqlDB's output.
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    exports = {topic: [topic] for topic in (settings.users_topic, settings.orders_topic, settings.merged_topic)}
-    exports[settings.merged_repartition_topic] = [settings.merged_repartition_topic, *STAND_IN.values()]
-    for topic, names in exports.items():
-        lines = [
-            json.dumps({"key": _text(r.key), "value": _text(r.value), "partition": r.partition, "offset": r.offset,
-                        "timestamp_ms": r.timestamp})
-            for r in read_topic(settings.bootstrap_servers, topic)
-        ]
-        for name in names:
-            (directory / f"{name}.jsonl").write_text("".join(line + "\n" for line in lines))
-
-
-def _text(data: bytes | None) -> str | None:
-    return None if data is None else data.decode("utf-8", "replace")
-
-
-def reconcile(settings: Settings, tmp: Path, window_start: datetime, console: Any) -> dict[str, Any]:
+def reconcile(settings: Settings, tmp: Path, window_start: datetime, console: Console) -> dict[str, Any]:
     """Run ``python -m spark_batch.reconcile`` over the demo's window, if that job is installed.
 
-    No ksqlDB runs here, so the Faust repartitioned join (murmur2 on both sides,
-    which is what ksqlDB computes) stands in for ksqlDB's output; this is said.
+    Both sides are read from Kafka by Spark's Kafka source: the Faust worker's
+    outputs against the Kafka Streams program's, in the topics ksqlDB would write.
     """
-    console.rule("Reconciliation (Spark)")
+    console.rule("Reconciliation (Spark): the Faust worker against Kafka Streams")
     missing = [name for name in ("spark_batch", "pyspark") if importlib.util.find_spec(name) is None]
     if missing:  # the job is a program of its own: streamapp runs it, never imports it
         reason = f"{', '.join(missing)} not installed"
         console.print(f"Reconciliation skipped: {reason}")
         return {"ran": False, "reason": reason}
-    console.print(f"No ksqlDB here: the Faust repartitioned join ({settings.merged_repartition_topic}) stands in "
-                  "for ksqlDB's output, since both partition users and orders with murmur2.")
-    output, exports = tmp / "reconcile", tmp / "exports"
-    export_topics(settings, exports)
+    console.print(f"No ksqlDB here: its side is ksqlDB's join semantics executed by Kafka Streams "
+                  f"({settings.ksqldb_merged_topic}, {settings.ksqldb_merged_repartition_topic}), compared with the "
+                  f"Faust worker's ({settings.merged_topic}, {settings.merged_repartition_topic}); both read from "
+                  f"Kafka by Spark's Kafka source.")
+    output = tmp / "reconcile"
     window_end = datetime.now(timezone.utc) + timedelta(minutes=1)
     cmd = [sys.executable, "-m", "spark_batch.reconcile", "--from", window_start.isoformat(),
            "--to", window_end.isoformat(), "--output", str(output), "--master", "local[2]",
-           "--source", "files", "--input", str(exports),
-           "--ksqldb-topic", STAND_IN["ksqldb_direct"], "--ksqldb-repartition-topic", STAND_IN["ksqldb_repartition"]]
+           "--source", "kafka", "--kafka-reader", "spark"]
     env = {**os.environ, **settings_env(settings), "PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS}
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RECONCILE_TIMEOUT)
@@ -165,7 +178,9 @@ def reconcile(settings: Settings, tmp: Path, window_start: datetime, console: An
     console.print(done.stdout.rstrip(), markup=False)
     if done.returncode == 2:
         console.print(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "reconcile failed", markup=False)
-    meaning = {0: "within the threshold", 1: "mismatch rate above the threshold (the consistent_random run)",
+    meaning = {0: "within the threshold",
+               1: "mismatch rate above the threshold: run 1's orders that both direct joins missed "
+                  "(cause copartition_violation)",
                2: "error"}.get(done.returncode, "unexpected")
     console.print(f"Reconciliation exit code {done.returncode}: {meaning}")
     summaries = sorted(output.glob("dt=*/summary.json"))

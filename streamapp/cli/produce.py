@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from ..demo.producer import ProduceError
-from ..demo.report import render_joins, render_match
+from ..demo.report import render_join_pairs, render_match
 from ..demo.run import ProduceOptions, ProduceRun, run
 from ..settings import Settings
 
@@ -102,6 +102,5 @@ def render_run(console: Console, result: ProduceRun) -> None:
         console.print(f"[yellow]{note}[/yellow]")
     for title, report in result.reports:
         render_match(console, title, report)
-    for title, joins in result.joins:
-        render_joins(console, title, joins)
+    render_join_pairs(console, result.joins)
     sys.stdout.flush()

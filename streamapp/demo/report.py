@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -18,6 +18,19 @@ from ..model.join import COLUMNS
 MISSING = "???"
 #: Rows a table shows people; --json has them all.
 TABLE_ROWS = 25
+#: The engines whose joins a run reports, in the order their tables stand side by side.
+FAUST, KAFKA_STREAMS, KSQLDB = "Faust", "Kafka Streams", "ksqlDB"
+ENGINES = (FAUST, KAFKA_STREAMS, KSQLDB)
+#: The two joins each engine runs: the users as their producer placed them, and repartitioned.
+JOINS = ("direct", "repartitioned")
+#: The order's columns a side-by-side table shows once; each engine's NAME and AGE follow.
+ORDER_COLUMNS = ("PRODUCT_ID", "CHANNEL")
+USER_COLUMNS = ("NAME", "AGE")
+
+
+def join_title(engine: str, join: str) -> str:
+    """The title of one engine's join in a run's report (and its key in ``--json``)."""
+    return f"{engine} join, {join}"
 
 
 @dataclass(frozen=True)
@@ -159,15 +172,44 @@ def render_match(console: Console, title: str, report: MatchReport) -> None:
     _more(console, len(report.exceptions))
 
 
-def render_joins(console: Console, title: str, results: JoinResults) -> None:
-    table = Table("USER_ID", *COLUMNS[:-1], title=f"{title}: {results.source}", title_justify="left")
-    for row in results.rows[:TABLE_ROWS]:
-        table.add_row(row.user_id, *(MISSING if row.columns[c] is None else str(row.columns[c]) for c in COLUMNS[:-1]))
-    console.print(table)
-    _more(console, len(results.rows))
-    line = f" - Joined: {results.hits} of {results.expected} orders, missed ({MISSING}): {results.misses}"
+def _joined_line(results: JoinResults) -> str:
+    line = f"Joined: {results.hits} of {results.expected} orders, missed ({MISSING}): {results.misses}"
     if results.absent:
         line += f", no output yet: {results.absent}"
     if results.undecodable:
         line += f", undecodable: {results.undecodable}"
-    console.print(line)
+    return line
+
+
+def render_join_pairs(console: Console, joins: Sequence[tuple[str, JoinResults]]) -> None:
+    """Each join as the engines computed it, side by side: one table per join, ``???`` where an engine missed."""
+    by_title = dict(joins)
+    for join in JOINS:
+        sides = [(engine, by_title[join_title(engine, join)]) for engine in ENGINES if join_title(engine, join) in by_title]
+        if sides:
+            render_side_by_side(console, join, sides)
+
+
+def render_side_by_side(console: Console, join: str, sides: Sequence[tuple[str, JoinResults]]) -> None:
+    """One row per order: its columns once, then each engine's NAME and AGE (``no output`` where it wrote none)."""
+    rows = [{row.user_id: row for row in results.rows} for _, results in sides]
+    user_ids = sorted(set().union(*rows))
+    table = Table("USER_ID", *ORDER_COLUMNS, *(f"{engine} {c}" for engine, _ in sides for c in USER_COLUMNS),
+                  title=f"The {join} join: " + ", ".join(f"{engine} ({r.source})" for engine, r in sides),
+                  title_justify="left")
+    for user_id in user_ids[:TABLE_ROWS]:
+        found = [side.get(user_id) for side in rows]
+        order = next(row for row in found if row is not None)
+        cells = [str(order.columns[c]) for c in ORDER_COLUMNS]
+        for row in found:
+            cells += ["no output"] * len(USER_COLUMNS) if row is None else [
+                MISSING if row.columns[c] is None else str(row.columns[c]) for c in USER_COLUMNS]
+        table.add_row(user_id, *cells)
+    console.print(table)
+    _more(console, len(user_ids))
+    for engine, results in sides:
+        console.print(f" - {engine}: {_joined_line(results)}")
+    if len(sides) > 1:
+        same = sum(len({None if side.get(u) is None else tuple(side[u].columns[c] for c in USER_COLUMNS)
+                        for side in rows}) == 1 for u in user_ids)
+        console.print(f" - The engines agree on {same} of {len(user_ids)} orders")

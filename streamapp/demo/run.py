@@ -16,9 +16,11 @@ from ..model.records import Order, User
 from ..settings import Settings
 from .data import make_orders, make_users
 from .endpoints import Endpoint, check_http, check_kafka, validate_http_url
+from .ksql_equivalent import application_id as streams_application_id
 from .ksqldb import DemoObjects, KsqlDBClient, demo_statements
 from .producer import Progress, ProduceError, insert_orders, produce_orders, produce_users
-from .report import JoinResults, MatchReport, join_results, join_rows_from_columns, match_partitions
+from .report import (FAUST, KAFKA_STREAMS, KSQLDB, JoinResults, MatchReport, join_results, join_rows_from_columns,
+                     join_title, match_partitions)
 from .waits import wait_for_keys, wait_for_ksqldb_table, wait_for_tables
 
 
@@ -43,6 +45,8 @@ class ProduceRun:
     orders: list[Order]
     worker_running: bool
     seed: int | None = None
+    #: ``streamapp ksql-equivalent`` (ksqlDB's joins on Kafka Streams) was running: its joins are reported.
+    streams_running: bool = False
     reports: list[tuple[str, MatchReport]] = field(default_factory=list)
     joins: list[tuple[str, JoinResults]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -55,6 +59,7 @@ class ProduceRun:
             "seed": self.seed,
             "endpoints": [e.to_dict() for e in self.endpoints],
             "worker_running": self.worker_running,
+            "streams_running": self.streams_running,
             "reports": {title: r.to_dict() for title, r in self.reports},
             "joins": {title: j.to_dict() for title, j in self.joins},
             "notes": self.notes,
@@ -97,10 +102,12 @@ def run(settings: Settings, options: ProduceOptions, progress: Progress | None =
         users = make_users(options.messages, rng)
         ids = [u.user_id for u in users]
         worker = group_active(bootstrap, settings.app_id)
+        # Without ksqlDB, the same joins may run on Kafka Streams (streamapp ksql-equivalent), into ksqlDB's topics.
+        streams = ksql is None and group_active(bootstrap, streams_application_id(settings))
         produce_users(bootstrap, settings.users_topic, users, options.partitioner, options.client_id, progress)
         if worker:
             wait_for_tables(settings, ids, options.wait)
-        if ksql is not None:
+        if ksql is not None or streams:
             wait_for_ksqldb_table(settings, ids, options.wait)
         orders = make_orders(users, rng, int(time.time() * 1000))
         if ksql is not None:
@@ -109,7 +116,8 @@ def run(settings: Settings, options: ProduceOptions, progress: Progress | None =
         else:
             produce_orders(bootstrap, settings.orders_topic, orders, options.client_id, progress)
             orders_via = "confluent-kafka partitioner=murmur2 (Java-compatible)"
-        result = ProduceRun(options.partitioner, orders_via, endpoints, users, orders, worker, options.seed, notes=notes)
+        result = ProduceRun(options.partitioner, orders_via, endpoints, users, orders, worker, options.seed, streams,
+                            notes=notes)
         orders_partitions = _only(key_partitions(wait_for_keys(bootstrap, settings.orders_topic, ids, options.wait)), ids)
         users_partitions = _only(key_partitions(read_topic(bootstrap, settings.users_topic)), ids)
         result.reports.append(("Direct", match_partitions(settings.users_topic, users_partitions,
@@ -117,6 +125,8 @@ def run(settings: Settings, options: ProduceOptions, progress: Progress | None =
         _report_worker(result, settings, ids, orders_partitions, options.wait)
         if ksql is not None:
             _report_ksqldb(result, settings, ksql, ids, orders, orders_partitions, options.wait)
+        if streams:
+            _report_streams(result, settings, ids, orders_partitions, options.wait)
         return result
     finally:
         if ksql is not None:
@@ -134,9 +144,20 @@ def _report_worker(result: ProduceRun, settings: Settings, ids: list[str], order
     repartitioned = _only(key_partitions(wait_for_keys(bootstrap, settings.users_repartition_topic, ids, 0)), ids)
     result.reports.append(("Repartitioned (Faust worker)", match_partitions(
         settings.users_repartition_topic, repartitioned, settings.orders_topic, orders)))
-    for title, topic in (("Faust join, direct", settings.merged_topic),
-                         ("Faust join, repartitioned", settings.merged_repartition_topic)):
-        result.joins.append((title, join_results(topic, wait_for_keys(bootstrap, topic, ids, wait), ids)))
+    for join, topic in (("direct", settings.merged_topic), ("repartitioned", settings.merged_repartition_topic)):
+        result.joins.append((join_title(FAUST, join), join_results(topic, wait_for_keys(bootstrap, topic, ids, wait), ids)))
+
+
+def _report_streams(result: ProduceRun, settings: Settings, ids: list[str], orders: dict[str, int], wait: float) -> None:
+    """The Kafka Streams program's repartitioned users and joins, read from the topics ksqlDB would write."""
+    bootstrap, topic = settings.bootstrap_servers, settings.ksqldb_users_repartition_topic
+    repartitioned = _only(key_partitions(wait_for_keys(bootstrap, topic, ids, 0)), ids)
+    result.reports.append((f"Repartitioned ({KAFKA_STREAMS})", match_partitions(
+        topic, repartitioned, settings.orders_topic, orders)))
+    for join, topic in (("direct", settings.ksqldb_merged_topic),
+                        ("repartitioned", settings.ksqldb_merged_repartition_topic)):
+        result.joins.append((join_title(KAFKA_STREAMS, join),
+                             join_results(topic, wait_for_keys(bootstrap, topic, ids, wait), ids)))
 
 
 def _report_ksqldb(result: ProduceRun, settings: Settings, ksql: KsqlDBClient, ids: list[str],
@@ -148,8 +169,8 @@ def _report_ksqldb(result: ProduceRun, settings: Settings, ksql: KsqlDBClient, i
                                                                       settings.orders_topic, orders_partitions)))
     since = min(o.ts for o in orders)
     wanted = set(ids)
-    for title, stream in (("ksqlDB join, direct", objects.merged_stream),
-                          ("ksqlDB join, repartitioned", objects.merged_repartition_stream)):
+    for title, stream in ((join_title(KSQLDB, "direct"), objects.merged_stream),
+                          (join_title(KSQLDB, "repartitioned"), objects.merged_repartition_stream)):
         answer = ksql.query(f"SELECT * FROM {stream} WHERE TS >= {since} EMIT CHANGES LIMIT {len(orders)};", wait)
         rows = [row for row in answer.rows if str(dict(zip(answer.columns, row)).get("USER_ID")) in wanted]
         result.joins.append((title, join_rows_from_columns(f"push query on {stream}", answer.columns, rows, len(ids))))
