@@ -8,7 +8,6 @@ for the big-endian integers Java's IntegerSerializer/LongSerializer write.
 from __future__ import annotations
 
 import struct
-import warnings
 
 import pytest
 from faust.serializers import codecs
@@ -19,34 +18,9 @@ from streamapp.copartition.key_encoding import (
     readings,
 )
 
-import authlib.deprecate  # noqa: E402  sets its warning to 'always' on import: our filter must come after it
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from confluent_kafka.schema_registry._sync.mock_schema_registry_client import MockSchemaRegistryClient
-    from confluent_kafka.schema_registry.avro import AvroSerializer
-    from confluent_kafka.schema_registry.json_schema import JSONSerializer
-    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
-    from confluent_kafka.serialization import MessageField, SerializationContext
-    from google.protobuf import wrappers_pb2
+from doctorkit import confluent_keys
 
 USERS = [f"u{i}" for i in range(50)] + ["é-user", "用户-7", "a b"]
-
-
-def confluent(kind: str, values: list) -> list[bytes]:
-    """Keys as Confluent's own serializer writes them (magic byte 0, the schema id it registered, the payload)."""
-    registry = MockSchemaRegistryClient({"url": "mock://doctor"})
-    ctx = SerializationContext(f"topic-{kind}", MessageField.KEY)
-    if kind == "avro-string":
-        serialize = AvroSerializer(registry, '"string"')
-    elif kind == "avro-long":
-        serialize = AvroSerializer(registry, '"long"')
-    elif kind == "protobuf":
-        proto = ProtobufSerializer(wrappers_pb2.StringValue, registry, {"use.deprecated.format": False})
-        return [proto(wrappers_pb2.StringValue(value=v), ctx) for v in values]
-    else:
-        serialize = JSONSerializer('{"type": "string"}', registry)
-    return [serialize(v, ctx) for v in values]
 
 
 @pytest.mark.parametrize("kind, values, encoding", [
@@ -56,7 +30,7 @@ def confluent(kind: str, values: list) -> list[bytes]:
     ("json-schema", USERS, JSON_SCHEMA),
 ])
 def test_confluent_wire_format_keys_are_named_and_read_back(kind, values, encoding) -> None:
-    keys = confluent(kind, values)
+    keys = confluent_keys(kind, values)
     found = classify(keys)
     assert found is not None and found.encoding == encoding and found.share == 1.0
     assert found.schema_ids == (1,) and "schema id 1" in found.label
@@ -92,7 +66,7 @@ def test_json_numbers_and_utf8_digits_are_the_same_bytes_and_the_same_key() -> N
 
 
 def test_u1_raw_json_and_avro_are_one_logical_key() -> None:
-    raw, quoted, avro = b"u1", codecs.dumps("json", "u1"), confluent("avro-string", ["u1"])[0]
+    raw, quoted, avro = b"u1", codecs.dumps("json", "u1"), confluent_keys("avro-string", ["u1"])[0]
     assert read_as(raw, UTF8) == read_as(quoted, JSON_STRING) == read_as(avro, AVRO) == "u1"
     assert len({raw, quoted, avro}) == 3
 
