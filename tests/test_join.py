@@ -67,3 +67,25 @@ def test_naive_seconds_would_lose_a_millisecond() -> None:
 def test_columns_property_decodes_the_value(user: User | None) -> None:
     record = join_record(Order("k", 3, 4, 5, 6.5, "partner"), user)
     assert record.columns == json.loads(record.value)
+
+
+def test_null_columns_are_written_as_explicit_nulls() -> None:
+    """Every ksqlDB column is nullable: a user with a null name, an order without channel or qty are joined."""
+    record = join_record(Order("k", 3, None, None, None, None), User("k", None, 30))
+    assert record.value == b'{"NAME":null,"AGE":30,"PRODUCT_ID":null,"QTY":null,"UNIT_PRICE":null,"CHANNEL":null,"TS":3}'
+    assert record.matched is True  # a row with null columns is still a row: the order found its user
+
+
+def test_a_user_row_from_the_decoder_joins_as_read() -> None:
+    """The decoder's output (case-insensitive names, coerced values) is what the join writes."""
+    from streamapp.model.records import decode_order, decode_user
+    user = decode_user(b"k", b'{"NAME": 42, "Age": "7"}')
+    order = decode_order(b"k", b'{"TS": "9", "unit_price": "NaN", "channel": ["a", null], "extra": 1}')
+    assert join_record(order, user).value == (
+        b'{"NAME":"42","AGE":7,"PRODUCT_ID":null,"QTY":null,"UNIT_PRICE":"NaN","CHANNEL":"[a, null]","TS":9}')
+
+
+@pytest.mark.parametrize(("price", "written"), [(float("nan"), b'"NaN"'), (float("inf"), b'"Infinity"'),
+                                                (float("-inf"), b'"-Infinity"')])
+def test_non_finite_doubles_are_strings_as_jackson_writes_them(price: float, written: bytes) -> None:
+    assert b'"UNIT_PRICE":' + written + b',"CHANNEL"' in join_record(Order("k", 1, 1, 1, price, "web"), None).value

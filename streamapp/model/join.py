@@ -4,7 +4,8 @@ Pure: the output record of ``DEMO_USER_ORDERS_MERGED`` (and ``..._REPARTITION``)
 for an order and the user found in the same partition, or None on a miss.
 Key = USER_ID as plain UTF-8 (ksqlDB's KAFKA STRING key, not repeated in the
 value); value = compact JSON with UPPERCASE columns in the CSAS select order and
-explicit nulls on a miss; record timestamp = the order's ``ts``.
+explicit nulls on a miss and for NULL columns (every column is nullable, as in
+ksqlDB); record timestamp = the order's ``ts``.
 
 Building a value raises nothing but :class:`~streamapp.records.RecordError`,
 whatever the order or the table row holds (a lone surrogate, a row that is not
@@ -47,19 +48,29 @@ def join_columns(order: Order, user: User | None) -> dict[str, Any]:
 
 
 def _json(value: Any) -> str:
-    """``value`` as ``json.dumps(..., ensure_ascii=False)`` writes it, without the encoder's per-call set-up."""
+    """``value`` as ``json.dumps(..., ensure_ascii=False)`` writes it, without the encoder's per-call set-up.
+
+    NULL is ``null``; a DOUBLE that is NaN or infinite is the string ksqlDB writes for it
+    (Jackson's WRITE_NAN_AS_STRINGS: ``"NaN"``, ``"Infinity"``, ``"-Infinity"``), which JSON can hold.
+    """
     kind = type(value)
     if kind is str:
         return _encode_str(value)
     if kind is int:
         return int.__repr__(value)
-    if kind is float and value == value and value not in _INFINITIES:
-        return float.__repr__(value)
+    if kind is float:
+        if value == value and value not in _INFINITIES:
+            return float.__repr__(value)
+        return _NON_FINITE[repr(value)]
+    if value is None:
+        return "null"
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 _encode_str = json.encoder.encode_basestring
 _INFINITIES = (float("inf"), float("-inf"))
+#: Python's repr of a non-finite float -> the JSON string ksqlDB writes for that DOUBLE.
+_NON_FINITE = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
 
 #: The user columns of a miss: explicit nulls, as ksqlDB writes them.
 MISS_HEAD = '{"NAME":null,"AGE":null'

@@ -1,14 +1,30 @@
-"""Decode and validate the two input records: users (``demo_user``) and orders (``demo_user_orders``).
+"""Decode the two input records, users (``demo_user``) and orders (``demo_user_orders``), as ksqlDB's JSON format does.
 
-Every rule here mirrors what ksqlDB needs to read the record (a non-empty
-STRING key, a JSON object value with typed columns).  A record that breaks a
-rule raises :class:`RecordError` whose ``reason`` is one sentence naming the
-field and the value, so the worker can dead-letter it instead of stopping.
+ksqlDB reads a JSON value with Jackson (``KsqlJsonDeserializer`` and
+``JsonSerdeUtils.toLong/toDouble`` in the ksql repository; ``docs/reference/serialization.md``),
+and every rule here is one of its:
 
-The decoders raise nothing else, whatever the bytes: what ksqlDB cannot
-represent (invalid UTF-8 anywhere in the value, strings with lone surrogates,
-nesting deeper than :data:`MAX_NESTING`) is a ``RecordError`` too, so it reaches
-the dead-letter topic and never a table.
+- the value is a JSON object; JSON ``null`` (like a null value) is a tombstone; whatever follows
+  the first JSON value is ignored (Jackson's ``readTree``);
+- a column is the field of exactly its upper-case name, else the *last* field whose
+  upper-cased name equals it (the docs say "the first"; the code keeps the last);
+- a missing field or JSON ``null`` is NULL: every column is nullable;
+- BIGINT from any JSON number, truncated and wrapped to 64 bits (``JsonNode.asLong``), or a
+  string ``Long.parseLong`` reads; DOUBLE from any number or a string ``Double.parseDouble``
+  reads (``"NaN"``, ``"Infinity"`` included); VARCHAR from any value, as its text (an object as
+  compact JSON, an array as ``[a, b]``);
+- anything else (a boolean for a number, a string that is no number, ``NaN`` as a bare token,
+  text that is not JSON) cannot be read: ksqlDB logs and skips the record.
+
+A record that cannot be read raises :class:`RecordError`, whose ``reason`` is one sentence
+naming the field and the value, so the worker dead-letters it instead of stopping.  So does
+what ksqlDB reads but cannot write back (a string with a lone surrogate, which has no UTF-8
+form), what it would not read (invalid UTF-8, numbers longer than Jackson's limit), and
+nesting deeper than :data:`MAX_NESTING`.  The decoders raise nothing else, whatever the bytes.
+
+Two choices of the worker beyond ksqlDB: a record key must be non-empty UTF-8 (ksqlDB reads an
+empty key as the string ``""`` and invalid UTF-8 with replacement characters), and an order's
+``ts`` must be a timestamp >= 0 (Kafka Streams drops such an order, the worker dead-letters it).
 """
 from __future__ import annotations
 
@@ -17,6 +33,7 @@ import math
 import re
 from array import array
 from dataclasses import dataclass
+from decimal import Decimal
 from itertools import accumulate
 from typing import Any, Callable
 
@@ -27,12 +44,14 @@ QUOTE_LIMIT = 60
 
 #: Largest record timestamp Kafka can store (a signed 64-bit integer of milliseconds).
 MAX_TIMESTAMP_MS = 2**63 - 1
-#: ksqlDB's BIGINT is a signed 64-bit integer; a larger JSON number cannot be written by it or read back.
+#: ksqlDB's BIGINT is a signed 64-bit integer (Java's long).
 BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
 #: Deepest nesting of JSON arrays/objects a value may have.  Jackson, which ksqlDB reads
 #: JSON with, refuses more than 1000 levels since 2.15 (500 in Jackson 3); Python's json
 #: parser recurses and, under the worker's own stack, fails a little below 1000, so 500.
 MAX_NESTING = 500
+#: Longest JSON number Jackson reads (StreamReadConstraints.maxNumberLength, since 2.15).
+MAX_NUMBER_LENGTH = 1000
 
 
 class RecordError(StreamappError, ValueError):
@@ -46,9 +65,11 @@ class RecordError(StreamappError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class User:
+    """A row of ksqlDB's ``DEMO_USER``: every column nullable."""
+
     user_id: str
-    name: str
-    age: int
+    name: str | None
+    age: int | None
 
     def to_table_value(self) -> dict[str, Any]:
         return {"name": self.name, "age": self.age}
@@ -56,12 +77,17 @@ class User:
 
 @dataclass(frozen=True, slots=True)
 class Order:
+    """A row of ``demo_user_orders``: ``ts`` is its record timestamp, so it is set; the rest nullable.
+
+    ``unit_price`` may be NaN or infinite (read from ``"NaN"``, ``"Infinity"`` or a number too large).
+    """
+
     user_id: str
     ts: int
-    product_id: int
-    qty: int
-    unit_price: float
-    channel: str
+    product_id: int | None
+    qty: int | None
+    unit_price: float | None
+    channel: str | None
 
 
 def _quote(value: Any) -> str:
@@ -117,10 +143,41 @@ def decode_key(key: bytes | None) -> str:
         raise RecordError(f"key {_quote(key)} is not UTF-8 ({exc.reason} at byte {exc.start})", "key") from None
 
 
-def decode_object(value: bytes | None) -> dict[str, Any]:
-    """The JSON object a value must be."""
+# -- Jackson's reading of the JSON text ----------------------------------------------------------
+
+
+def _number(text: str, make: Callable[[str], Any]) -> Any:
+    if len(text.lstrip("-")) > MAX_NUMBER_LENGTH:
+        raise ValueError(f"a number of {len(text)} characters, longer than Jackson's limit of {MAX_NUMBER_LENGTH}")
+    return make(text)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse_int(text: str) -> int:
+    return _number(text, int)
+
+
+def _parse_float(text: str) -> Decimal:
+    """Floats stay exact decimals, as ksqlDB reads them (USE_BIG_DECIMAL_FOR_FLOATS, exact BigDecimals)."""
+    return _number(text, Decimal)
+
+
+_JSON_WHITESPACE = " \t\n\r"
+_DECODER = json.JSONDecoder(parse_float=_parse_float, parse_int=_parse_int, parse_constant=_not_json)
+
+
+def decode_document(value: bytes | None) -> Any:
+    """The JSON document a value holds, as Jackson reads it: floats as exact :class:`~decimal.Decimal`.
+
+    None for a null value.  Refused (RecordError on ``value``): text that is not JSON in
+    UTF-8/16/32, bare ``NaN``/``Infinity`` tokens (Python would take them, Jackson does not),
+    numbers longer than Jackson's limit and nesting deeper than :data:`MAX_NESTING`.
+    """
     if value is None:
-        raise RecordError("value is null: expected a JSON object", "value")
+        return None
     _check_nesting(value)
     encoding = json.detect_encoding(value)
     try:
@@ -130,37 +187,186 @@ def decode_object(value: bytes | None) -> dict[str, Any]:
         name = "UTF-8" if encoding.startswith("utf-8") else encoding.upper()
         raise RecordError(f"value is not {name} ({exc.reason} at byte {exc.start})", "value") from None
     try:
-        decoded = json.loads(text)
+        # Jackson's readTree reads the first JSON value and ignores what follows (FAIL_ON_TRAILING_TOKENS is off).
+        return _DECODER.raw_decode(text, len(text) - len(text.lstrip(_JSON_WHITESPACE)))[0]
     except RecursionError:
         raise RecordError("value nests arrays/objects too deep for the worker to parse", "value") from None
     except ValueError as exc:
         raise RecordError(f"value is not valid JSON ({_one_line(exc)}): {_quote(value)}", "value") from None
-    if not isinstance(decoded, dict):
-        raise RecordError(f"value is a JSON {type(decoded).__name__}, expected an object: {_quote(value)}", "value")
-    return decoded
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and BIGINT_MIN <= value <= BIGINT_MAX
+def decode_object(value: bytes | None) -> dict[str, Any] | None:
+    """The JSON object a value must be; None for a tombstone (a null value, or JSON ``null``)."""
+    decoded = decode_document(value)
+    if decoded is None or isinstance(decoded, dict):
+        return decoded
+    kind = "number" if isinstance(decoded, (int, Decimal)) and not isinstance(decoded, bool) else type(decoded).__name__
+    raise RecordError(f"value is a JSON {kind}, expected an object: {_quote(value)}", "value")
 
 
-def _is_number(value: Any) -> bool:
-    """A DOUBLE: NaN and Infinity are not JSON (Python's json accepts them; ksqlDB does not)."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return _is_int(value)
+def column(obj: dict[str, Any], name: str) -> Any:
+    """The field of column ``name`` (upper case): exactly named, else the last one equal to it upper-cased."""
+    if name in obj:
+        return obj[name]
+    found = None
+    for field, node in obj.items():
+        if field.upper() == name:
+            found = node
+    return found
 
 
-def _is_str(value: Any) -> bool:
-    """A VARCHAR ksqlDB can hold: a string without lone surrogates (they have no UTF-8 form)."""
-    return isinstance(value, str) and not has_lone_surrogate(value)
+# -- ksqlDB's coercions (JsonSerdeUtils.toLong, toDouble; KsqlJsonDeserializer.processString) ----
+
+_TWO_64 = 2**64
+#: Long.parseLong: a sign, then decimal digits (Character.digit: any Unicode Nd digit of the BMP).
+_JAVA_LONG = re.compile(r"[+-]?\d+")
+#: Double.parseDouble after String.trim(): Java's decimal and hexadecimal floating-point literals.
+_JAVA_DOUBLE = re.compile(r"([+-]?(?:NaN|Infinity))|([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)[fFdD]?", re.ASCII)
+_JAVA_HEX_DOUBLE = re.compile(r"([+-]?)0[xX]((?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+)[fFdD]?",
+                              re.ASCII)
+_JAVA_TRIM = "".join(chr(c) for c in range(0x21))
 
 
-_TYPE_NAMES: dict[Callable[[Any], bool], str] = {
-    _is_int: "an integer within BIGINT (signed 64-bit)",
-    _is_number: "a finite number",
-    _is_str: "a string (of Unicode characters: no lone surrogates)",
-}
+def _as_long(node: int | Decimal) -> int:
+    """JsonNode.asLong: the integer part, its low 64 bits as a signed long (Java's BigInteger.longValue)."""
+    if isinstance(node, Decimal):
+        sign, digits, exponent = node.as_tuple()
+        if exponent >= 0:  # no fraction; only the low 64 bits of a huge exponent matter
+            whole = int("".join(map(str, digits)) or "0") * pow(10, exponent, _TWO_64)
+            node = -whole if sign else whole
+        else:
+            node = int(node)  # truncated toward zero
+    return (node - BIGINT_MIN) % _TWO_64 + BIGINT_MIN
+
+
+def parse_long(text: str) -> int | None:
+    """Long.parseLong, or None where it throws."""
+    if not _JAVA_LONG.fullmatch(text) or not text.isascii() and any(ord(c) > 0xFFFF for c in text):
+        return None
+    value = int(text)
+    return value if BIGINT_MIN <= value <= BIGINT_MAX else None
+
+
+def parse_double(text: str) -> float | None:
+    """Double.parseDouble, or None where it throws."""
+    text = text.strip(_JAVA_TRIM)
+    decimal = _JAVA_DOUBLE.fullmatch(text)
+    if decimal:
+        special, number = decimal.groups()
+        return float(special.replace("Infinity", "inf")) if special else float(number)
+    hexadecimal = _JAVA_HEX_DOUBLE.fullmatch(text)
+    if hexadecimal:
+        sign, body = hexadecimal.groups()
+        try:
+            return float.fromhex(sign + "0x" + body)
+        except OverflowError:
+            return -math.inf if sign == "-" else math.inf
+    return None
+
+
+def _to_double(node: int | Decimal) -> float:
+    """JsonNode.doubleValue: the nearest double; a decimal zero has no sign (BigDecimal), too large is infinite."""
+    if isinstance(node, Decimal) and node.is_zero():
+        return 0.0
+    try:
+        return float(node)
+    except OverflowError:
+        return -math.inf if node < 0 else math.inf
+
+
+def big_decimal_text(node: Decimal) -> str:
+    """BigDecimal.toString (the same scientific-notation rule as Python's Decimal), without a zero's sign."""
+    return str(node.copy_abs() if node.is_zero() else node)
+
+
+_JACKSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\f": "\\f", "\n": "\\n", "\r": "\\r"}
+_JACKSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+
+
+def _jackson_string(text: str) -> str:
+    """A JSON string as Jackson writes it to a String: short escapes, else \\u00XX in upper case."""
+    return '"' + _JACKSON_ESCAPED.sub(
+        lambda m: _JACKSON_ESCAPES.get(m.group(), f"\\u{ord(m.group()):04X}"), text) + '"'
+
+
+def jackson_json(node: Any) -> str:
+    """Compact JSON as ksqlDB's ObjectMapper writes a parsed value back (a VARCHAR read from an object)."""
+    if node is None:
+        return "null"
+    if node is True or node is False:
+        return "true" if node else "false"
+    if isinstance(node, int):
+        return str(node)
+    if isinstance(node, Decimal):
+        return big_decimal_text(node)
+    if isinstance(node, str):
+        return _jackson_string(node)
+    if isinstance(node, list):
+        return "[" + ",".join(map(jackson_json, node)) + "]"
+    return "{" + ",".join(f"{_jackson_string(k)}:{jackson_json(v)}" for k, v in node.items()) + "}"
+
+
+def varchar_text(node: Any) -> str:
+    """KsqlJsonDeserializer.processString: text as is, numbers and booleans as their text,
+    an object as compact JSON, an array as ``[a, b]`` of its items' text (``null`` for a null)."""
+    if isinstance(node, str):
+        return node
+    if isinstance(node, dict):
+        return jackson_json(node)
+    if isinstance(node, list):
+        return "[" + ", ".join("null" if item is None else varchar_text(item) for item in node) + "]"
+    if node is True or node is False:
+        return "true" if node else "false"
+    if isinstance(node, Decimal):
+        return big_decimal_text(node)
+    return str(node)
+
+
+def _json_kind(node: Any) -> str:
+    if node is True or node is False:
+        return "a JSON boolean"
+    return {dict: "a JSON object", list: "a JSON array", str: "a string"}.get(type(node), "a JSON value")
+
+
+def _number_column(node: Any, name: str, sql_type: str, from_number: Callable[[Any], Any],
+                   from_text: Callable[[str], Any], texts: str) -> Any:
+    """A numeric column from its JSON node: None (NULL), a number, a string Java parses, else RecordError."""
+    if node is None:
+        return None
+    if isinstance(node, (int, Decimal)) and not isinstance(node, bool):
+        return from_number(node)
+    if isinstance(node, str):
+        value = from_text(node)
+        if value is not None:
+            return value
+    raise RecordError(f"field {name!r} is {_quote(_plain(node))} ({_json_kind(node)}), expected a {sql_type}: "
+                      f"a JSON number or a string of {texts}", name)
+
+
+def bigint(node: Any, name: str) -> int | None:
+    """A BIGINT column (JsonSerdeUtils.toLong); RecordError naming ``name`` where ksqlDB cannot read it."""
+    return _number_column(node, name, "BIGINT", _as_long, parse_long, "a 64-bit integer")
+
+
+def double(node: Any, name: str) -> float | None:
+    """A DOUBLE column (JsonSerdeUtils.toDouble); RecordError naming ``name`` where ksqlDB cannot read it."""
+    return _number_column(node, name, "DOUBLE", _to_double, parse_double, "a number")
+
+
+def varchar(node: Any, name: str) -> str | None:
+    """A VARCHAR column from its JSON node (None: NULL); RecordError when its text has no UTF-8 form."""
+    if node is None:
+        return None
+    text = node if type(node) is str else varchar_text(node)
+    if has_lone_surrogate(text):
+        raise RecordError(f"field {name!r} holds a lone surrogate: no UTF-8 form, so ksqlDB could not write it "
+                          f"({_quote(text)})", name)
+    return text
+
+
+def _plain(node: Any) -> Any:
+    """A node as quoted in a reason: a Decimal as its JSON text."""
+    return float(node) if isinstance(node, Decimal) and len(str(node)) < 20 else node
 
 
 def _one_line(exc: BaseException) -> str:
@@ -173,79 +379,103 @@ def _unexpected(exc: Exception) -> RecordError:
     return RecordError(f"value could not be decoded ({type(exc).__name__}: {_one_line(exc)})", "value")
 
 
-def _field(obj: dict[str, Any], name: str, check: Callable[[Any], bool]) -> Any:
-    if name not in obj:
-        raise RecordError(f"field {name!r} is missing", name)
-    value = obj[name]
-    if not check(value):
-        raise RecordError(f"field {name!r} is {_quote(value)}, expected {_TYPE_NAMES[check]}", name)
-    return value
+# -- the two records ---------------------------------------------------------------------------
 
 
 def decode_user(key: bytes | None, value: bytes | None) -> User | None:
-    """A user, or None for a tombstone (a null value deletes the user, as in a ksqlDB table)."""
+    """A user, or None for a tombstone (a null value or JSON ``null`` deletes the user, as in a ksqlDB table).
+
+    The common record (``{"name": <text>, "age": <integer>}``) takes a fast path of exact type checks.
+    """
+    found = _plain_object(key, value)
+    if found is not None and len(found[1]) == 2:
+        user_id, obj = found
+        name, age = obj.get("name", obj), obj.get("age", obj)
+        if (type(name) is str and (name.isascii() or not has_lone_surrogate(name))
+                and type(age) is int and BIGINT_MIN <= age <= BIGINT_MAX):
+            return User(user_id, name, age)
+    return _checked(_checked_user, key, value)
+
+
+def _plain_object(key: bytes | None, value: bytes | None) -> tuple[str, dict[str, Any]] | None:
+    """The fast paths' start: the user id and the JSON object of a plain UTF-8 record, else None (check it fully)."""
+    if not key or value is None or value.count(b"[") + value.count(b"{") > MAX_NESTING:
+        return None
     try:
-        user_id = decode_key(key)
-        if value is None:
-            return None
-        obj = decode_object(value)
-        return User(user_id, _field(obj, "name", _is_str), _field(obj, "age", _is_int))
-    except RecordError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any other failure is this record's, not the worker's
-        raise _unexpected(exc) from None
+        obj = json.loads(value.decode("utf-8"))
+        user_id = key.decode("utf-8")
+    except (ValueError, RecursionError):
+        return None
+    return (user_id, obj) if type(obj) is dict else None
+
+
+def _checked_user(key: bytes | None, value: bytes | None) -> User | None:
+    user_id = decode_key(key)
+    obj = decode_object(value)
+    if obj is None:
+        return None
+    return User(user_id, varchar(column(obj, "NAME"), "name"), bigint(column(obj, "AGE"), "age"))
+
+
+#: The order's fields, as the fast path finds them.
+_ORDER_FIELDS = frozenset(("ts", "product_id", "qty", "unit_price", "channel"))
 
 
 def decode_order(key: bytes | None, value: bytes | None) -> Order:
     """An order; its ``ts`` becomes the output record's timestamp, so it must be a valid one.
 
-    The common valid record takes a fast path of exact type checks; anything else
-    goes through the field-by-field checks that name what is wrong.  A value with
-    many brackets always takes the checked path, which measures its nesting first.
+    The common valid record (the five fields in lower case, of their own types) takes a fast
+    path of exact type checks; anything else goes through ksqlDB's rules field by field
+    (:func:`_checked_order`), which give the same answer.  A value with many brackets always
+    takes the checked path, which measures its nesting first.
     """
-    if key and value is not None and value.count(b"[") + value.count(b"{") <= MAX_NESTING:
-        try:
-            obj = json.loads(value.decode("utf-8"))
-            user_id = key.decode("utf-8")
-        except (ValueError, RecursionError):
-            pass
-        else:
-            if type(obj) is dict:
-                ts, product_id, qty = obj.get("ts"), obj.get("product_id"), obj.get("qty")
-                unit_price, channel = obj.get("unit_price"), obj.get("channel")
-                if (type(ts) is int and 0 <= ts <= MAX_TIMESTAMP_MS
-                        and type(channel) is str and (channel.isascii() or not has_lone_surrogate(channel))
-                        and type(product_id) is int and BIGINT_MIN <= product_id <= BIGINT_MAX
-                        and type(qty) is int and BIGINT_MIN <= qty <= BIGINT_MAX
-                        and ((type(unit_price) is float and math.isfinite(unit_price))
-                             or (type(unit_price) is int and BIGINT_MIN <= unit_price <= BIGINT_MAX))):
-                    return Order(user_id, ts, product_id, qty, float(unit_price), channel)
+    found = _plain_object(key, value)
+    if found is not None and found[1].keys() == _ORDER_FIELDS:
+        user_id, obj = found
+        ts, product_id, qty = obj["ts"], obj["product_id"], obj["qty"]
+        unit_price, channel = obj["unit_price"], obj["channel"]
+        if (type(ts) is int and 0 <= ts <= MAX_TIMESTAMP_MS
+                and type(channel) is str and (channel.isascii() or not has_lone_surrogate(channel))
+                and type(product_id) is int and BIGINT_MIN <= product_id <= BIGINT_MAX
+                and type(qty) is int and BIGINT_MIN <= qty <= BIGINT_MAX
+                and ((type(unit_price) is float and math.isfinite(unit_price) and unit_price != 0.0)
+                     or (type(unit_price) is int and BIGINT_MIN <= unit_price <= BIGINT_MAX))):
+            return Order(user_id, ts, product_id, qty, float(unit_price), channel)
     return _checked_order(key, value)
 
 
-def _checked_order(key: bytes | None, value: bytes | None) -> Order:
+def _checked(decode: Callable[[bytes | None, bytes | None], Any], key: bytes | None, value: bytes | None) -> Any:
     try:
-        return _checked_order_fields(key, value)
+        return decode(key, value)
     except RecordError:
         raise
     except Exception as exc:  # noqa: BLE001 - any other failure is this record's, not the worker's
         raise _unexpected(exc) from None
 
 
+def _checked_order(key: bytes | None, value: bytes | None) -> Order:
+    return _checked(_checked_order_fields, key, value)
+
+
 def _checked_order_fields(key: bytes | None, value: bytes | None) -> Order:
     user_id = decode_key(key)
     obj = decode_object(value)
-    ts = _field(obj, "ts", _is_int)
+    if obj is None:
+        raise RecordError("value is null: an order needs a value (ksqlDB ignores a null stream record)", "value")
+    node = column(obj, "TS")
+    ts = bigint(node, "ts")
+    if ts is None:
+        raise RecordError("field 'ts' is missing or null: an order's ts is its record timestamp "
+                          "(Kafka Streams drops an order without one)", "ts")
     if ts < 0:
-        raise RecordError(f"field 'ts' is {ts}, expected epoch milliseconds >= 0", "ts")
-    if ts > MAX_TIMESTAMP_MS:
-        raise RecordError(f"field 'ts' is {ts}, expected epoch milliseconds <= {MAX_TIMESTAMP_MS} "
-                          f"(a Kafka record timestamp is a signed 64-bit integer)", "ts")
+        shown = node if node == ts else f"{_quote(_plain(node))}, read as {ts}"
+        raise RecordError(f"field 'ts' is {shown}, expected epoch milliseconds >= 0 "
+                          f"(Kafka Streams drops a negative timestamp)", "ts")
     return Order(
         user_id=user_id,
         ts=ts,
-        product_id=_field(obj, "product_id", _is_int),
-        qty=_field(obj, "qty", _is_int),
-        unit_price=float(_field(obj, "unit_price", _is_number)),
-        channel=_field(obj, "channel", _is_str),
+        product_id=bigint(column(obj, "PRODUCT_ID"), "product_id"),
+        qty=bigint(column(obj, "QTY"), "qty"),
+        unit_price=double(column(obj, "UNIT_PRICE"), "unit_price"),
+        channel=varchar(column(obj, "CHANNEL"), "channel"),
     )
