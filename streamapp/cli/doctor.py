@@ -24,6 +24,9 @@ from .partition import wide_console
 
 PROBLEMS_EXIT_CODE = 1
 MARKS = {"sound": "[green]sound[/green]", "broken": "[red]BROKEN[/red]", "unknown": "[yellow]unknown[/yellow]"}
+#: A pair that only shares keys is not broken today: it would be if someone joined it.
+UNJOINED_MARKS = {"sound": "[green]co-partitioned[/green]", "broken": "[yellow]not co-partitioned[/yellow]",
+                  "unknown": "[yellow]unknown[/yellow]"}
 
 
 def add_parser(sub: Any) -> None:
@@ -93,24 +96,30 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def show(report: DoctorReport) -> None:
-    """The report for people: topics, pairs, then each broken pair's failing checks and fixes."""
+    """The report for people: topics, pairs, then each joined pair's failing checks and its fixes by problem."""
     console = wide_console()
     console.print(topics_table(report))
     console.print(pairs_table(report))
-    for pair in report.pairs:
+    for pair in report.joined:
         if pair.status == "sound":
             continue
         console.print(f"\n[bold]{escape(pair.left)} × {escape(pair.right)}[/bold] {MARKS[pair.status]}")
         for check in pair.checks:
             if check.ok is not True:
                 console.print(f"  - {escape(check.name)}: {escape(check.message)}", highlight=False)
-        for fix in pair.fixes:
-            console.print(f"  [bold]fix[/bold] ({fix.kind}, {escape(fix.topic)}): {escape(fix.text)}", highlight=False)
+        for problem in dict.fromkeys(fix.problem for fix in pair.fixes):
+            console.print(f"  [bold]To fix the {escape(problem)}[/bold], one of:")
+            for fix in (f for f in pair.fixes if f.problem == problem):
+                console.print(f"    * {escape(fix.text)}", highlight=False)
     for missing in report.missing:
         console.print(f"[red]{escape(missing.left)} × {escape(missing.right)}[/red] (joined by "
                       f"{escape(missing.source)}): a topic is not on the cluster")
     joined = report.joined
     broken = sum(not p.sound for p in joined) + len(report.missing)
+    unjoined = sum(not p.joined and not p.sound for p in report.pairs)
+    if unjoined:
+        console.print(f"\n{unjoined} pairs share keys but are not co-partitioned; they are not joined today "
+                      f"(their checks and fixes: --json, --html).")
     console.print(f"\n{len(joined)} joined pairs, {broken} broken." if broken
                   else f"\nEvery joined pair is sound ({len(joined)}).")
 
@@ -124,7 +133,7 @@ def topics_table(report: DoctorReport) -> Table:
         if t.encoding and t.encoding.mixed:
             encoding += f" ({t.encoding.share:.0%}, mixed)"
         table.add_row(escape(t.name), str(t.partitions), f"{t.fingerprint.keyed:,}" if t.fingerprint else "0",
-                      escape(t.error or t.partitioner_label), escape(", ".join(t.writers)), escape(encoding))
+                      escape(t.error or t.partitioner_label), escape(_shortened(t.writers)), escape(encoding))
     return table
 
 
@@ -134,6 +143,11 @@ def pairs_table(report: DoctorReport) -> Table:
         table.add_column(column, overflow="fold")
     for p in report.pairs:
         miss = "n/a" if p.miss_rate is None else f"{p.miss_rate:.1%}"
+        verdict = MARKS[p.status] if p.joined else UNJOINED_MARKS[p.status]
         table.add_row(escape(p.left), escape(p.right), escape(", ".join(p.joined_by) or "(shares keys)"),
-                      MARKS[p.status], f"{p.shared:,}", miss)
+                      verdict, f"{p.shared:,}", miss)
     return table
+
+
+def _shortened(names: list[str], shown: int = 4) -> str:
+    return ", ".join(names[:shown]) + (f" +{len(names) - shown} more" if len(names) > shown else "")

@@ -71,8 +71,13 @@ TO_RAW_KEYS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Fix:
-    """One change that makes the pair sound; ``client``/``setting`` set for a producer setting."""
+    """One change that repairs ``problem``; the fixes of one problem are alternatives, those of different problems all apply.
 
+    ``client``/``setting`` are set for a producer setting.
+    """
+
+    #: The failing check it fixes ("key encodings", "partition counts", "partitioners", "shared keys").
+    problem: str
     kind: str
     topic: str
     text: str
@@ -90,12 +95,12 @@ def ksql_name(topic: str) -> str:
     return re.sub(r"[^A-Z0-9_]", "_", topic.upper())
 
 
-def ksql_rewrite(topic: str, partitions: int, key_format: str = "KAFKA") -> str:
+def ksql_rewrite(topic: str, partitions: int) -> str:
     """A ksqlDB statement that rewrites ``topic`` through ksqlDB's producer (murmur2 over the KAFKA-format key)."""
     name = ksql_name(topic)
     return (f"CREATE STREAM {name}_COPARTITIONED WITH (KAFKA_TOPIC='{topic}_copartitioned', PARTITIONS={partitions}, "
-            f"KEY_FORMAT='{key_format}') AS SELECT * FROM {name} EMIT CHANGES;  -- or CREATE TABLE … AS SELECT for a "
-            f"table; {name} declared over {topic}; then join against {topic}_copartitioned")
+            f"KEY_FORMAT='KAFKA') AS SELECT * FROM {name} EMIT CHANGES; (CREATE TABLE for a table), then join "
+            f"{topic}_copartitioned")
 
 
 def producer_fixes(topic: TopicReport, target: str) -> list[Fix]:
@@ -106,10 +111,10 @@ def producer_fixes(topic: TopicReport, target: str) -> list[Fix]:
         if setting is None and target in JAVA_FAMILY:
             setting = PRODUCER_SETTINGS.get(client, {}).get(JAVA_FAMILY[0] if target != JAVA_FAMILY[0] else JAVA_FAMILY[1])
         if setting is not None:
-            fixes.append(Fix("producer", topic.name, f"{client}: {setting}, then re-write {topic.name}'s records",
+            fixes.append(Fix("partitioners", "producer", topic.name, f"{client}: {setting}, then re-write the records of {topic.name}",
                              client, setting))
     if not fixes:
-        fixes.append(Fix("producer", topic.name, (
+        fixes.append(Fix("partitioners", "producer", topic.name, (
             f"write {topic.name} with the {target} partitioner (no client default of its writer family "
             f"{'/'.join(topic.family) or 'unknown'} has a setting for it), then re-write its records")))
     return fixes
@@ -131,15 +136,16 @@ def fixes_for(a: TopicReport, b: TopicReport, diagnosis: PairDiagnosis) -> list[
         fixes += _encoding_fixes(a, b)
     if "partition counts" in failed:
         fixes += _count_fixes(a, b)
-    elif "partitioners" in failed:
+    if "partitioners" in failed:
         change, target = _target(a, b)
+        keep = a if change is b else b
         fixes += producer_fixes(change, target)
         if target in JAVA_FAMILY:
-            fixes.append(Fix("repartition", change.name, "ksqlDB: " + ksql_rewrite(change.name, change.partitions)))
-        fixes.append(Fix("repartition", change.name, (
+            fixes.append(Fix("partitioners", "repartition", change.name, "ksqlDB: " + ksql_rewrite(change.name, keep.partitions)))
+        fixes.append(Fix("partitioners", "repartition", change.name, (
             f"streamapp: join against a repartition topic the worker writes from {change.name} with "
             f"partitioner={target} (as it does users -> users_repartition_topic)")))
-    elif "shared keys" in failed and "key encodings" not in failed:
+    if failed == {"shared keys"}:
         fixes += _placement_fixes(a, b)
     return fixes
 
@@ -151,12 +157,12 @@ def _encoding_fixes(a: TopicReport, b: TopicReport) -> list[Fix]:
     assert change.encoding is not None and keep.encoding is not None
     how = TO_RAW_KEYS.get(change.encoding.encoding) if keep.encoding.encoding in raw else None
     text = how or f"write {change.name}'s keys as {keep.encoding.label}, as {keep.name}'s are"
-    fixes = [Fix("serializer", change.name, f"{text}, then re-write {change.name}'s records")]
+    fixes = [Fix("key encodings", "serializer", change.name, f"{text}, then re-write the records of {change.name}")]
     if keep.encoding.encoding in raw:
         source_format = {JSON_STRING: "JSON", "confluent_avro": "AVRO", "confluent_protobuf": "PROTOBUF",
                          "confluent_json_schema": "JSON_SR"}.get(change.encoding.encoding)
         if source_format:
-            fixes.append(Fix("repartition", change.name, (
+            fixes.append(Fix("key encodings", "repartition", change.name, (
                 f"ksqlDB: declare {ksql_name(change.name)} over {change.name} with KEY_FORMAT='{source_format}', then "
                 + ksql_rewrite(change.name, keep.partitions))))
     return fixes
@@ -168,11 +174,11 @@ def _count_fixes(a: TopicReport, b: TopicReport) -> list[Fix]:
     if small.family:
         impact = partition_impact(small.name, small.stored.values(), small.family[0], small.partitions, large.partitions)
         share = impact.moved / impact.keys if impact.keys else 0.0
-        fixes.append(Fix("partitions", small.name, (
+        fixes.append(Fix("partition counts", "partitions", small.name, (
             f"add partitions to {small.name}: {small.partitions} -> {large.partitions} (streamapp topics "
             f"add-partitions {small.name} --count {large.partitions}); {share:.0%} of its sampled keys would move, "
             f"so re-write its records after the change"), moved_share=share))
-    fixes.append(Fix("repartition", small.name, "ksqlDB: " + ksql_rewrite(small.name, large.partitions)))
+    fixes.append(Fix("partition counts", "repartition", small.name, "ksqlDB: " + ksql_rewrite(small.name, large.partitions)))
     return fixes
 
 
@@ -183,11 +189,11 @@ def _placement_fixes(a: TopicReport, b: TopicReport) -> list[Fix]:
         fp = topic.fingerprint
         if fp is not None and fp.resized is not None:
             name, earlier = fp.resized
-            fixes.append(Fix("repartition", topic.name, (
+            fixes.append(Fix("shared keys", "repartition", topic.name, (
                 f"{topic.name} grew from {earlier} to {topic.partitions} partitions: re-write the records written "
                 f"before ({'ksqlDB: ' + ksql_rewrite(topic.name, topic.partitions)})")))
         elif not topic.family:
-            fixes.append(Fix("repartition", topic.name, (
-                f"{topic.name}'s records are not placed by a known key hash (explicit partitions or random): write "
+            fixes.append(Fix("shared keys", "repartition", topic.name, (
+                f"the records of {topic.name} are not placed by a known key hash (explicit partitions or random): write "
                 f"them keyed with one default partitioner, or ksqlDB: {ksql_rewrite(topic.name, topic.partitions)}")))
     return fixes

@@ -20,6 +20,9 @@ GAP_X, GAP_Y = 40, 34
 COLUMNS = 4
 BAND_PAD = 16
 TITLE_H = 22
+#: Room above a band's first row for the arcs between topics of that row (a quadratic curve peaks at half its bend).
+ARC_ROOM = 56
+MAX_BEND = 2 * (NODE_H // 2 + ARC_ROOM) - 8
 COLORS = {"sound": "#2e7d32", "broken": "#c62828", "unknown": "#9e9e9e"}
 
 _ENV = Environment(loader=PackageLoader("streamapp.copartition", "templates"), autoescape=True,
@@ -71,14 +74,14 @@ def layout(report: DoctorReport) -> Picture:
     for index, group in enumerate(report.key_spaces):
         rows = -(-len(group) // COLUMNS)
         columns = min(COLUMNS, len(group))
-        height = TITLE_H + BAND_PAD + rows * (NODE_H + GAP_Y) - GAP_Y + BAND_PAD
+        height = TITLE_H + ARC_ROOM + rows * (NODE_H + GAP_Y) - GAP_Y + BAND_PAD
         width = BAND_PAD * 2 + columns * (NODE_W + GAP_X) - GAP_X
         label = f"key space {index + 1}" if len(group) > 1 else "shares keys with no other topic"
         bands.append(Band(label, 0, y, width, height))
         for i, name in enumerate(group):
             t = topics[name]
             nodes[name] = Node(name, BAND_PAD + (i % COLUMNS) * (NODE_W + GAP_X),
-                               y + TITLE_H + BAND_PAD + (i // COLUMNS) * (NODE_H + GAP_Y), t.partitions,
+                               y + TITLE_H + ARC_ROOM + (i // COLUMNS) * (NODE_H + GAP_Y), t.partitions,
                                t.partitioner_label, t.encoding.label if t.encoding else "no keyed records")
         y += height + GAP_Y
     edges = tuple(_edge(p, nodes) for p in report.pairs if p.left in nodes and p.right in nodes)
@@ -89,7 +92,7 @@ def layout(report: DoctorReport) -> Picture:
 def _edge(pair: PairDiagnosis, nodes: dict[str, Node]) -> Edge:
     a, b = nodes[pair.left], nodes[pair.right]
     x1, y1, x2, y2 = a.x + NODE_W // 2, a.y + NODE_H // 2, b.x + NODE_W // 2, b.y + NODE_H // 2
-    bend = 40 + abs(x2 - x1) // 6  # curves, so an edge does not run through the topics between its ends
+    bend = min(MAX_BEND, 40 + abs(x2 - x1) // 6)  # curves, so an edge does not run through the topics between its ends
     cx, cy = (x1 + x2) // 2, min(y1, y2) - bend if y1 == y2 else (y1 + y2) // 2
     miss = "" if pair.miss_rate is None else f", predicted miss rate {pair.miss_rate:.1%}"
     title = f"{pair.left} × {pair.right}: {pair.status}{miss}"
