@@ -10,6 +10,7 @@ from typing import Mapping
 
 from streamapp.kafka.admin import describe
 from streamapp.kafka.reader import TopicReader
+from streamapp.kafka.security import Kafka, KafkaSecurityError
 
 from .errors import ReconcileError
 from .roles import TIMED_ROLES
@@ -18,12 +19,14 @@ from .window import OffsetPlan, TimeWindow, TopicRange
 LOOKUPS = ("index",)
 
 
-def partition_counts(bootstrap: str, topics: Mapping[str, str], flags: Mapping[str, str] | None = None) -> dict[str, int]:
+def partition_counts(bootstrap: Kafka, topics: Mapping[str, str], flags: Mapping[str, str] | None = None) -> dict[str, int]:
     """Partition count per topic; fails naming every missing topic and (given ``flags``, role -> option) its option."""
     try:
         found = describe(bootstrap, set(topics.values()))
+    except KafkaSecurityError as exc:  # already names the setting to check
+        raise ReconcileError(str(exc)) from None
     except Exception as exc:  # confluent-kafka raises KafkaException with a cimpl error
-        raise ReconcileError(f"--bootstrap-server={bootstrap!r}: cannot read metadata: {exc}") from None
+        raise ReconcileError(f"--bootstrap-server={str(bootstrap)!r}: cannot read metadata: {exc}") from None
     flags = flags or {}
     missing = [f"{topic} ({flags[role]})" if role in flags else topic for role, topic in topics.items() if topic not in found]
     if missing:
@@ -31,7 +34,7 @@ def partition_counts(bootstrap: str, topics: Mapping[str, str], flags: Mapping[s
     return {topic: found[topic].partitions for topic in topics.values()}
 
 
-def resolve_plan(bootstrap: str, topics: Mapping[str, str], window: TimeWindow, grace_ms: int) -> OffsetPlan:
+def resolve_plan(bootstrap: Kafka, topics: Mapping[str, str], window: TimeWindow, grace_ms: int) -> OffsetPlan:
     """Resolve the window to offsets per role: users whole (log start to high watermark; a user may
     predate the day), the rest from the first record stamped at or after ``start`` to the first
     stamped at or after ``end + grace``; the job then keeps exactly the window's records.

@@ -26,6 +26,14 @@ def broker() -> Iterator[EmbeddedBroker]:
 
 
 @pytest.fixture(scope="session")
+def secured_broker() -> Iterator[EmbeddedBroker]:
+    """A second Apache Kafka node, SASL_SSL only (SCRAM-SHA-512, a throw-away CA made with openssl in its
+    temporary data dir), for the security tests (issue 20); started on first use, so only when they run."""
+    with EmbeddedBroker(heap="384m", secured=True) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
 def bootstrap(broker: EmbeddedBroker) -> str:
     return broker.bootstrap
 

@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 from ..errors import StreamappError
 from . import CLIENT_LOGGER
 from .reader import read_topic
+from .security import Kafka, check_access_once, librdkafka_config
 
 ADMIN_TIMEOUT = 15.0
 
@@ -35,11 +36,13 @@ class TopicInfo:
 
 
 
-def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000, "logger": CLIENT_LOGGER})
+def admin_client(bootstrap: Kafka) -> AdminClient:
+    """An admin client with the cluster's security; the first for a cluster checks it (a wrong setting is one line)."""
+    check_access_once(bootstrap)
+    return AdminClient({**librdkafka_config(bootstrap), "socket.timeout.ms": 10000, "logger": CLIENT_LOGGER})
 
 
-def describe(bootstrap: str, names: Iterable[str] | None = None, timeout: float = ADMIN_TIMEOUT) -> dict[str, TopicInfo]:
+def describe(bootstrap: Kafka, names: Iterable[str] | None = None, timeout: float = ADMIN_TIMEOUT) -> dict[str, TopicInfo]:
     """Partition counts of the named topics (all topics when ``names`` is None); missing ones left out."""
     try:
         metadata = admin_client(bootstrap).list_topics(timeout=timeout)
@@ -53,7 +56,7 @@ def describe(bootstrap: str, names: Iterable[str] | None = None, timeout: float 
     }
 
 
-def wait_listed(bootstrap: str, names: Iterable[str], timeout: float = ADMIN_TIMEOUT) -> dict[str, TopicInfo]:
+def wait_listed(bootstrap: Kafka, names: Iterable[str], timeout: float = ADMIN_TIMEOUT) -> dict[str, TopicInfo]:
     """``describe`` once every named topic is listed.
 
     Apache Kafka answers CreateTopics before its broker has a leader for each
@@ -72,7 +75,7 @@ def wait_listed(bootstrap: str, names: Iterable[str], timeout: float = ADMIN_TIM
         time.sleep(0.1)
 
 
-def ensure_topics(bootstrap: str, wanted: Mapping[str, int], replication_factor: int = 1) -> dict[str, TopicInfo]:
+def ensure_topics(bootstrap: Kafka, wanted: Mapping[str, int], replication_factor: int = 1) -> dict[str, TopicInfo]:
     """Create each topic that does not exist; fail naming every topic whose count differs."""
     existing = describe(bootstrap, wanted)
     missing = [
@@ -118,19 +121,19 @@ class TopicDetail:
         return {"name": self.name, "partitions": [p.__dict__ for p in self.partitions], "configs": self.configs}
 
 
-def _existing(bootstrap: str, topic: str) -> TopicInfo:
+def _existing(bootstrap: Kafka, topic: str) -> TopicInfo:
     info = describe(bootstrap, [topic])
     if topic not in info:
         raise TopicError(f"topic {topic} does not exist on {bootstrap}")
     return info[topic]
 
 
-def list_topics(bootstrap: str, include_internal: bool = False) -> list[TopicInfo]:
+def list_topics(bootstrap: Kafka, include_internal: bool = False) -> list[TopicInfo]:
     topics = describe(bootstrap).values()
     return sorted((t for t in topics if include_internal or not t.name.startswith("__")), key=lambda t: t.name)
 
 
-def describe_topic(bootstrap: str, topic: str) -> TopicDetail:
+def describe_topic(bootstrap: Kafka, topic: str) -> TopicDetail:
     """Leader, replicas and ISR of each partition, and its record count read to the partition's end."""
     _existing(bootstrap, topic)
     metadata = admin_client(bootstrap).list_topics(topic, timeout=ADMIN_TIMEOUT).topics[topic]
@@ -143,7 +146,7 @@ def describe_topic(bootstrap: str, topic: str) -> TopicDetail:
     ], topic_configs(bootstrap, topic))
 
 
-def topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
+def topic_configs(bootstrap: Kafka, topic: str) -> dict[str, str]:
     """The configs set on the topic itself (DescribeConfigs), as ``kafka-configs --describe`` lists them.
 
     Not every entry that is not ``is_default``: a value the broker's own
@@ -193,7 +196,7 @@ def validate_topic_name(topic: str) -> None:
         )
 
 
-def _validate_only(bootstrap: str, new: NewTopic) -> KafkaError | None:
+def _validate_only(bootstrap: Kafka, new: NewTopic) -> KafkaError | None:
     """The broker's answer to CreateTopics with validate_only: None when it would create ``new``."""
     admin = admin_client(bootstrap)  # held: a client collected early cancels its own request
     futures = admin.create_topics([new], operation_timeout=ADMIN_TIMEOUT, validate_only=True)
@@ -204,7 +207,7 @@ def _validate_only(bootstrap: str, new: NewTopic) -> KafkaError | None:
     return None
 
 
-def _refused(bootstrap: str, topic: str, partitions: int, replication_factor: int, config: dict[str, str],
+def _refused(bootstrap: Kafka, topic: str, partitions: int, replication_factor: int, config: dict[str, str],
              error: KafkaError) -> TopicError:
     """One line for the broker's refusal, naming the field it refused and its value."""
     if error.name() == "INVALID_CONFIG":
@@ -224,7 +227,7 @@ def _refused(bootstrap: str, topic: str, partitions: int, replication_factor: in
     return TopicError(f"{field}: the broker at {bootstrap} refuses it: {error.name()}: {error.str()}")
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1,
+def create_topic(bootstrap: Kafka, topic: str, partitions: int, replication_factor: int = 1,
                  config: Mapping[str, str] | None = None) -> TopicInfo:
     """Create ``topic`` only once its name and the broker's validate-only answer say it will be created as asked.
 
@@ -246,13 +249,13 @@ def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor
     return _existing(bootstrap, topic)
 
 
-def delete_topic(bootstrap: str, topic: str) -> None:
+def delete_topic(bootstrap: Kafka, topic: str) -> None:
     _existing(bootstrap, topic)
     admin = admin_client(bootstrap)
     _result(admin.delete_topics([topic], operation_timeout=ADMIN_TIMEOUT), "delete")
 
 
-def check_new_count(bootstrap: str, topic: str, new_count: int) -> int:
+def check_new_count(bootstrap: Kafka, topic: str, new_count: int) -> int:
     """The topic's current count, or an error when ``new_count`` would not add partitions."""
     current = _existing(bootstrap, topic).partitions
     if new_count <= current:
@@ -260,7 +263,7 @@ def check_new_count(bootstrap: str, topic: str, new_count: int) -> int:
     return current
 
 
-def add_partitions(bootstrap: str, topic: str, new_count: int) -> TopicInfo:
+def add_partitions(bootstrap: Kafka, topic: str, new_count: int) -> TopicInfo:
     """CreatePartitions (Kafka API 37), then wait until the broker's metadata shows the new count.
 
     Producers started after this returns see the new count, so the keys the
@@ -300,7 +303,7 @@ def add_partitions(bootstrap: str, topic: str, new_count: int) -> TopicInfo:
 ACTIVE_GROUP_STATES = ("STABLE", "PREPARING_REBALANCING", "COMPLETING_REBALANCING")
 
 
-def group_active(bootstrap: str, group_id: str) -> bool:
+def group_active(bootstrap: Kafka, group_id: str) -> bool:
     """True when the consumer group has a live member (a running worker); False too when the group is unknown."""
     admin = admin_client(bootstrap)
     try:

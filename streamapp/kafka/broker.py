@@ -9,11 +9,21 @@ The data directory holds the log, the rendered configuration and the ports the
 node was first started on (the controller's address is part of the KRaft quorum,
 so a restart on the same data directory must reuse it).  Without one, a
 temporary directory is used and removed on stop.
+
+``secured=True`` gives the node one ``SASL_SSL`` listener instead of the
+plaintext one (inter-broker traffic too; the controller stays plaintext on
+loopback): a certificate signed by a throw-away CA, both made with openssl as
+PEM in the data directory, and SCRAM-SHA-512 users created at format time, the
+broker's own and :data:`CLIENT_USER`, whose password is a file in the data
+directory (mode 0600) that :meth:`EmbeddedBroker.env` points clients at.
 """
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
+import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -24,9 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import StreamappError
-from ..settings import Settings, ensure_directory
+from ..settings import KafkaAccess, Settings, ensure_directory
 from .child import ChildProcess
 from .jvm import JvmError, classpath, java
+from .security import Kafka, KafkaSecurityError
 
 READY_TIMEOUT = 60.0
 STATE_FILE = "streamapp-broker.json"
@@ -58,6 +69,14 @@ SINGLE_NODE_CONFIG = {
     "default.replication.factor": "1",
     "min.insync.replicas": "1",
 }
+
+#: The SASL user a secured broker creates for clients, and its mechanism.
+CLIENT_USER = "streamapp"
+BROKER_USER = "broker"
+SCRAM = "SCRAM-SHA-512"
+#: Files of a secured broker's data directory: the CA clients trust, the broker's key and chain, the secrets.
+CA_FILE, CA_KEY, KEYSTORE_FILE = "ca.pem", "ca.key", "broker-keystore.pem"
+CLIENT_PASSWORD_FILE, BROKER_PASSWORD_FILE = "client.password", "broker.password"
 
 #: Kafka 4 logs through log4j2: warnings and the "started" line only, on stdout, which we drain.
 LOG4J2_YAML = """\
@@ -111,18 +130,18 @@ def check_address(host: str, port: int) -> None:
         raise BrokerError(f"--host {host!r}: cannot listen there ({reason}); give a local address such as 127.0.0.1") from None
 
 
-def metadata_ok(bootstrap: str, timeout: float = 2.0) -> bool:
+def metadata_ok(bootstrap: Kafka, timeout: float = 2.0) -> bool:
     """True when the broker answers a Metadata request (the Kafka handshake clients start with)."""
     from .admin import TopicError, describe
 
     try:
         describe(bootstrap, (), timeout=timeout)
         return True
-    except TopicError:
+    except (TopicError, KafkaSecurityError):
         return False
 
 
-def can_create_topics(bootstrap: str, timeout: float = 5.0) -> bool:
+def can_create_topics(bootstrap: Kafka, timeout: float = 5.0) -> bool:
     """True when the controller accepts a topic (validated only, nothing is created)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
@@ -154,6 +173,7 @@ class EmbeddedBroker(ChildProcess):
     data_dir: Path | None = None
     heap: str = "512m"
     cluster_id: str | None = None
+    secured: bool = False
     controller_port: int = field(default=0, init=False)
     _temporary: bool = field(default=False, init=False, repr=False)
 
@@ -165,13 +185,42 @@ class EmbeddedBroker(ChildProcess):
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def access(self) -> KafkaAccess:
+        """How a client reaches this broker: plaintext, or SASL_SSL as :data:`CLIENT_USER` trusting its CA."""
+        if not self.secured:
+            return KafkaAccess(self.bootstrap)
+        root = self._root()
+        return KafkaAccess(self.bootstrap, "SASL_SSL", SCRAM, CLIENT_USER,
+                           (root / CLIENT_PASSWORD_FILE).read_text(encoding="utf-8"), str(root / CA_FILE))
+
     def settings(self, base: Settings | None = None) -> Settings:
-        """Settings pointing at this broker."""
-        return (base or Settings.from_env()).replace(bootstrap_servers=self.bootstrap)
+        """Settings pointing at this broker (with its security when secured)."""
+        settings = (base or Settings.from_env()).replace(bootstrap_servers=self.bootstrap)
+        if not self.secured:
+            return settings
+        access = self.access
+        return settings.replace(security_protocol=access.protocol, sasl_mechanism=access.mechanism,
+                                sasl_username=access.username, sasl_password=access.password,
+                                ssl_cafile=access.cafile)
 
     def env(self) -> dict[str, str]:
-        """Environment for a child process (a worker) that should use this broker."""
-        return {"STREAMAPP_BOOTSTRAP_SERVERS": self.bootstrap}
+        """Environment for a child process (a worker) that should use this broker; the password as a file."""
+        env = {"STREAMAPP_BOOTSTRAP_SERVERS": self.bootstrap}
+        if self.secured:
+            root = self._root()
+            env.update({
+                "STREAMAPP_SECURITY_PROTOCOL": "SASL_SSL", "STREAMAPP_SASL_MECHANISM": SCRAM,
+                "STREAMAPP_SASL_USERNAME": CLIENT_USER,
+                "STREAMAPP_SASL_PASSWORD_FILE": str(root / CLIENT_PASSWORD_FILE),
+                "STREAMAPP_SSL_CAFILE": str(root / CA_FILE),
+            })
+        return env
+
+    def _root(self) -> Path:
+        if self.data_dir is None:
+            raise BrokerError("the broker has no data directory yet: start it first")
+        return Path(self.data_dir).resolve()
 
     # -- start ---------------------------------------------------------------------------------
 
@@ -190,6 +239,12 @@ class EmbeddedBroker(ChildProcess):
                 self._cleanup()
                 hint = "stop what is listening there or choose another port (--port 0 picks a free one)"
                 raise BrokerError(f"{name} {port} on {self.host} is already in use: {hint}")
+        if bool(state.get("secured", self.secured)) != self.secured:
+            self._cleanup()
+            was = "with" if state.get("secured") else "without"
+            raise BrokerError(f"--data-dir {root}: first started {was} --secured; start it the same way or use another directory")
+        if self.secured:
+            _make_secrets(root, self.host)
         properties = self._write_config(root)
         self._format(java_bin, cp, root, properties, state)
         self._spawn([java_bin, f"-Xmx{self.heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
@@ -198,6 +253,7 @@ class EmbeddedBroker(ChildProcess):
         self._wait_ready(timeout)
         (root / STATE_FILE).write_text(json.dumps({
             "cluster_id": self.cluster_id, "port": self.port, "controller_port": self.controller_port,
+            "secured": self.secured,
         }), encoding="utf-8")
         return self
 
@@ -234,10 +290,39 @@ class EmbeddedBroker(ChildProcess):
             "controller.quorum.bootstrap.servers": f"{self.host}:{self.controller_port}",
             "log.dirs": str(root / LOG_DIR),
         }
+        if self.secured:
+            config.update(self._secured_config(root))
         properties = root / "server.properties"
-        properties.write_text("".join(f"{k}={v}\n" for k, v in config.items()), encoding="utf-8")
+        _write_private(properties, "".join(f"{k}={v}\n" for k, v in config.items()))
         (root / "log4j2.yaml").write_text(LOG4J2_YAML, encoding="utf-8")
         return properties
+
+    def _secured_config(self, root: Path) -> dict[str, str]:
+        """One SASL_SSL listener, also between brokers; SCRAM-SHA-512; PEM key, chain and CA from the data dir."""
+        password = (root / BROKER_PASSWORD_FILE).read_text(encoding="utf-8")
+        return {
+            "listeners": f"SASL_SSL://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"SASL_SSL://{self.host}:{self.port}",
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "SASL_SSL",
+            "sasl.mechanism.inter.broker.protocol": SCRAM,
+            "sasl.enabled.mechanisms": SCRAM,
+            f"listener.name.sasl_ssl.{SCRAM.lower()}.sasl.jaas.config":
+                f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                f'username="{BROKER_USER}" password="{password}";',
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(root / KEYSTORE_FILE),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(root / CA_FILE),
+        }
+
+    def _scram_users(self, root: Path) -> list[str]:
+        """StorageTool's ``--add-scram`` arguments: the broker's own user and the clients' (format time only)."""
+        if not self.secured:
+            return []
+        users = ((BROKER_USER, BROKER_PASSWORD_FILE), (CLIENT_USER, CLIENT_PASSWORD_FILE))
+        return [arg for name, file in users for arg in (
+            "--add-scram", f"{SCRAM}=[name={name},password={(root / file).read_text(encoding='utf-8')}]")]
 
     def _format(self, java_bin: str, cp: str, root: Path, properties: Path, state: dict[str, object]) -> None:
         """Format the storage once, on the first start of a data directory (bin/kafka-storage.sh format)."""
@@ -246,7 +331,7 @@ class EmbeddedBroker(ChildProcess):
         self.cluster_id = self.cluster_id or _cluster_id()
         result = subprocess.run(
             [java_bin, "-Xmx256m", "-cp", cp, STORAGE_TOOL, "format", "--standalone",
-             f"--cluster-id={self.cluster_id}", "-c", str(properties)],
+             f"--cluster-id={self.cluster_id}", "-c", str(properties), *self._scram_users(root)],
             capture_output=True, text=True, timeout=120,
         )
         if result.returncode != 0:
@@ -262,7 +347,7 @@ class EmbeddedBroker(ChildProcess):
                 message = self._failure_message()
                 self.stop()
                 raise BrokerError(message)
-            if metadata_ok(self.bootstrap, timeout=1.0) and can_create_topics(self.bootstrap):
+            if metadata_ok(self.access, timeout=1.0) and can_create_topics(self.access):
                 return
             time.sleep(0.1)
         self.stop()
@@ -288,6 +373,59 @@ class EmbeddedBroker(ChildProcess):
         if self._temporary and self.data_dir is not None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir, self._temporary = None, False
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it may hold a secret)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+
+
+def _make_secrets(root: Path, host: str) -> None:
+    """Once per data directory: the SCRAM passwords, a throw-away CA and the broker's certificate (PEM, openssl).
+
+    The broker's PEM keystore is its PKCS#8 key, its certificate and the CA in one file;
+    the certificate names ``host`` and localhost/127.0.0.1.  A ``,`` cannot be in an
+    ``--add-scram`` password, which ``token_urlsafe`` never gives.
+    """
+    for name in (BROKER_PASSWORD_FILE, CLIENT_PASSWORD_FILE):
+        if not (root / name).is_file():
+            _write_private(root / name, secrets.token_urlsafe(24))
+    if (root / KEYSTORE_FILE).is_file() and (root / CA_FILE).is_file():
+        return
+    names = {"DNS:localhost", "IP:127.0.0.1"}
+    try:
+        names.add(f"IP:{ipaddress.ip_address(host)}")
+    except ValueError:
+        names.add(f"DNS:{host}")
+    work = Path(tempfile.mkdtemp(prefix="certs-", dir=root))
+    try:
+        (work / "ext.cnf").write_text(
+            f"subjectAltName={','.join(sorted(names))}\nextendedKeyUsage=serverAuth,clientAuth\n", encoding="utf-8")
+        steps = [
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj", "/CN=streamapp-throwaway-ca",
+             "-keyout", "ca.key", "-out", "ca.pem", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={host}", "-keyout", "broker.key", "-out", "broker.csr"],
+            ["x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "30",
+             "-extfile", "ext.cnf", "-out", "broker.crt"],
+        ]
+        for step in steps:
+            try:
+                result = subprocess.run(["openssl", *step], cwd=work, capture_output=True, text=True, timeout=60)
+            except FileNotFoundError:
+                raise BrokerError("--secured: openssl is not installed; it makes the broker's certificate") from None
+            if result.returncode != 0:
+                tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+                raise BrokerError(f"--secured: openssl {step[0]} failed: {tail}")
+        keystore = "".join((work / name).read_text(encoding="utf-8") for name in ("broker.key", "broker.crt", "ca.pem"))
+        _write_private(root / KEYSTORE_FILE, keystore)
+        _write_private(root / CA_KEY, (work / "ca.key").read_text(encoding="utf-8"))
+        (root / CA_FILE).write_text((work / "ca.pem").read_text(encoding="utf-8"), encoding="utf-8")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _cluster_id() -> str:

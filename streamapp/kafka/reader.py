@@ -23,6 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from ..errors import StreamappError
 from . import CLIENT_LOGGER
+from .security import Kafka, check_access_once, librdkafka_config
 
 #: Seconds a read may go without a record or an end-of-partition before it gives up.
 READ_TIMEOUT = 30.0
@@ -59,12 +60,13 @@ class TopicReader:
     """
 
     def __init__(
-        self, bootstrap: str, topic: str, partitions: Iterable[int] | None = None,
+        self, bootstrap: Kafka, topic: str, partitions: Iterable[int] | None = None,
         start: Mapping[int, int] | None = None, error: type[StreamappError] = TopicReadError,
     ) -> None:
         self.bootstrap, self.topic, self.error = bootstrap, topic, error
+        check_access_once(bootstrap)
         self.consumer = Consumer({
-            "bootstrap.servers": bootstrap,
+            **librdkafka_config(bootstrap),
             "group.id": f"streamapp-reader-{uuid.uuid4().hex[:12]}",  # never commits: no group state is left
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -225,7 +227,7 @@ class TopicReader:
         self.close()
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = READ_TIMEOUT) -> list[Record]:
+def read_topic(bootstrap: Kafka, topic: str, timeout: float = READ_TIMEOUT) -> list[Record]:
     """Every record of ``topic``, from the beginning to each partition's end.
 
     Fails (naming the topic) when it does not exist rather than let a client

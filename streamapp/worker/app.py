@@ -22,6 +22,7 @@ from mode.utils.objects import cached_property
 
 from ..errors import StreamappError
 from ..kafka.admin import describe, ensure_topics
+from ..kafka.security import check_access_once, faust_credentials
 from ..model.topology import owned_topics
 from ..partitioners.adapters import client_partitioner
 from ..settings import Settings
@@ -48,6 +49,7 @@ def faust_config(settings: Settings) -> dict[str, Any]:
     """Faust keyword settings for ``settings``; pure, so it is tested without building an app."""
     return {
         "broker": ";".join(f"kafka://{server}" for server in settings.bootstrap_list),
+        "broker_credentials": faust_credentials(settings.kafka),  # TLS and SASL for every Faust client
         "store": "rocksdb://",
         "datadir": settings.data_dir,
         "autodiscover": False,  # the factory installs the agents and views itself
@@ -72,10 +74,10 @@ def create_missing_topics(settings: Settings) -> tuple[list[str], dict[str, int]
     Returns the names created and every owned topic's partition count.
     """
     wanted = owned_topics(settings)
-    existing = describe(settings.bootstrap_servers, wanted)
+    existing = describe(settings.kafka, wanted)
     missing = {name: count for name, count in wanted.items() if name not in existing}
     if missing:
-        existing = {**existing, **ensure_topics(settings.bootstrap_servers, missing, settings.replication_factor)}
+        existing = {**existing, **ensure_topics(settings.kafka, missing, settings.replication_factor)}
     return sorted(missing), {name: info.partitions for name, info in existing.items()}
 
 
@@ -136,6 +138,8 @@ class StreamappApp(faust.App):
         settings = self.settings
         try:
             check_worker(settings)
+            # A wrong password, CA or protocol is one line naming the setting, not aiokafka's "Unable to bootstrap".
+            await asyncio.get_running_loop().run_in_executor(None, check_access_once, settings.kafka)
         except StreamappError as exc:
             logger.error("Worker not started: %s", exc)
             raise SystemExit(GUARD_EXIT_CODE) from None

@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from aiokafka.admin import AIOKafkaAdminClient
 
+from ..kafka.security import aiokafka_options
 from ..settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -165,6 +166,7 @@ class KafkaMonitor:
 
     def __init__(self, settings: Settings, repeat_filter: RepeatFilter | None = None) -> None:
         self.servers = settings.bootstrap_list
+        self.access = settings.kafka
         self.interval = probe_interval(settings.kafka_unreachable_timeout)
         self.probe_timeout = probe_timeout(settings.kafka_unreachable_timeout)
         self.state = Reachability(settings.kafka_unreachable_timeout, settings.kafka_unreachable_exit,
@@ -208,7 +210,7 @@ class KafkaMonitor:
 
     async def _ask(self) -> None:
         if self._admin is None:
-            admin = AIOKafkaAdminClient(bootstrap_servers=self.servers, client_id="streamapp-health",
+            admin = AIOKafkaAdminClient(**aiokafka_options(self.access), client_id="streamapp-health",
                                         request_timeout_ms=int(self.probe_timeout * 1000))
             self._admin = admin
             await admin.start()  # a Metadata request to the bootstrap servers
