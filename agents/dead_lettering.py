@@ -89,7 +89,7 @@ class DeadLettering:
                     settings, tables = self.app.settings, self.app.join_tables
                     topics = [*owned_topics(settings), *(tables.changelog_topic(t) for t in tables.by_source)]
                     limits = await asyncio.get_running_loop().run_in_executor(
-                        None, read_limits, settings.bootstrap_servers, topics, self.app.conf.producer_max_request_size)
+                        None, read_limits, settings.kafka, topics, self.app.conf.producer_max_request_size)
                     logger.info(limits.summary())
                     self._limits = limits
         return self._limits

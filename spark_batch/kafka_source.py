@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 
 from streamapp.kafka import jvm
 from streamapp.kafka.reader import TopicReader
+from streamapp.kafka.security import Kafka, access_from_options, datasource_options, spark_kafka_options
 
 from .errors import ReconcileError
 from .window import TopicRange
@@ -54,7 +55,7 @@ class OffsetRange(InputPartition):
 
 class KafkaRangeReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
-        self.bootstrap = options["bootstrap"]
+        self.bootstrap = access_from_options(options)  # servers and security
         self.ranges = json.loads(options["ranges"])
 
     def partitions(self) -> list[OffsetRange]:
@@ -153,7 +154,7 @@ def choose_reader(spark: SparkSession, wanted: str) -> str:
     return wanted
 
 
-def read_ranges(spark: SparkSession, bootstrap: str, planned: list[TopicRange], reader: str) -> DataFrame:
+def read_ranges(spark: SparkSession, bootstrap: Kafka, planned: list[TopicRange], reader: str) -> DataFrame:
     """The records of the planned topics, as ``RAW_SCHEMA`` rows: one Spark read, one task per non-empty range."""
     ranges = [(t.topic, p, s, e) for t in planned for p, (s, e) in sorted(t.ranges.items()) if e > s]
     if not ranges:
@@ -164,7 +165,7 @@ def read_ranges(spark: SparkSession, bootstrap: str, planned: list[TopicRange], 
             by_topic.setdefault(topic, {})[str(p)] = (s, e)
         frame = (
             spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
+            .options(**spark_kafka_options(bootstrap))  # kafka.bootstrap.servers and the security
             # librdkafka (the plan, the Python reader) reads committed records only; the Java client's
             # default would also return records of aborted transactions (ksqlDB with exactly_once_v2)
             .option("kafka.isolation.level", "read_committed")
@@ -175,5 +176,5 @@ def read_ranges(spark: SparkSession, bootstrap: str, planned: list[TopicRange], 
         )
         return frame.select("key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("timestamp_ms"))
     spark.dataSource.register(KafkaRangeDataSource)
-    return spark.read.format(SOURCE_NAME).option("bootstrap", bootstrap).option("ranges", json.dumps(ranges)).load()
+    return spark.read.format(SOURCE_NAME).options(**datasource_options(bootstrap)).option("ranges", json.dumps(ranges)).load()
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, Sequence
 
-from streamapp.settings import Settings
+from streamapp.settings import KafkaAccess, Settings
 
 from .errors import ReconcileError
 from .kafka_source import READERS
@@ -28,7 +28,7 @@ PROG = "reconcile"
 class Options:
     window: TimeWindow
     topics: dict[str, str]
-    bootstrap: str
+    bootstrap: KafkaAccess  # the servers given, with the security of the settings
     source: str
     input_dir: Path | None
     output: Path
@@ -91,7 +91,8 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
 
 
 def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Options:
-    args = build_parser(settings or Settings.from_env()).parse_args(argv)
+    settings = settings or Settings.from_env()
+    args = build_parser(settings).parse_args(argv)
     window = window_for(args.date, args.start, args.end)
     if not 0.0 <= args.max_mismatch_rate <= 1.0:
         raise ReconcileError(f"--max-mismatch-rate={args.max_mismatch_rate}: expected a share between 0 and 1")
@@ -110,7 +111,7 @@ def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Optio
         shared = sorted({t for t in topics.values() if list(topics.values()).count(t) > 1})
         raise ReconcileError(f"each role needs its own topic; used twice: {', '.join(shared)}")
     return Options(
-        window=window, topics=topics, bootstrap=args.bootstrap,
+        window=window, topics=topics, bootstrap=settings.kafka.with_servers(args.bootstrap),
         source=args.source, input_dir=input_dir, output=Path(args.output), master=args.master,
         max_mismatch_rate=args.max_mismatch_rate, detail=args.detail, kafka_reader=args.kafka_reader,
         offset_lookup=args.offset_lookup, grace_ms=int(args.grace_minutes * 60_000), partitions=args.partitions,

@@ -20,13 +20,19 @@ def add_parser(sub: Any) -> None:
         "--data-dir", type=Path, default=None, dest="broker_data_dir",
         help="keep the log here across restarts (default: a temporary directory, removed on stop)",
     )
+    parser.add_argument(
+        "--secured", action="store_true",
+        help="one SASL_SSL listener: SCRAM-SHA-512 users made at format time, a certificate from a throw-away CA "
+        "(openssl, PEM, in the data dir); prints the client settings, the CA file and password file included",
+    )
     add_arguments(parser, only=("broker_heap",))
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stop = stop_on_signals()
-    broker = EmbeddedBroker.from_settings(settings, host=args.host, port=args.port, data_dir=args.broker_data_dir)
+    broker = EmbeddedBroker.from_settings(settings, host=args.host, port=args.port, data_dir=args.broker_data_dir,
+                                          secured=args.secured)
     with broker:
         kept = f"data in {broker.data_dir}" if args.broker_data_dir else "data in a temporary directory, removed on stop"
         print(f"Apache Kafka ready on {broker.bootstrap} (pid {broker.pid}, {kept})", flush=True)

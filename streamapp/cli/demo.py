@@ -111,7 +111,7 @@ def engines(settings: Settings, tmp: Path, console: Console, started: float) -> 
     starts in a thread while the worker starts here; a start under way ends (ready or
     failed) before the program is stopped, so nothing is left running.
     """
-    ensure_topics(settings.bootstrap_servers,
+    ensure_topics(settings.kafka,
                   {settings.users_topic: settings.partitions, settings.orders_topic: settings.partitions},
                   settings.replication_factor)
     streams = KsqlEquivalent(settings)

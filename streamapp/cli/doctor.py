@@ -77,7 +77,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     html = Path(args.html) if args.html else None
     if html is not None and not html.parent.is_dir():
         raise DoctorError(f"html={args.html}: directory {html.parent} does not exist")
-    bootstrap = settings.bootstrap_servers
+    bootstrap = settings.kafka
     existing = set(describe(bootstrap))
     pairs, sources = joined_pairs(args, settings, existing)
     selected = cluster_topics(bootstrap, args.topics, args.include_internal)

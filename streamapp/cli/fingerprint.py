@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    result = fingerprint_topic(settings.bootstrap_servers, args.topic, args.sample, args.extra_partitioners)
+    result = fingerprint_topic(settings.kafka, args.topic, args.sample, args.extra_partitioners)
     if args.json:
         print(json.dumps({"topic": args.topic, **result.to_dict()}))
         return 0

@@ -61,7 +61,7 @@ def _emit(args: argparse.Namespace, data: object, line: str, table: Table | None
 
 
 def run_list(args: argparse.Namespace, settings: Settings) -> int:
-    topics = list_topics(settings.bootstrap_servers, include_internal=args.all)
+    topics = list_topics(settings.kafka, include_internal=args.all)
     table = Table("topic", "partitions")
     for topic in topics:
         table.add_row(topic.name, str(topic.partitions))
@@ -71,7 +71,7 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_describe(args: argparse.Namespace, settings: Settings) -> int:
-    detail = describe_topic(settings.bootstrap_servers, args.topic)
+    detail = describe_topic(settings.kafka, args.topic)
     total = sum(p.records for p in detail.partitions)
     table = Table("partition", "leader", "replicas", "ISR", "records")
     for p in detail.partitions:
@@ -94,7 +94,7 @@ def parse_config(items: list[str]) -> dict[str, str]:
 
 
 def run_create(args: argparse.Namespace, settings: Settings) -> int:
-    info = create_topic(settings.bootstrap_servers, args.topic, settings.partitions, settings.replication_factor,
+    info = create_topic(settings.kafka, args.topic, settings.partitions, settings.replication_factor,
                         parse_config(args.config))
     _emit(args, {"name": info.name, "partitions": info.partitions},
           f"Created topic {info.name} with {info.partitions} partitions")
@@ -103,7 +103,7 @@ def run_create(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_delete(args: argparse.Namespace, settings: Settings) -> int:
     for topic in args.topics:
-        delete_topic(settings.bootstrap_servers, topic)
+        delete_topic(settings.kafka, topic)
     _emit(args, {"deleted": args.topics}, f"Deleted topics: {', '.join(args.topics)}")
     return 0
 
@@ -142,7 +142,7 @@ def render_impact(impact: PartitionImpact, how: str) -> str:
 
 
 def run_add_partitions(args: argparse.Namespace, settings: Settings) -> int:
-    bootstrap = settings.bootstrap_servers
+    bootstrap = settings.kafka
     check_new_count(bootstrap, args.topic, args.count)
     name, how = topic_partitioner(bootstrap, args.topic, args.partitioner)
     impact = add_partitions_impact(bootstrap, args.topic, args.count, name)

@@ -165,14 +165,14 @@ def evaluate(
 def gather(settings: Settings, sample: int = SAMPLE) -> dict[str, TopicFacts]:
     """Partition counts of the joined topics and fingerprints of users and orders, read from Kafka."""
     topics = {t for pair in joined_pairs(settings) for t in pair}
-    info = describe(settings.bootstrap_servers, topics)
+    info = describe(settings.kafka, topics)
     facts = {}
     for topic in topics:
         count = info[topic].partitions if topic in info else None
         fingerprint, error = None, None
         if count is not None and topic in (settings.users_topic, settings.orders_topic):
             try:
-                fingerprint = fingerprint_topic(settings.bootstrap_servers, topic, sample)
+                fingerprint = fingerprint_topic(settings.kafka, topic, sample)
             except StreamappError as exc:
                 error = str(exc)
         facts[topic] = TopicFacts(count, fingerprint, error)

@@ -6,6 +6,7 @@ ksqlDB) when it answers HTTP at all, since even a 404 proves something listens.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -45,12 +46,12 @@ def validate_http_url(option: str, url: str) -> str:
 
 def check_kafka(bootstrap: str, timeout: float = HTTP_TIMEOUT) -> Endpoint:
     ok = metadata_ok(bootstrap, timeout=timeout)
-    return Endpoint("Kafka", bootstrap, ok, "answers Metadata" if ok else "no Metadata answer")
+    return Endpoint("Kafka", str(bootstrap), ok, "answers Metadata" if ok else "no Metadata answer")
 
 
-def check_http(name: str, url: str, path: str = "/", timeout: float = HTTP_TIMEOUT) -> Endpoint:
+def check_http(name: str, url: str, path: str = "/", timeout: float = HTTP_TIMEOUT, **http: Any) -> Endpoint:
     try:
-        response = httpx.get(url + path, timeout=timeout)
+        response = httpx.get(url + path, timeout=timeout, **http)
     except httpx.HTTPError as exc:
         return Endpoint(name, url, False, str(exc) or type(exc).__name__)
     return Endpoint(name, url, True, f"HTTP {response.status_code} on {path}")

@@ -24,6 +24,7 @@ from ..errors import StreamappError
 from ..kafka.admin import TopicError, describe, ensure_topics
 from ..kafka.child import ChildProcess
 from ..kafka.jvm import JvmError, classpath, java
+from ..kafka.security import java_properties
 from ..settings import Settings
 
 MODULE = "ksql-equivalent"
@@ -77,7 +78,7 @@ def application_id(settings: Settings) -> str:
 def check_inputs(settings: Settings, topics: Topics) -> dict[str, int]:
     """Partition counts of the two input topics; one line naming each one that does not exist."""
     try:
-        found = describe(settings.bootstrap_servers, topics.inputs.values())
+        found = describe(settings.kafka, topics.inputs.values())
     except TopicError as exc:
         raise KsqlEquivalentError(str(exc)) from None
     missing = [f"{setting}={name}" for setting, name in topics.inputs.items() if name not in found]
@@ -91,11 +92,11 @@ def check_inputs(settings: Settings, topics: Topics) -> dict[str, int]:
 
 def create_missing_topics(settings: Settings, topics: Topics) -> list[str]:
     """Create the topics the program writes that do not exist, with STREAMAPP_PARTITIONS partitions."""
-    existing = describe(settings.bootstrap_servers, topics.owned)
+    existing = describe(settings.kafka, topics.owned)
     missing = {name: settings.partitions for name in topics.owned if name not in existing}
     if missing:
         try:
-            ensure_topics(settings.bootstrap_servers, missing, settings.replication_factor)
+            ensure_topics(settings.kafka, missing, settings.replication_factor)
         except TopicError as exc:
             raise KsqlEquivalentError(str(exc)) from None
     return sorted(missing)
@@ -143,6 +144,7 @@ class KsqlEquivalent(ChildProcess):
         self.created_topics = create_missing_topics(self.settings, topics)
         self._workdir = Path(tempfile.mkdtemp(prefix="streamapp-ksql-equivalent-"))
         config = self._workdir / "streams.properties"
+        config.touch(mode=0o600)  # it may hold the SASL password; removed once the program runs
         config.write_text(properties_text(self._config(topics)), encoding="utf-8")
         self._ready.clear()
         self._spawn([java_bin, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
@@ -161,7 +163,7 @@ class KsqlEquivalent(ChildProcess):
     def _config(self, topics: Topics) -> dict[str, str]:
         state_dir = self.state_dir or self.settings.data_path / "ksql-equivalent"
         return {
-            "bootstrap.servers": self.settings.bootstrap_servers,
+            **java_properties(self.settings.kafka),  # bootstrap.servers and the security
             "application.id": self.application_id,
             "state.dir": str(Path(state_dir).resolve()),
             "replication.factor": str(self.settings.replication_factor),

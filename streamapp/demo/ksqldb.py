@@ -174,16 +174,16 @@ class KsqlDBClient:
     Connections are kept and reused; close the client, or use it as a context manager.
     """
 
-    def __init__(self, endpoint: str, timeout: float = 10.0) -> None:
+    def __init__(self, endpoint: str, timeout: float = 10.0, **http: Any) -> None:
         parts = urlsplit(endpoint)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise KsqlDBError(f"ksqldb_endpoint={endpoint!r}: expected http://host:port")
         self.endpoint = endpoint.rstrip("/")
         self.timeout = timeout
-        self._http = httpx.Client(base_url=self.endpoint, timeout=timeout,
+        self._http = httpx.Client(base_url=self.endpoint, timeout=timeout, **http,  # auth, verify: ksqldb_http_options
                                   headers={"Accept": CONTENT_TYPE, "Content-Type": CONTENT_TYPE})
         # The streaming endpoints are HTTP/2 only; on http:// that is HTTP/2 with prior knowledge (h2c).
-        self._http2 = httpx.Client(base_url=self.endpoint, timeout=timeout, http1=False, http2=True,
+        self._http2 = httpx.Client(base_url=self.endpoint, timeout=timeout, http1=False, http2=True, **http,
                                    headers={"Accept": DELIMITED, "Content-Type": DELIMITED})
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Sequence
 from confluent_kafka import Producer
 
 from ..errors import StreamappError
+from ..kafka.security import librdkafka_config
 from ..model.records import Order, User
 from .data import key, order_fields, order_value, user_value
 from .ksqldb import KsqlDBClient
@@ -61,7 +62,7 @@ def _deliver(producer: Producer, topic: str, records: Iterable[tuple[bytes, byte
 
 
 def _producer(bootstrap: str, client_id: str, partitioner: str) -> Producer:
-    return Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "partitioner": partitioner,
+    return Producer({**librdkafka_config(bootstrap), "client.id": client_id, "partitioner": partitioner,
                      "linger.ms": 5})
 
 

@@ -12,6 +12,7 @@ from typing import Iterable, Sequence
 
 from ..kafka.admin import ensure_topics, group_active
 from ..kafka.reader import key_partitions, read_topic
+from ..kafka.security import ksqldb_http_options
 from ..model.records import Order, User
 from ..settings import Settings
 from .data import make_orders, make_users
@@ -74,16 +75,16 @@ def check_endpoints(settings: Settings, options: ProduceOptions) -> tuple[list[E
     """Kafka must answer; Control Center and ksqlDB are optional and reported."""
     c3 = validate_http_url("c3_endpoint", options.c3_endpoint) if options.c3_endpoint else ""
     ksqldb = validate_http_url("ksqldb_endpoint", settings.ksqldb_endpoint) if settings.ksqldb_endpoint else ""
-    endpoints = [check_kafka(settings.bootstrap_servers)]
+    endpoints = [check_kafka(settings.kafka)]
     if not endpoints[0].reachable:
         raise ProduceError(f"bootstrap_server={settings.bootstrap_servers!r} is unreachable: no Metadata answer")
     if c3:
         endpoints.append(check_http("Control Center", c3))
     client = None
     if ksqldb:
-        endpoint = check_http("ksqlDB", ksqldb, "/info")
+        endpoint = check_http("ksqlDB", ksqldb, "/info", **ksqldb_http_options(settings))
         endpoints.append(endpoint)
-        client = KsqlDBClient(ksqldb) if endpoint.reachable else None
+        client = KsqlDBClient(ksqldb, **ksqldb_http_options(settings)) if endpoint.reachable else None
     return endpoints, client
 
 
@@ -91,7 +92,7 @@ def run(settings: Settings, options: ProduceOptions, progress: Progress | None =
     """Steps 1-5 of the demo: endpoints, topics (+ ksqlDB objects), produce, wait for the joins, report."""
     endpoints, ksql = check_endpoints(settings, options)
     try:
-        bootstrap = settings.bootstrap_servers
+        bootstrap = settings.kafka
         ensure_topics(bootstrap, {settings.users_topic: settings.partitions, settings.orders_topic: settings.partitions},
                       settings.replication_factor)
         notes: list[str] = []
@@ -134,7 +135,7 @@ def run(settings: Settings, options: ProduceOptions, progress: Progress | None =
 
 
 def _report_worker(result: ProduceRun, settings: Settings, ids: list[str], orders: dict[str, int], wait: float) -> None:
-    bootstrap = settings.bootstrap_servers
+    bootstrap = settings.kafka
     if not result.worker_running:
         result.notes.append(
             f"No Faust worker is running (consumer group {settings.app_id!r} has no members): "
@@ -150,7 +151,7 @@ def _report_worker(result: ProduceRun, settings: Settings, ids: list[str], order
 
 def _report_streams(result: ProduceRun, settings: Settings, ids: list[str], orders: dict[str, int], wait: float) -> None:
     """The Kafka Streams program's repartitioned users and joins, read from the topics ksqlDB would write."""
-    bootstrap, topic = settings.bootstrap_servers, settings.ksqldb_users_repartition_topic
+    bootstrap, topic = settings.kafka, settings.ksqldb_users_repartition_topic
     repartitioned = _only(key_partitions(wait_for_keys(bootstrap, topic, ids, 0)), ids)
     result.reports.append((f"Repartitioned ({KAFKA_STREAMS})", match_partitions(
         topic, repartitioned, settings.orders_topic, orders)))
@@ -164,7 +165,7 @@ def _report_ksqldb(result: ProduceRun, settings: Settings, ksql: KsqlDBClient, i
                    orders: Sequence[Order], orders_partitions: dict[str, int], wait: float) -> None:
     objects = DemoObjects.from_settings(settings)
     topic = objects.users_repartition_topic
-    repartitioned = _only(key_partitions(wait_for_keys(settings.bootstrap_servers, topic, ids, wait)), ids)
+    repartitioned = _only(key_partitions(wait_for_keys(settings.kafka, topic, ids, wait)), ids)
     result.reports.append(("Repartitioned (ksqlDB)", match_partitions(topic, repartitioned,
                                                                       settings.orders_topic, orders_partitions)))
     since = min(o.ts for o in orders)

@@ -49,12 +49,12 @@ def wait_for_tables(settings: Settings, ids: Sequence[str], timeout: float) -> N
     deadline = time.monotonic() + timeout
     for topic in (settings.users_repartition_topic, *table_changelogs(settings)):
         left = max(deadline - time.monotonic(), 0)
-        if describe(settings.bootstrap_servers, [topic]):
-            wait_for_keys(settings.bootstrap_servers, topic, ids, left)
+        if describe(settings.kafka, [topic]):
+            wait_for_keys(settings.kafka, topic, ids, left)
 
 
 def wait_for_ksqldb_table(settings: Settings, ids: Sequence[str], timeout: float) -> None:
     """Wait until ksqlDB has written this run's users to its repartitioned table's topic (its table is loaded)."""
     topic = DemoObjects.from_settings(settings).users_repartition_topic
-    if describe(settings.bootstrap_servers, [topic]):
-        wait_for_keys(settings.bootstrap_servers, topic, ids, timeout)
+    if describe(settings.kafka, [topic]):
+        wait_for_keys(settings.kafka, topic, ids, timeout)

@@ -37,7 +37,7 @@ class Consumer(faust_aiokafka.Consumer):
     async def subscribe(self, topics: Iterable[str]) -> None:
         """Faust's subscribe, once the broker lists every topic (see the module's docstring)."""
         names = set(topics)
-        servers = self.app.settings.bootstrap_servers
+        servers = self.app.settings.kafka
         try:
             await asyncio.get_running_loop().run_in_executor(None, wait_listed, servers, names)
         except TopicError as exc:  # a topic nobody created: subscribe to it as Faust would

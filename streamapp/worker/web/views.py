@@ -271,6 +271,6 @@ ROUTES = (
 
 def install(app: StreamappApp) -> None:
     """Register every route on ``app`` (its web server replaces Faust's ``/`` placeholder with the page)."""
-    app.topic_counts = TopicCounts(app.settings.bootstrap_servers)
+    app.topic_counts = TopicCounts(app.settings.kafka)
     for path, name, view in ROUTES:
         app.page(path, name=name)(view)
