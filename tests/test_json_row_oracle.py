@@ -47,7 +47,9 @@ RAW = [None, b"null", b" null ", b"[]", b'"x"', b"12", b"true", b"", b"   ", b"n
        b'{"name": "\xff", "age": 1}', b'{"name": "\xed\xa0\x80", "age": 1}', b"{'name': 'x'}",
        b'{"name": "x", "age": 01}', b'{"name": "x", "age": 1,}', b'{"name": "x", "age": +1}',
        b'{"name": "x", "age": .5}', b'{"name": "tab\there", "age": 1}',
-       b'{"age": ' + b"1" * 1001 + b"}", b'{"age": ' + b"1" * 999 + b"}", b'{"age": 1.' + b"5" * 1001 + b"}"]
+       b'{"age": ' + b"1" * 1001 + b"}", b'{"age": ' + b"1" * 999 + b"}", b'{"age": 1.' + b"5" * 1001 + b"}",
+       b'{"age": "' + b"9" * 5000 + b'"}', b'{"age": "-' + b"0" * 40 + b'9223372036854775808"}',
+       b'{"age": "' + b"0" * 5000 + b'7"}']
 
 
 def documents(names: list[str], rng: random.Random, count: int) -> list[bytes | None]:

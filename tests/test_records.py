@@ -233,3 +233,11 @@ def test_long_bad_values_are_shortened_in_the_reason() -> None:
     with pytest.raises(RecordError) as info:
         decode_order(b"u", b"x" * 5000)
     assert len(info.value.reason) < 200
+
+
+@pytest.mark.parametrize(("text", "expected"), [("0" * 1000 + "5", 5), ("-" + "0" * 30 + "9223372036854775808", -(2**63)),
+                                                ("9" * 300_000, None), ("1" + "0" * 19, None)])
+def test_long_strings_of_digits_are_read_as_long_parse_long_does(text: str, expected: int | None) -> None:
+    """Leading zeros are fine; more digits than a long holds are refused (not Python's 4300-digit ValueError)."""
+    from streamapp.model.records import parse_long
+    assert parse_long(text) == expected

@@ -1,7 +1,8 @@
 """Bad input at volume: malformed records mixed into valid traffic on a real worker.
 
-Every malformed record (bad JSON, wrong types, missing fields, huge values,
-null/empty/non-UTF-8 keys, null values, JSON that is not an object) must land in
+Every malformed record (bad JSON, values ksqlDB's JSON format cannot read, an order
+without ts, huge values, null/empty/non-UTF-8 keys, null order values, JSON that is
+not an object) must land in
 the dead-letter topic byte for byte with a reason naming its field; the worker
 must stay up and every valid order must be joined.  The expected reason of each
 record comes from how this file broke it, not from ``streamapp.model.records``.
@@ -27,8 +28,10 @@ from workerkit import (
 
 ORDER_FIELDS = {"ts": "int", "product_id": "int", "qty": "int", "unit_price": "number", "channel": "str"}
 USER_FIELDS = {"name": "str", "age": "int"}
-WRONG = {"int": ["7", 1.5, True, None, [1], {"n": 1}], "number": ["1.5", False, None, [], {}], "str": [7, 2.5, True, None, ["x"]]}
-TYPE_WORDS = {"int": "expected an integer", "number": "expected a finite number", "str": "expected a string"}
+#: Values ksqlDB's JSON format cannot read into each type (a VARCHAR reads any value but a lone surrogate).
+WRONG = {"int": [True, [1], {"n": 1}, "seven", "1.5", "9223372036854775808"],
+         "number": [False, [], {"p": 2}, "1,5", "abc"], "str": ["\ud800", "x\udfff"]}
+TYPE_WORDS = {"int": "expected a BIGINT", "number": "expected a DOUBLE", "str": "lone surrogate"}
 HUGE = 300_000
 
 
@@ -69,13 +72,15 @@ def malformed(count: int, seed: int) -> list[Malformed]:
             made.append(Malformed(role, key, text[: rng.randint(1, len(text) - 1)].encode(), "value", "not valid JSON"))
         elif kind == 4:
             made.append(Malformed(role, key, b"\xc3\x28" + json.dumps(good).encode(), "value", "not UTF-8"))
-        elif kind == 5:
-            other = rng.choice([json.dumps([good]), json.dumps(str(i)), str(i), "true", "null"])
+        elif kind == 5:  # (JSON null is a users tombstone, for an order "value is null": kind 10)
+            other = rng.choice([json.dumps([good]), json.dumps(str(i)), str(i), "true"])
             made.append(Malformed(role, key, other.encode(), "value", "expected an object"))
-        elif kind == 6:
-            name = rng.choice(list(fields))
-            del good[name]
-            made.append(Malformed(role, key, json.dumps(good).encode(), name, f"field {name!r} is missing"))
+        elif kind == 6 and role == "orders":  # a missing column is NULL, but an order needs its ts
+            del good[rng.choice(["ts", "TS"]) if "TS" in good else "ts"]
+            made.append(Malformed(role, key, json.dumps(good).encode(), "ts", "'ts' is missing or null"))
+        elif kind == 6:  # a NULL column is fine, a number ksqlDB cannot read is not (in upper case too)
+            made.append(Malformed(role, key, json.dumps({"NAME": good["name"], "AGE": {"years": 3}}).encode(), "age",
+                                  "expected a BIGINT"))
         elif kind == 7:
             name = rng.choice(list(fields))
             good[name] = rng.choice(WRONG[fields[name]])
@@ -85,7 +90,7 @@ def malformed(count: int, seed: int) -> list[Malformed]:
             made.append(Malformed(role, key, text[:-2].encode(), "value", "not valid JSON"))
         elif kind == 9:  # huge value in a field of the wrong type
             name = rng.choice(list(fields))
-            good[name] = ["y" * HUGE] if fields[name] == "str" else "9" * HUGE
+            good[name] = {"int": "9" * HUGE, "number": "x" * HUGE, "str": "y" * HUGE + "\ud800"}[fields[name]]
             made.append(Malformed(role, key, json.dumps(good).encode(), name, TYPE_WORDS[fields[name]]))
         elif kind == 10 and role == "orders":
             made.append(Malformed(role, key, None, "value", "value is null"))

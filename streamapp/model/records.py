@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from array import array
 from dataclasses import dataclass
 from decimal import Decimal
@@ -225,6 +226,8 @@ _JAVA_DOUBLE = re.compile(r"([+-]?(?:NaN|Infinity))|([+-]?(?:\d+\.?\d*|\.\d+)(?:
 _JAVA_HEX_DOUBLE = re.compile(r"([+-]?)0[xX]((?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+)[fFdD]?",
                               re.ASCII)
 _JAVA_TRIM = "".join(chr(c) for c in range(0x21))
+#: The zeros among the digits Long.parseLong takes (leading zeros do not count toward a long's 19 digits).
+_ZERO_DIGITS = "".join(c for c in map(chr, range(0x10000)) if unicodedata.decimal(c, None) == 0)
 
 
 def _as_long(node: int | Decimal) -> int:
@@ -243,6 +246,11 @@ def parse_long(text: str) -> int | None:
     """Long.parseLong, or None where it throws."""
     if not _JAVA_LONG.fullmatch(text) or not text.isascii() and any(ord(c) > 0xFFFF for c in text):
         return None
+    if len(text) > 20:  # int() converts at most 4300 digits: leading zeros go first, then a long has 19 at most
+        digits = text.lstrip("+-").lstrip(_ZERO_DIGITS) or "0"
+        if len(digits) > 19:
+            return None
+        text = text[0] + digits if text[0] in "+-" else digits
     value = int(text)
     return value if BIGINT_MIN <= value <= BIGINT_MAX else None
 
