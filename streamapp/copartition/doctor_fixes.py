@@ -156,7 +156,7 @@ def _encoding_fixes(a: TopicReport, b: TopicReport) -> list[Fix]:
     change, keep = (a, b) if b.encoding.encoding in raw else (b, a)
     assert change.encoding is not None and keep.encoding is not None
     how = TO_RAW_KEYS.get(change.encoding.encoding) if keep.encoding.encoding in raw else None
-    text = how or f"write {change.name}'s keys as {keep.encoding.label}, as {keep.name}'s are"
+    text = how or f"write the keys of {change.name} as {keep.encoding.label}, as those of {keep.name} are"
     fixes = [Fix("key encodings", "serializer", change.name, f"{text}, then re-write the records of {change.name}")]
     if keep.encoding.encoding in raw:
         source_format = {JSON_STRING: "JSON", "confluent_avro": "AVRO", "confluent_protobuf": "PROTOBUF",
