@@ -7,6 +7,7 @@ the ksqlDB client's tests (tests/test_ksqldb.py), so the doctor's HTTP call runs
 """
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from pathlib import Path
@@ -79,3 +80,9 @@ def test_pairs_file(tmp_path: Path) -> None:
 def test_worker_pairs_are_its_two_joins() -> None:
     settings = Settings(orders_topic="o", users_topic="u", users_repartition_topic="ur")
     assert pairs_from_worker(settings) == [JoinedPair("o", "u", "worker:direct"), JoinedPair("o", "ur", "worker:repartition")]
+
+
+def test_ksqldb_basic_auth_is_sent_when_set(replay: Replay) -> None:
+    settings = Settings(ksqldb_endpoint=replay.url, ksqldb_username="alice", ksqldb_password="s3cret")
+    pairs_from_ksqldb(settings)
+    assert replay.requests[0]["headers"]["Authorization"] == "Basic " + base64.b64encode(b"alice:s3cret").decode()

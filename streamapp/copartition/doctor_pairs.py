@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ..kafka.security import ksqldb_http_options
 from ..model.topology import joins
 from ..settings import Settings
 from .doctor import DoctorError, JoinedPair
@@ -82,12 +83,10 @@ def pairs_from_ksqldb(settings: Settings, timeout: float = 10.0) -> tuple[list[J
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise DoctorError(f"ksqldb_endpoint={endpoint!r}: expected http://host:port")
-    auth = (settings.ksqldb_username, settings.ksqldb_password) if settings.ksqldb_username else None
-    verify: Any = settings.ksqldb_cafile or True
     body = json.dumps({"ksql": LISTING, "streamsProperties": {}})
     headers = {"Accept": KSQL_MEDIA_TYPE, "Content-Type": KSQL_MEDIA_TYPE}
     try:
-        with httpx.Client(base_url=endpoint.rstrip("/"), timeout=timeout, auth=auth, verify=verify) as http:
+        with httpx.Client(base_url=endpoint.rstrip("/"), timeout=timeout, **ksqldb_http_options(settings)) as http:
             response = http.post("/ksql", content=body, headers=headers)
     except httpx.HTTPError as exc:
         raise DoctorError(f"ksqlDB at {endpoint} is unreachable: {exc or type(exc).__name__}") from None
