@@ -244,7 +244,7 @@ class EmbeddedBroker(ChildProcess):
             was = "with" if state.get("secured") else "without"
             raise BrokerError(f"--data-dir {root}: first started {was} --secured; start it the same way or use another directory")
         if self.secured:
-            _make_secrets(root, self.host)
+            make_secrets(root, self.host)
         properties = self._write_config(root)
         self._format(java_bin, cp, root, properties, state)
         self._spawn([java_bin, f"-Xmx{self.heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
@@ -383,7 +383,7 @@ def _write_private(path: Path, text: str) -> None:
         out.write(text)
 
 
-def _make_secrets(root: Path, host: str) -> None:
+def make_secrets(root: Path, host: str) -> None:
     """Once per data directory: the SCRAM passwords, a throw-away CA and the broker's certificate (PEM, openssl).
 
     The broker's PEM keystore is its PKCS#8 key, its certificate and the CA in one file;
