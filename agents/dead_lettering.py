@@ -1,6 +1,6 @@
 """One record never stops the worker: whatever decoding, joining, encoding or producing it raises, it becomes a dead letter.
 
-The agents run each input record's work inside :func:`is_record_fault`'s net:
+The batch handlers run each input record's work inside :func:`is_record_fault`'s net:
 a failure caused by the record (a :class:`~streamapp.records.RecordError`, an
 output too large for its topic, any unexpected exception from our code on its
 bytes) sends that record to the dead-letter topic with the reason, counts it and
@@ -18,19 +18,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 from faust.exceptions import FaustError, ProducerSendError
-from faust.serializers import codecs
-from faust import StreamT, TopicT
-from faust.types import Message
+from faust.types import TP, Message
 
 from streamapp.kafka.limits import RecordLimits, read_limits, record_size
 from streamapp.model.dead_letters import DeadLetter
 from streamapp.model.records import RecordError
 from streamapp.model.topology import owned_topics
 from streamapp.worker.app import StreamappApp
+from streamapp.worker.batch_sender import BatchSender, OnSent
+from streamapp.worker.faust_internals import aiokafka_producer
+from streamapp.worker.tables import RowWrites
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +40,32 @@ RECORD_KAFKA_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError)
 #: A record's own bytes add at most this much on top of its key and value in a batch of its own
 #: (batch header 61, record overhead 21, two length varints of at most 5, the header count 1).
 RECORD_OVERHEAD = 93
+#: What a record's checked work hands on to be written (see :meth:`DeadLettering.each`).
+P = TypeVar("P")
 
 
-def check_size(limits: RecordLimits, topic: str, key: bytes | None, value: bytes | None, what: str) -> None:
-    """Refuse (RecordError) an output that ``topic`` or the producer would refuse."""
-    reason = limits.too_large(topic, key, value, what=what)
-    if reason is not None:
-        raise RecordError(reason, "value")
+class OutputChecks:
+    """The limits of the topics one input's records are written to, for one fetch: refuse what they would refuse."""
+
+    def __init__(self, limits: RecordLimits, topics: Sequence[str], now_ms: int) -> None:
+        self.limits, self.topics, self.now_ms = limits, topics, now_ms
+        windows = [limits.timestamp_bounds(topic, now_ms) for topic in topics]
+        self.low, self.high = max(w[0] for w in windows), min(w[1] for w in windows)
+        #: Key and value lengths within a budget fit for sure; above it, the exact size decides.
+        self.budgets = {topic: limits.limit(topic)[0] - RECORD_OVERHEAD for topic in topics}
+
+    def check_timestamp(self, timestamp_ms: int, field: str) -> None:
+        """Refuse (RecordError on ``field``) a record timestamp one of the topics would refuse."""
+        if not self.low <= timestamp_ms <= self.high:
+            refused = [self.limits.bad_timestamp(topic, timestamp_ms, self.now_ms) for topic in self.topics]
+            raise RecordError(next(r for r in refused if r is not None), field)
+
+    def check_size(self, topic: str, key: bytes, value: bytes | None, what: str) -> None:
+        """Refuse (RecordError) an output that ``topic`` or the producer would refuse."""
+        if len(key) + (len(value) if value else 0) > self.budgets[topic]:
+            reason = self.limits.too_large(topic, key, value, what=what)
+            if reason is not None:
+                raise RecordError(reason, "value")
 
 
 def is_record_fault(exc: BaseException) -> bool:
@@ -94,25 +114,36 @@ class DeadLettering:
                     self._limits = limits
         return self._limits
 
-    def agent(self, topic: TopicT, name: str, handle: Callable[[Message, RecordLimits], Awaitable[None] | None]) -> None:
-        """An agent of ``topic`` that hands each record to ``handle`` in the net: the record's failure is its dead letter."""
-        @self.app.agent(topic, name=name)
-        async def in_the_net(stream: StreamT) -> None:
-            limits = await self.size_limits()
-            async for event in stream.events():
-                msg = event.message
+    async def handle(self, batches: Mapping[TP, Sequence[Message]], check: Callable[[int, Message], P],
+                     write: Callable[[int, Message, P], None], sender: BatchSender[Message],
+                     rows: Sequence[RowWrites] = ()) -> None:
+        """A fetch's batch: ``check(partition, msg)`` every message in the net (its failure is its dead letter),
+        ``write(partition, msg, what check returned)`` each that passed (a record is written whole or not at
+        all), then the table rows to RocksDB, the outputs to the producer, and every message acked."""
+        for tp, messages in batches.items():
+            partition = tp.partition
+            for msg in messages:
                 try:
-                    done = handle(msg, limits)
-                    if done is not None:
-                        await done
+                    checked = check(partition, msg)
                 except Exception as exc:  # noqa: BLE001 - is_record_fault decides
                     if not is_record_fault(exc):
                         raise
                     await self.send(msg, exc)
+                    continue
+                write(partition, msg, checked)
+        for table_rows in rows:
+            table_rows.write()
+        await sender.send()
+        ack = self.app.consumer.ack
+        for messages in batches.values():
+            for msg in messages:
+                ack(msg)
 
-    def table_value(self, topic: str, row: dict[str, Any]) -> bytes:
-        """The changelog value Faust will write for ``row`` in the table loaded from ``topic``."""
-        return codecs.dumps(self.app.join_tables.by_source[topic].value_serializer, row)
+    def sender(self, on_sent: OnSent | None = None) -> BatchSender[Message]:
+        """A fetch's batch sender on Faust's producer, whose refused batches' records become dead letters."""
+        app = self.app
+        return BatchSender(aiokafka_producer(app), app.join_tables.partitioner, app.partition_counts,
+                           on_failure=self.refused, on_sent=on_sent)
 
     async def send(self, msg: Message, error: BaseException) -> None:
         """The record, byte for byte where it fits, to the dead-letter topic with the reason; counted and logged.

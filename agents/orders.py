@@ -7,7 +7,10 @@ partition ``Settings.partitioner`` picks.
 
 Orders arrive a whole fetch at a time, by partition (``app.batch_agent``):
 joining one order is a few microseconds of work, less than Faust's per-event
-delivery would cost, and the fetch's outputs go out as whole producer batches.  The messages
+delivery would cost, and the fetch's outputs go out as whole producer batches.
+Their event time is ``ts`` (ksqlDB's stream is declared with ``TIMESTAMP='ts'``):
+the transport hands over a fetch's users before the orders of the same partition
+with a later ``ts`` (:mod:`streamapp.worker.transport`).  The messages
 are acked once their outputs (or dead letters) are queued; Faust flushes the
 producer before it commits, so a crash at any point loses no order
 (at-least-once).
@@ -27,59 +30,54 @@ from typing import Mapping, Sequence
 from faust.types import TP, Message
 
 from streamapp.model.join import join_value, order_tail
-from streamapp.model.records import RecordError, decode_order
+from streamapp.model.records import Order, decode_order
 from streamapp.worker.app import StreamappApp
-from streamapp.worker.batch_sender import BatchSender
-from streamapp.worker.faust_internals import aiokafka_producer
 from streamapp.worker.tables import partition_row
+from streamapp.worker.transport import Handler, record_time
 
-from .dead_lettering import RECORD_OVERHEAD, DeadLettering, is_record_fault
+from .dead_lettering import DeadLettering, OutputChecks
+
+#: What a checked order writes: the order, then (output, value, whether it found its user) per join.
+Joined = tuple[Order, list[tuple[str, bytes, bool]]]
 
 
 def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
     tables = app.join_tables
     joins = [(table, join.output) for join, table in tables.joins]
+    counters = app.counters
 
-    @app.batch_agent(tables.orders_topic)
     async def join_orders(batches: Mapping[TP, Sequence[Message]]) -> None:
-        limits = await dead_letters.size_limits()
-        # Key and value lengths within a budget fit for sure; above it, the exact size decides.
-        budgets = [(table, output, limits.limit(output)[0] - RECORD_OVERHEAD) for table, output in joins]
-        now_ms = int(time.time() * 1000)
-        windows = [limits.timestamp_bounds(output, now_ms) for _, output in joins]
-        low, high = max(w[0] for w in windows), min(w[1] for w in windows)
-        sender = BatchSender(aiokafka_producer(app), tables.partitioner, app.partition_counts,
-                             on_failure=dead_letters.refused)
-        counters = app.counters
-        for tp, messages in batches.items():
-            partition = tp.partition
-            for msg in messages:
-                key = msg.key
-                try:
-                    order = decode_order(key, msg.value)
-                    if not low <= order.ts <= high:
-                        refused = [limits.bad_timestamp(output, order.ts, now_ms) for _, output in joins]
-                        raise RecordError(next(r for r in refused if r is not None), "ts")
-                    tail = order_tail(order)
-                    joined = []
-                    for table, output, budget in budgets:
-                        row = partition_row(table, partition, key)
-                        value = join_value(tail, row)
-                        if len(key) + len(value) > budget:
-                            reason = limits.too_large(output, key, value, what="joined record")
-                            if reason is not None:
-                                raise RecordError(reason, "value")
-                        joined.append((output, value, row is not None))
-                except Exception as exc:  # noqa: BLE001 - is_record_fault decides
-                    if not is_record_fault(exc):
-                        raise
-                    await dead_letters.send(msg, exc)
-                    continue
-                counters.orders[partition] += 1
-                for output, value, matched in joined:
-                    sender.add(output, key, value, order.ts, msg)
-                    counters.record_join(output, partition, matched)
-        await sender.send()
-        for messages in batches.values():
-            for msg in messages:
-                app.consumer.ack(msg)
+        checks = OutputChecks(await dead_letters.size_limits(), [output for _, output in joins], int(time.time() * 1000))
+        sender = dead_letters.sender()
+
+        def join(partition: int, msg: Message) -> Joined:
+            key = msg.key
+            order = decode_order(key, msg.value)
+            checks.check_timestamp(order.ts, "ts")
+            tail = order_tail(order)
+            joined = []
+            for table, output in joins:
+                row = partition_row(table, partition, key)
+                value = join_value(tail, row)
+                checks.check_size(output, key, value, "joined record")
+                joined.append((output, value, row is not None))
+            return order, joined
+
+        def write(partition: int, msg: Message, checked: Joined) -> None:
+            order, joined = checked
+            counters.orders[partition] += 1
+            for output, value, matched in joined:
+                sender.add(output, msg.key, value, order.ts, msg)
+                counters.record_join(output, partition, matched)
+
+        await dead_letters.handle(batches, join, write, sender)
+
+    app.batch_agent(tables.orders_topic)(Handler(join_orders, event_time=order_time))
+
+
+def order_time(msg: Message) -> int:
+    """An order's event time: its ``ts``; the record timestamp for one that does not decode (a dead letter anyway)."""
+    try:
+        return decode_order(msg.key, msg.value).ts
+    except Exception:  # noqa: BLE001 - the join dead-letters it; its place among the users does not matter
+        return record_time(msg)

@@ -4,47 +4,76 @@ The repartition topic mirrors ksqlDB's ``DEMO_USER_REPARTITION``: the same rows,
 but each in the partition the configured partitioner picks for its key, so the
 repartitioned join finds users whatever client wrote ``demo_user``.
 
-A user goes into both tables or into neither: every output it causes (the
-repartition row, both tables' changelog rows) is checked against its topic's
-size limit before anything is written, and a user that fails any check, or
-whose work raises, is a dead letter (:mod:`agents.dead_lettering`).
+Users arrive a whole fetch at a time, by partition, like orders
+(``app.batch_agent``; a table's source, so the transport hands them over before
+the orders of the same partition with a later event time).  Each partition's rows
+go into RocksDB as one write batch, and the changelog and repartition records go
+out as whole producer batches (:class:`~streamapp.worker.tables.RowWrites`,
+:class:`~streamapp.worker.batch_sender.BatchSender`), each with the user's record
+timestamp, as Kafka Streams keeps it.  The messages are acked once all that is
+queued; Faust flushes the producer before it commits, so a crash loses no user
+(at-least-once: a user fetched again is written again, to the same row).
+
+A user goes into the table and both topics or into none: every output it causes
+(the repartition row, both tables' changelog rows, their timestamps) is checked
+before anything is written, and a user that fails a check, or whose work raises,
+is a dead letter (:mod:`agents.dead_lettering`), as is every user of a batch the
+broker refuses.
 """
 from __future__ import annotations
 
 import json
-from functools import partial
+import time
+from typing import Mapping, Sequence
 
-from faust.types import Message
+from faust.types import TP, Message
 
-from streamapp.kafka.limits import RecordLimits
 from streamapp.model.records import decode_user
 from streamapp.worker.app import StreamappApp
+from streamapp.worker.tables import RowWrites
+from streamapp.worker.transport import Handler, record_time
 
-from .dead_lettering import DeadLettering, check_size
+from .dead_lettering import DeadLettering, OutputChecks
+
+#: What a checked user writes: its timestamp, its table row's bytes and its repartition value (None: a tombstone).
+Checked = tuple[int, bytes | None, bytes | None]
 
 
 def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
-    dead_letters.agent(app.join_tables.users_topic, "agents.users.load_users", partial(load_user, app, dead_letters))
+    tables = app.join_tables
+    repartition = app.settings.users_repartition_topic
+    counters = app.counters
 
+    async def load_users(batches: Mapping[TP, Sequence[Message]]) -> None:
+        users, shadow = RowWrites(tables.users), RowWrites(tables.users_repartition)
+        checks = OutputChecks(await dead_letters.size_limits(), (repartition, users.changelog, shadow.changelog),
+                              int(time.time() * 1000))
+        sender = dead_letters.sender(
+            on_sent=lambda topic, partition, offset: users.sent(partition, offset) if topic == users.changelog else None)
 
-async def load_user(app: StreamappApp, dead_letters: DeadLettering, msg: Message, limits: RecordLimits) -> None:
-    """Decode one users record, check every output it causes, then write them."""
-    settings, tables = app.settings, app.join_tables
-    user = decode_user(msg.key, msg.value)
-    repartition = settings.users_repartition_topic
-    if user is None:
-        check_size(limits, repartition, msg.key, None, "repartition tombstone")
-        check_size(limits, tables.changelog_topic(settings.users_topic), msg.key, None, "changelog tombstone")
-        tables.users.pop(msg.key, None)
-        await tables.send_raw(repartition, msg.key, None)
-        app.counters.users_deleted[msg.partition] += 1
-        return
-    row = user.to_table_value()
-    repartition_value = json.dumps(row).encode()
-    check_size(limits, repartition, msg.key, repartition_value, "repartition row")
-    for source in (settings.users_topic, repartition):  # the repartitioned table stores the same row
-        check_size(limits, tables.changelog_topic(source), msg.key, dead_letters.table_value(source, row),
-                   "changelog row")
-    tables.users[msg.key] = row
-    await tables.send_raw(repartition, msg.key, repartition_value)
-    app.counters.users[msg.partition] += 1
+        def check(partition: int, msg: Message) -> Checked:
+            key, timestamp = msg.key, record_time(msg)
+            checks.check_timestamp(timestamp, "timestamp")
+            user = decode_user(key, msg.value)
+            if user is None:
+                checks.check_size(repartition, key, None, "repartition tombstone")
+                checks.check_size(users.changelog, key, None, "changelog tombstone")
+                return timestamp, None, None
+            row = user.to_table_value()
+            repartition_value, row_value = json.dumps(row).encode(), users.value(row)
+            checks.check_size(repartition, key, repartition_value, "repartition row")
+            # the repartitioned table stores the same row: its changelog gets the same bytes
+            checks.check_size(users.changelog, key, row_value, "changelog row")
+            checks.check_size(shadow.changelog, key, row_value, "changelog row")
+            return timestamp, row_value, repartition_value
+
+        def write(partition: int, msg: Message, checked: Checked) -> None:
+            timestamp, row_value, repartition_value = checked
+            users.put(partition, msg.key, row_value)
+            sender.add_to(users.changelog, partition, msg.key, row_value, timestamp, msg)
+            sender.add(repartition, msg.key, repartition_value, timestamp, msg)
+            (counters.users if row_value is not None else counters.users_deleted)[partition] += 1
+
+        await dead_letters.handle(batches, check, write, sender, [users])
+
+    app.batch_agent(tables.users_topic)(Handler(load_users, table=True))

@@ -1,37 +1,49 @@
 """The repartition topic -> the repartitioned users table (ksqlDB's ``DEMO_USER_REPARTITION`` table).
 
-The users agent has checked what it wrote here; a record from anyone else gets
-the same checks, and any failure is that record's dead letter (:mod:`agents.dead_lettering`).
+A whole fetch at a time, like the users (:mod:`agents.users`): one RocksDB write
+batch per partition, the changelog records in whole producer batches with each
+record's timestamp, acked once queued.  The users agent has checked what it wrote
+here; a record from anyone else gets the same checks, and any failure is that
+record's dead letter (:mod:`agents.dead_lettering`).
 """
 from __future__ import annotations
 
-from functools import partial
+import time
+from typing import Mapping, Sequence
 
-from faust.types import Message
+from faust.types import TP, Message
 
-from streamapp.kafka.limits import RecordLimits
 from streamapp.model.records import decode_user
 from streamapp.worker.app import StreamappApp
+from streamapp.worker.tables import RowWrites
+from streamapp.worker.transport import Handler, record_time
 
-from .dead_lettering import DeadLettering, check_size
+from .dead_lettering import DeadLettering, OutputChecks
 
 
 def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
-    dead_letters.agent(app.join_tables.users_repartition_topic, "agents.users_repartition.load_repartitioned_users",
-                       partial(load_repartitioned_user, app, dead_letters))
+    tables = app.join_tables
+    counters = app.counters
 
+    async def load_repartitioned_users(batches: Mapping[TP, Sequence[Message]]) -> None:
+        rows = RowWrites(tables.users_repartition)
+        checks = OutputChecks(await dead_letters.size_limits(), (rows.changelog,), int(time.time() * 1000))
+        sender = dead_letters.sender(on_sent=lambda _topic, partition, offset: rows.sent(partition, offset))
 
-def load_repartitioned_user(app: StreamappApp, dead_letters: DeadLettering, msg: Message,
-                            limits: RecordLimits) -> None:
-    """Decode one repartitioned user, check its changelog row, then write it."""
-    tables, source = app.join_tables, app.settings.users_repartition_topic
-    user = decode_user(msg.key, msg.value)
-    if user is None:
-        check_size(limits, tables.changelog_topic(source), msg.key, None, "changelog tombstone")
-        tables.users_repartition.pop(msg.key, None)
-        app.counters.users_repartition_deleted[msg.partition] += 1
-        return
-    row = user.to_table_value()
-    check_size(limits, tables.changelog_topic(source), msg.key, dead_letters.table_value(source, row), "changelog row")
-    tables.users_repartition[msg.key] = row
-    app.counters.users_repartitioned[msg.partition] += 1
+        def check(partition: int, msg: Message) -> tuple[int, bytes | None]:
+            timestamp = record_time(msg)
+            checks.check_timestamp(timestamp, "timestamp")
+            user = decode_user(msg.key, msg.value)
+            value = None if user is None else rows.value(user.to_table_value())
+            checks.check_size(rows.changelog, msg.key, value, "changelog row" if value else "changelog tombstone")
+            return timestamp, value
+
+        def write(partition: int, msg: Message, checked: tuple[int, bytes | None]) -> None:
+            timestamp, value = checked
+            rows.put(partition, msg.key, value)
+            sender.add_to(rows.changelog, partition, msg.key, value, timestamp, msg)
+            (counters.users_repartitioned if value is not None else counters.users_repartition_deleted)[partition] += 1
+
+        await dead_letters.handle(batches, check, write, sender, [rows])
+
+    app.batch_agent(tables.users_repartition_topic)(Handler(load_repartitioned_users, table=True))

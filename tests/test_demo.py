@@ -116,3 +116,29 @@ def test_demo_reconciles_the_two_engines_from_kafka() -> None:
                        "repartition": {"match": 2 * MESSAGES}}
     causes = {pair: {c: n for c, n in by.items() if n} for pair, by in summary["causes"].items()}
     assert causes == {"direct": {"copartition_violation": len(missed)}, "repartition": {}}
+
+
+def test_join_tables_stand_side_by_side_with_misses_marked() -> None:
+    """The report's pure part: each join's engines in one table, ??? where one missed, 'no output' where it wrote none."""
+    from rich.console import Console
+
+    from streamapp.demo.report import JoinResults, JoinRow, join_title, render_join_pairs
+
+    def row(user_id: str, name: str | None, age: int | None) -> JoinRow:
+        return JoinRow(user_id, 0, {"NAME": name, "AGE": age, "PRODUCT_ID": 7, "QTY": 1, "UNIT_PRICE": 2.5,
+                                    "CHANNEL": "web", "TS": 1})
+
+    faust = JoinResults("f_topic", [row("u1", "Ann", 30), row("u2", None, None), row("u3", "Cy", 5)], 3)
+    streams = JoinResults("s_topic", [row("u1", "Ann", 30), row("u2", None, None)], 3)
+    console = Console(width=200, record=True)
+    render_join_pairs(console, [(join_title("Faust", "direct"), faust), (join_title("Kafka Streams", "direct"), streams)])
+    text = console.export_text()
+    lines = {line.split("│")[1].strip(): line for line in text.splitlines() if line.startswith("│")}
+    assert lines["u1"].count("Ann") == 2 and "???" not in lines["u1"]
+    assert lines["u2"].count("???") == 4
+    assert "Cy" in lines["u3"] and lines["u3"].count("no output") == 2
+    assert "The direct join: Faust (f_topic), Kafka Streams (s_topic)" in text
+    assert " - Faust: Joined: 2 of 3 orders, missed (???): 1" in text
+    assert " - Kafka Streams: Joined: 1 of 3 orders, missed (???): 1, no output yet: 1" in text
+    assert " - The engines agree on 2 of 3 orders" in text
+    assert "repartitioned join" not in text  # no engine reported it
