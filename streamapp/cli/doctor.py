@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..copartition.doctor import (
-    DEFAULT_SAMPLE, DoctorError, DoctorReport, JoinedPair, cluster_topics, diagnose, sample_topics,
+    DEFAULT_SAMPLE, DoctorError, DoctorReport, JoinedPair, cluster_topics, diagnose_reports, examine_topics,
 )
 from ..copartition.doctor_pairs import pairs_from_file, pairs_from_ksqldb, pairs_from_worker
 from ..copartition.doctor_report import render_html
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     pairs, sources = joined_pairs(args, settings, existing)
     selected = cluster_topics(bootstrap, args.topics, args.include_internal)
     wanted = sorted(set(selected) | {t for p in pairs for t in (p.left, p.right) if t in existing})
-    report = diagnose(sample_topics(bootstrap, wanted, args.sample), pairs, sources)
+    report = diagnose_reports(examine_topics(bootstrap, wanted, args.sample), pairs, sources)
     if html is not None:
         try:
             html.write_text(render_html(report), encoding="utf-8")

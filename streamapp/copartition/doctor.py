@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import combinations
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -22,7 +23,7 @@ from ..partitioners import clients_of
 from .doctor_fixes import Fix, fixes_for
 from .fingerprint import Fingerprint, score
 from .guard import Check
-from .key_encoding import KeyEncoding, classify, normalized
+from .key_encoding import KeyEncoding, classify_keys
 from .keyed_sample import Sample, read_keyed_sample
 
 #: Keyed records read per topic by default.
@@ -62,6 +63,11 @@ class TopicReport:
     #: Logical key -> its bytes as stored (the first seen).
     stored: Mapping[str, bytes]
     error: str | None = None
+
+    @cached_property
+    def keys(self) -> frozenset[str]:
+        """The logical keys sampled (computed once: every pair the topic is in compares them)."""
+        return frozenset(self.placements)
 
     @property
     def family(self) -> list[str]:
@@ -113,14 +119,17 @@ def topic_report(sample: TopicSample) -> TopicReport:
     fp = score(sample.samples, sample.partitions)
     keyed = [(key, part) for key, part in sample.samples if key is not None]
     keys = [key for key, _ in keyed]
-    encoding = classify(keys)
-    placements: dict[str, set[int]] = defaultdict(set)
+    encoding, values = classify_keys(keys)
+    alone = [frozenset((part,)) for part in range(sample.partitions)]
+    placements: dict[str, frozenset[int]] = {}
     stored: dict[str, bytes] = {}
-    for value, (key, part) in zip(normalized(keys, encoding), keyed):
-        placements[value].add(part)
-        stored.setdefault(value, key)
-    return TopicReport(sample.name, sample.partitions, fp, encoding,
-                       {k: frozenset(v) for k, v in placements.items()}, stored)
+    for value, (key, part) in zip(values, keyed):
+        seen = placements.get(value)
+        if seen is None:
+            placements[value], stored[value] = alone[part], key
+        elif part not in seen:
+            placements[value] = seen | alone[part]
+    return TopicReport(sample.name, sample.partitions, fp, encoding, placements, stored)
 
 
 @dataclass(frozen=True)
@@ -257,7 +266,7 @@ def _encoding_check(a: TopicReport, b: TopicReport) -> Check:
     shown = f"{a.name}: {a.encoding.label}; {b.name}: {b.encoding.label}"
     if a.encoding.encoding == b.encoding.encoding and a.encoding.schema_ids == b.encoding.schema_ids:
         return Check("key encodings", True, shown)
-    shared = set(a.stored) & set(b.stored)
+    shared = a.keys & b.keys
     if shared and all(a.stored[k] == b.stored[k] for k in shared):
         return Check("key encodings", True, f"{shown}: the shared keys are the same bytes")
     return Check("key encodings", False, (
@@ -266,7 +275,7 @@ def _encoding_check(a: TopicReport, b: TopicReport) -> Check:
 
 
 def _miss_rates(a: TopicReport, b: TopicReport) -> tuple[int, float | None, float | None]:
-    shared = sorted(set(a.placements) & set(b.placements))
+    shared = a.keys & b.keys
     if not shared:
         return 0, None, None
     apart = [k for k in shared if not a.placements[k] & b.placements[k]]
@@ -325,7 +334,14 @@ def diagnose(
     samples: Iterable[TopicSample], joined: Sequence[JoinedPair] = (), sources: Mapping[str, str] | None = None
 ) -> DoctorReport:
     """The whole report from the topics' samples and the joined pairs; pure."""
-    reports = sorted((topic_report(s) for s in samples), key=lambda r: r.name)
+    return diagnose_reports([topic_report(s) for s in samples], joined, sources)
+
+
+def diagnose_reports(
+    topics: Iterable[TopicReport], joined: Sequence[JoinedPair] = (), sources: Mapping[str, str] | None = None
+) -> DoctorReport:
+    """The whole report from the topics' verdicts (:func:`topic_report`) and the joined pairs; pure."""
+    reports = sorted(topics, key=lambda r: r.name)
     by_name = {r.name: r for r in reports}
     shared = overlaps(reports)
     joined_by: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -360,18 +376,34 @@ def select_topics(names: Iterable[str], pattern: str | None, include_internal: b
 
 def sample_topics(bootstrap: str, topics: Sequence[str], sample: int = DEFAULT_SAMPLE) -> list[TopicSample]:
     """Each topic's partition count and keyed sample, read a few topics at a time; an unreadable topic says why."""
+    _check_sample(sample)
+    with ThreadPoolExecutor(max_workers=min(READERS, max(1, len(topics)))) as pool:
+        return list(pool.map(lambda topic: _read(bootstrap, topic, sample), topics))
+
+
+def _check_sample(sample: int) -> None:
     if sample < 1:
         raise DoctorError(f"sample={sample}: must be at least 1")
 
-    def read(topic: str) -> TopicSample:
-        try:
-            samples, count = read_keyed_sample(bootstrap, topic, sample)
-        except StreamappError as exc:
-            return TopicSample(topic, 0, (), str(exc))
-        return TopicSample(topic, count, samples)
 
+def _read(bootstrap: str, topic: str, sample: int) -> TopicSample:
+    try:
+        samples, count = read_keyed_sample(bootstrap, topic, sample)
+    except StreamappError as exc:
+        return TopicSample(topic, 0, (), str(exc))
+    return TopicSample(topic, count, samples)
+
+
+def examine_topics(bootstrap: str, topics: Sequence[str], sample: int = DEFAULT_SAMPLE) -> list[TopicReport]:
+    """Each topic's verdict, scored by the thread that read it while the others wait on the broker.
+
+    Scoring is Python holding the GIL, reading is mostly librdkafka waiting on the
+    network without it: done together, the scoring hides behind the reads instead
+    of following them.
+    """
+    _check_sample(sample)
     with ThreadPoolExecutor(max_workers=min(READERS, max(1, len(topics)))) as pool:
-        return list(pool.map(read, topics))
+        return list(pool.map(lambda topic: topic_report(_read(bootstrap, topic, sample)), topics))
 
 
 def cluster_topics(bootstrap: str, pattern: str | None = None, include_internal: bool = False) -> list[str]:
