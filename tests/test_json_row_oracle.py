@@ -15,7 +15,6 @@ import json
 import math
 import random
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest

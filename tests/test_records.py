@@ -180,7 +180,6 @@ def test_an_order_without_a_usable_ts_is_refused(value: bytes, words: str) -> No
     ("key", "value", "field", "words"),
     [
         (None, order_bytes(), "key", "key is null"),
-        (b"", order_bytes(), "key", "key is empty"),
         (b"\xff\xfe", order_bytes(), "key", "not UTF-8"),
         (b"u", None, "value", "value is null"),
         (b"u", b"null", "value", "value is null"),
@@ -241,3 +240,9 @@ def test_long_strings_of_digits_are_read_as_long_parse_long_does(text: str, expe
     """Leading zeros are fine; more digits than a long holds are refused (not Python's 4300-digit ValueError)."""
     from streamapp.model.records import parse_long
     assert parse_long(text) == expected
+
+
+def test_an_empty_key_is_the_user_id_empty_string() -> None:
+    """ksqlDB's KAFKA STRING key reads empty bytes as "" (Kafka's StringDeserializer), a key like any other."""
+    assert decode_user(b"", b'{"name": "x", "age": 1}') == User("", "x", 1)
+    assert decode_order(b"", order_bytes()).user_id == ""

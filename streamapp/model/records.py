@@ -22,9 +22,10 @@ what ksqlDB reads but cannot write back (a string with a lone surrogate, which h
 form), what it would not read (invalid UTF-8, numbers longer than Jackson's limit), and
 nesting deeper than :data:`MAX_NESTING`.  The decoders raise nothing else, whatever the bytes.
 
-Two choices of the worker beyond ksqlDB: a record key must be non-empty UTF-8 (ksqlDB reads an
-empty key as the string ``""`` and invalid UTF-8 with replacement characters), and an order's
-``ts`` must be a timestamp >= 0 (Kafka Streams drops such an order, the worker dead-letters it).
+The key is ksqlDB's KAFKA STRING: an empty key is the user id ``""``, as in ksqlDB.  Where the
+worker departs from ksqlDB, it dead-letters: a null key (ksqlDB ignores the record), a key that
+is not UTF-8 (Java's decoder would replace the bad bytes with U+FFFD, so two keys could become
+one), an order whose ``ts`` is missing or negative (Kafka Streams drops it for its timestamp).
 """
 from __future__ import annotations
 
@@ -133,11 +134,9 @@ def has_lone_surrogate(text: str) -> bool:
 
 
 def decode_key(key: bytes | None) -> str:
-    """The user id: ksqlDB's KAFKA STRING key, the raw UTF-8 bytes."""
+    """The user id: ksqlDB's KAFKA STRING key, the raw UTF-8 bytes (empty bytes are the id ``""``, as in ksqlDB)."""
     if key is None:
         raise RecordError("key is null: a user id is required", "key")
-    if not key:
-        raise RecordError("key is empty: a user id is required", "key")
     try:
         return key.decode("utf-8")
     except UnicodeDecodeError as exc:
