@@ -72,8 +72,8 @@ def test_building_an_app_installs_the_agents_and_views_and_serves_the_page_at_th
     from streamapp.worker.app import create_app
 
     app = create_app(Settings(orders_topic="orders_x", partitions=3))
-    assert set(app.agents) == {"agents.users.load_users", "agents.users_repartition.load_repartitioned_users"}
-    assert set(app.batch_handlers) == {"orders_x"}
+    assert set(app.agents) == set()  # users, their repartition and orders all go by batch delivery
+    assert set(app.batch_handlers) == {"demo_user", "streamapp_user_repartition", "orders_x"}
     assert app.join_tables.users.partitions == 3
 
 

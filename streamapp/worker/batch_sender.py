@@ -12,6 +12,9 @@ A batch the broker refuses fails only later, in its delivery future, which
 nothing else looks at: its records would be gone without a word while the
 offsets move on.  So each batch remembers the source of every record in it and,
 if its delivery fails, hands them to ``on_failure`` (the worker dead-letters them).
+Once a batch is delivered, ``on_sent`` learns the offset of its last record: a
+table's changelog batch moves the table's persisted offset, as Faust's own
+changelog sends do.
 """
 from __future__ import annotations
 
@@ -28,23 +31,31 @@ logger = logging.getLogger(__name__)
 S = TypeVar("S")
 #: (topic, partition, sources of the batch's records, the error) for a batch the broker refused.
 OnFailure = Callable[[str, int, list[Any], BaseException], None]
+#: (topic, partition, offset of the batch's last record) for a batch the broker stored.
+OnSent = Callable[[str, int, int], None]
 
 
 class BatchSender(Generic[S]):
     """Collects records per (topic, partition), then queues them as whole batches."""
 
     def __init__(self, producer: Any, partitioner: KeyPartitioner, partition_counts: dict[str, int],
-                 on_failure: OnFailure | None = None) -> None:
+                 on_failure: OnFailure | None = None, on_sent: OnSent | None = None) -> None:
         self._producer = producer
         self._partitioner = partitioner
         self._counts = partition_counts
         self._on_failure = on_failure
+        self._on_sent = on_sent
         self._open: dict[tuple[str, int], tuple[Any, list[S | None]]] = {}
         self._full: list[tuple[str, int, Any, list[S | None]]] = []
 
-    def add(self, topic: str, key: bytes, value: bytes, timestamp_ms: int, source: S | None = None) -> None:
+    def add(self, topic: str, key: bytes, value: bytes | None, timestamp_ms: int, source: S | None = None) -> None:
         """Append a record to the batch of the partition the partitioner picks (over the counts read at start)."""
-        tp = (topic, self._partitioner(key, self._counts[topic]))
+        self.add_to(topic, self._partitioner(key, self._counts[topic]), key, value, timestamp_ms, source)
+
+    def add_to(self, topic: str, partition: int, key: bytes, value: bytes | None, timestamp_ms: int,
+               source: S | None = None) -> None:
+        """Append a record to the batch of ``partition`` (a table's changelog: the partition of the row's source)."""
+        tp = (topic, partition)
         entry = self._open.get(tp)
         if entry is None:
             entry = self._open[tp] = (self._producer.create_batch(), [])
@@ -64,7 +75,12 @@ class BatchSender(Generic[S]):
             future.add_done_callback(partial(self._delivered, topic, partition, sources))
 
     def _delivered(self, topic: str, partition: int, sources: list[S | None], future: asyncio.Future[Any]) -> None:
-        if future.cancelled() or future.exception() is None:
+        if future.cancelled():
+            return
+        if future.exception() is None:
+            metadata = future.result()
+            if self._on_sent is not None and metadata is not None:
+                self._on_sent(topic, partition, metadata.offset + len(sources) - 1)
             return
         error = future.exception()
         assert error is not None

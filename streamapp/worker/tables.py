@@ -9,6 +9,13 @@ topic) instead of being dropped by Faust's deserializer.
 A table is partitioned like its source topic: a row lives in the partition its
 record came from, and the join looks an order's user up in the order's
 partition only (:func:`partition_row`), exactly as a Kafka Streams/ksqlDB join does.
+
+Rows are written a fetch at a time (:class:`RowWrites`): each partition's rows go
+into RocksDB as one write batch, and their changelog records go out with the
+fetch's other outputs as whole producer batches, in the row's partition, with the
+bytes Faust's own ``table[key] = row`` would store and send.  Once the broker has
+stored a changelog batch, the table's persisted offset moves to its last record,
+as Faust does after each changelog send, so a restart recovers only what came after.
 """
 from __future__ import annotations
 
@@ -16,6 +23,9 @@ import json
 from typing import Any
 
 import faust
+from faust.serializers import codecs
+from faust.types import TP
+from rocksdict import WriteBatch
 
 from ..model.join import faust_timestamp
 from ..model.topology import Join, joins
@@ -69,6 +79,48 @@ class JoinTables:
         timestamp = faust_timestamp(timestamp_ms) if timestamp_ms is not None else None
         partition = self.partitioner(key, self.app.partition_counts[topic])
         return await self.app.producer.send(topic, key, value, partition, timestamp, headers)
+
+
+class RowWrites:
+    """One fetch's writes to one table: a RocksDB write batch per partition, and the changelog records to send."""
+
+    def __init__(self, table: faust.Table) -> None:
+        self.table = table
+        #: The table's changelog topic, where each row's record goes, in the row's partition.
+        self.changelog = table.changelog_topic.get_topic_name()
+        self._serializer = table.value_serializer
+        self._batches: dict[int, WriteBatch] = {}
+
+    def value(self, row: dict[str, Any]) -> bytes:
+        """The bytes Faust stores and sends for ``row`` (the table's value serializer).
+
+        For Faust's ``json`` codec, the standard library's C encoder with Faust's
+        separators gives the same bytes for a row of strings, numbers and nulls
+        (``tests/test_worker_tables.py``) at a third of the cost of Faust's encoder class.
+        """
+        if self._serializer == "json":
+            return json.dumps(row, separators=(",", ":")).encode()
+        return codecs.dumps(self._serializer, row)
+
+    def put(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """Set (``value`` from :meth:`value`) or delete (None) a row; written by :meth:`write`."""
+        batch = self._batches.get(partition)
+        if batch is None:
+            batch = self._batches[partition] = WriteBatch(raw_mode=True)
+        if value is None:
+            batch.delete(key)
+        else:
+            batch.put(key, value)
+
+    def write(self) -> None:
+        """Write each partition's rows to its RocksDB database, one write batch each (in the order put)."""
+        batches, self._batches = self._batches, {}
+        for partition, batch in batches.items():
+            faust_internals.partition_db(self.table, partition).write(batch)
+
+    def sent(self, partition: int, offset: int) -> None:
+        """A changelog batch is stored up to ``offset``: recovery may start after it (Faust's persisted offset)."""
+        self.table.data.set_persisted_offset(TP(self.changelog, partition), offset)
 
 
 def partition_row(table: faust.Table, partition: int, key: bytes) -> dict[str, Any] | None:

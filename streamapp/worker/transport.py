@@ -14,12 +14,31 @@ Kafka answers CreateTopics before its metadata knows the new topic, and a
 consumer that joins in that moment counts the changelog Faust has just created
 as having no partitions until its next metadata refresh, so every
 table write through it fails (``PartitionsMismatch``).
+
+**Table updates before stream records, by event time.**  Kafka Streams buffers a
+task's records (one partition of each co-partitioned input) and always takes
+next the record at the head of the partition whose head has the lowest timestamp
+(``PartitionGroup``), so a users-table update is applied before every order of
+the same partition with a later event time.  The batch topics of one fetch are
+handed to their handlers in that order (:func:`event_time_runs`,
+:func:`rounds`): for each partition number, the fetch's records of the table
+sources and of the stream are merged by event time into runs of one topic, and
+the handlers are called run after run (a run's table rows are written before the
+next run's orders are joined).  Ties: Kafka Streams compares only the head
+timestamps (a ``PriorityQueue``), so which of two equal heads goes first depends
+on the state of its heap, not on a rule; here the table's update goes first on a
+tie, which is one of the orders Kafka Streams can take and the one its versioned
+tables define (a stream record at time t joins the table version valid at t,
+whose validity starts at or before t).  Only what one fetch holds is ordered:
+a user fetched after its order (produced later, or a fetch that ended between
+them) is not waited for, as Kafka Streams with ``max.task.idle.ms=0`` would not.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
@@ -31,6 +50,109 @@ logger = logging.getLogger(__name__)
 
 #: Handles one fetch's messages of a topic, by partition in offset order; acks each one it is done with.
 BatchHandler = Callable[[Mapping[TP, Sequence[Message]]], Awaitable[None]]
+T = TypeVar("T")
+K = TypeVar("K")
+#: Most messages handed to a handler in one call: between calls the event loop runs (the web views, heartbeats),
+#: where a whole fetch (up to 1 MiB per partition, tens of thousands of users) would hold it for seconds.
+CALL_SIZE = 4096
+
+
+def record_time(message: Message) -> int:
+    """A message's record timestamp in milliseconds (Faust keeps it in seconds)."""
+    return round(message.timestamp * 1000)
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A batch handler and what orders its records among the other batch topics' (see the module's docstring).
+
+    ``table``: the topic is a table's source, whose updates go before a stream's
+    records of the same event time.  ``event_time``: a message's event time in ms,
+    the record timestamp unless the stream takes it from its value (ksqlDB's
+    ``TIMESTAMP`` column); asked only when a fetch holds several topics' records
+    of one partition.
+    """
+
+    handle: BatchHandler
+    table: bool = False
+    event_time: Callable[[Message], int] = record_time
+
+    async def __call__(self, batches: Mapping[TP, Sequence[Message]]) -> None:
+        await self.handle(batches)
+
+
+def event_time_runs(queues: Sequence[tuple[K, Sequence[T]]], time_of: Callable[[K, T], int],
+                    is_table: Callable[[K], bool]) -> list[tuple[K, list[T]]]:
+    """One partition's queues merged as Kafka Streams takes them: runs of one queue, in processing order.
+
+    Each queue keeps its own (offset) order; the next record is always the head
+    with the lowest event time, a table's before a stream's on a tie, then the
+    queue listed first.  Consecutive records of one queue make one run.
+    """
+    live = [(key, items, 0) for key, items in queues if items]
+    if len(live) == 1:
+        return [(live[0][0], list(live[0][1]))]
+    heads = [[key, items, 0, time_of(key, items[0]), 0 if is_table(key) else 1, order]
+             for order, (key, items, _) in enumerate(live)]
+    runs: list[tuple[K, list[T]]] = []
+    while heads:
+        head = min(heads, key=lambda h: (h[3], h[4], h[5]))
+        key, items = head[0], head[1]
+        if not runs or runs[-1][0] is not key:
+            runs.append((key, []))
+        runs[-1][1].append(items[head[2]])
+        head[2] += 1
+        if head[2] == len(items):
+            heads.remove(head)
+        else:
+            head[3] = time_of(key, items[head[2]])
+    return runs
+
+
+def pieces(by_partition: Mapping[TP, Sequence[T]], size: int = CALL_SIZE) -> Iterator[dict[TP, Sequence[T]]]:
+    """``by_partition`` cut into calls of at most ``size`` messages, each partition's in order."""
+    piece: dict[TP, Sequence[T]] = {}
+    room = size
+    for tp, messages in by_partition.items():
+        start = 0
+        while start < len(messages):
+            taken = messages[start:start + room]
+            piece[tp] = taken
+            start += len(taken)
+            room -= len(taken)
+            if room == 0:
+                yield piece
+                piece, room = {}, size
+    if piece:
+        yield piece
+
+
+def rounds(fetched: Mapping[TP, Sequence[Message]], handlers: Mapping[str, BatchHandler]
+           ) -> list[list[tuple[str, dict[TP, Sequence[Message]]]]]:
+    """A fetch's batch messages as handler calls: rounds of (topic, messages by partition), in processing order.
+
+    Round i holds the i-th run (:func:`event_time_runs`) of every partition number;
+    within a round the table sources' calls come first.  Partitions whose records
+    are all of one topic (the usual case) take one round and cost no event time.
+    """
+    by_partition: dict[int, list[tuple[TP, Sequence[Message]]]] = {}
+    for tp, messages in fetched.items():
+        by_partition.setdefault(tp.partition, []).append((tp, messages))
+
+    def is_table(tp: TP) -> bool:
+        return bool(getattr(handlers[tp.topic], "table", False))
+
+    def time_of(tp: TP, message: Message) -> int:
+        return getattr(handlers[tp.topic], "event_time", record_time)(message)
+
+    result: list[dict[str, dict[TP, Sequence[Message]]]] = []
+    for queues in by_partition.values():
+        queues.sort(key=lambda q: not is_table(q[0]))
+        for i, (tp, run) in enumerate(event_time_runs(queues, time_of, is_table)):
+            if i == len(result):
+                result.append({})
+            result[i].setdefault(tp.topic, {})[tp] = run
+    return [sorted(calls.items(), key=lambda call: not is_table(TP(call[0], 0))) for calls in result]
 
 
 class Consumer(faust_aiokafka.Consumer):
@@ -54,7 +176,7 @@ class Consumer(faust_aiokafka.Consumer):
         back to the committed offsets, so it is fetched again by its next owner.
         """
         handlers: Mapping[str, BatchHandler] = self.app.batch_handlers
-        batches: dict[str, dict[TP, list[Message]]] = {}
+        fetched: dict[TP, list[Message]] = {}
         generation: int | None = None
         async for tp, message in super().getmany(timeout):
             if generation is None:  # Faust has just checked each message against the current generation
@@ -62,12 +184,15 @@ class Consumer(faust_aiokafka.Consumer):
             if tp.topic not in handlers:
                 yield tp, message
             elif await faust_internals.accept(self, tp, message):
-                batches.setdefault(tp.topic, {}).setdefault(tp, []).append(message)
-        for topic, by_partition in batches.items():
-            if not self.flow_active or self.app.consumer_generation_id != generation:
-                return
-            await handlers[topic](by_partition)
-            await faust_internals.commit_if_due(self)
+                fetched.setdefault(tp, []).append(message)
+        for calls in rounds(fetched, handlers):
+            for topic, by_partition in calls:
+                for piece in pieces(by_partition):
+                    if not self.flow_active or self.app.consumer_generation_id != generation:
+                        return
+                    await handlers[topic](piece)
+                    await faust_internals.commit_if_due(self)
+                    await asyncio.sleep(0)  # let the web views and heartbeats in between
 
 
 class Transport(faust_aiokafka.Transport):
