@@ -17,17 +17,17 @@ from streamapp.worker.process import WorkerProcess
 from workerkit import isolated, make_order, make_users, produce, read_all, stats, to_json, wait_for_users, wait_until
 
 BAD_USERS: list[tuple[bytes | None, bytes | None, str]] = [
-    (b"bad-user-1", b'{"name": "no age"}', "'age' is missing"),
-    (b"bad-user-2", b'{"name": "x", "age": "old"}', "'age' is 'old', expected an integer"),
+    (b"bad-user-1", b'{"name": "x", "age": true}', "'age' is True (a JSON boolean), expected a BIGINT"),
+    (b"bad-user-2", b'{"name": "x", "age": "old"}', "'age' is 'old' (a string), expected a BIGINT"),
     (b"bad-user-3", b"{broken", "not valid JSON"),
     (None, b'{"name": "nobody", "age": 1}', "key is null"),
-    (b"", b'{"name": "empty", "age": 2}', "key is empty"),
+    (b"bad-user-5", b'{"name": "x", "age": NaN}', "NaN is not a JSON number"),  # a missing field is NULL, an empty key ""
 ]
 BAD_ORDERS: list[tuple[bytes | None, bytes | None, str]] = [
     (b"bad-order-1", b"not json at all", "not valid JSON"),
     (b"bad-order-2", b'{"product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web"}', "'ts' is missing"),
     (b"bad-order-3", b'{"ts": 5, "product_id": 1, "qty": "two", "unit_price": 1.0, "channel": "web"}',
-     "'qty' is 'two', expected an integer"),
+     "'qty' is 'two' (a string), expected a BIGINT"),
     (b"bad-order-4", None, "value is null"),
     (b"bad-order-5", b"[1,2,3]", "JSON list, expected an object"),
     (None, b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web"}', "key is null"),
