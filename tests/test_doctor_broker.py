@@ -30,7 +30,7 @@ from javatools import compile_java
 from streamapp.cli import main
 from streamapp.copartition.doctor import JoinedPair, diagnose, sample_topics
 from streamapp.copartition.key_encoding import classify, normalized
-from streamapp.kafka.admin import ensure_topics
+from streamapp.kafka.admin import add_partitions, ensure_topics
 from streamapp.kafka.reader import read_topic
 from workerkit import produce
 
@@ -229,3 +229,24 @@ def test_bad_options_are_one_line_errors(cluster: Cluster, tmp_path: Path, capsy
         assert main([*base, *extra]) == 2, extra
         err = capsys.readouterr().err
         assert err.startswith(start) and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_the_partition_count_fix_applied_makes_the_pair_sound(cluster: Cluster, new_topic) -> None:
+    java, four = cluster["java"], new_topic("doc_four", 4)
+    produce(cluster.bootstrap, four, [(key, b"{}") for key in RAW], "murmur2_random")
+    broken = doctor(cluster.bootstrap, [java, four], [(java, four)]).pairs[0]
+    assert [c.name for c in broken.checks if c.ok is False] == ["partition counts", "shared keys"]
+    grow = next(f for f in broken.fixes if f.kind == "partitions")
+    assert grow.topic == four and f"--count {N}" in grow.text
+    fixed = new_topic("doc_four_fixed", N)  # "or a new topic of 6", its records re-written by the same client
+    produce(cluster.bootstrap, fixed, [(key, b"{}") for key in RAW], "murmur2_random")
+    after = doctor(cluster.bootstrap, [java, fixed], [(java, fixed)])
+    assert after.ok and after.pairs[0].status == "sound"
+    # the other way, partitions added: the share of keys whose new records land elsewhere is what the fix said
+    add_partitions(cluster.bootstrap, four, N)
+    produce(cluster.bootstrap, four, [(key, b"{}") for key in RAW], "murmur2_random")
+    placed: dict[bytes, list[int]] = defaultdict(list)
+    for record in sorted(read_topic(cluster.bootstrap, four), key=lambda r: r.timestamp):
+        placed[record.key].append(record.partition)
+    moved = sum(before != after for before, after in placed.values()) / len(placed)
+    assert grow.moved_share == pytest.approx(moved, abs=0.05), (grow.moved_share, moved)

@@ -74,7 +74,7 @@ def test_partition_count_mismatch_offers_added_partitions_with_the_share_that_mo
     grow = next(f for f in d.fixes if f.kind == "partitions")
     four, six = partition_batch("murmur2", USERS, 4), partition_batch("murmur2", USERS, 6)
     assert grow.topic == "four" and grow.moved_share == pytest.approx(sum(x != y for x, y in zip(four, six)) / len(USERS))
-    assert "--count 6" in grow.text
+    assert "--count 6" in grow.text and "re-write its records" in grow.text
 
 
 def test_overlap_and_key_spaces_group_topics_by_logical_key() -> None:
@@ -128,3 +128,15 @@ def test_json_output_is_plain_data() -> None:
     data = json.loads(json.dumps(report.to_dict()))
     assert data["ok"] is False and data["pairs"][0]["status"] == "broken"
     assert data["topics"][0]["encoding"]["encoding"] == "utf8_string"
+
+
+def test_html_page_escapes_names_and_draws_one_curve_per_pair() -> None:
+    from streamapp.copartition.doctor_report import render_html
+
+    report = diagnose([placed("a<b>", USERS, "murmur2_random"), placed("c", USERS, "fnv1a_random"),
+                       placed("d", USERS, "murmur2_random")], [JoinedPair("a<b>", "c", "file:1")])
+    page = render_html(report)
+    assert "a&lt;b&gt;" in page and "<b>" not in page
+    assert page.count("<path ") == len(report.pairs) == 3
+    assert page.count('stroke="#c62828"') == 2 and page.count('stroke="#2e7d32"') == 1  # a×c, c×d broken; a×d sound
+    assert page.count('stroke-dasharray') == 2  # only a×c is joined

@@ -175,9 +175,10 @@ def _count_fixes(a: TopicReport, b: TopicReport) -> list[Fix]:
         impact = partition_impact(small.name, small.stored.values(), small.family[0], small.partitions, large.partitions)
         share = impact.moved / impact.keys if impact.keys else 0.0
         fixes.append(Fix("partition counts", "partitions", small.name, (
-            f"add partitions to {small.name}: {small.partitions} -> {large.partitions} (streamapp topics "
-            f"add-partitions {small.name} --count {large.partitions}); {share:.0%} of its sampled keys would move, "
-            f"so re-write its records after the change"), moved_share=share))
+            f"give {small.name} {large.partitions} partitions (streamapp topics add-partitions {small.name} --count "
+            f"{large.partitions}, or a new topic of {large.partitions}) and re-write its records: {share:.0%} of its "
+            f"sampled keys move, and the records already written stay where the old count put them"),
+            moved_share=share))
     fixes.append(Fix("partition counts", "repartition", small.name, "ksqlDB: " + ksql_rewrite(small.name, large.partitions)))
     return fixes
 
