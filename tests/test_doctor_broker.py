@@ -3,7 +3,7 @@
 Writers: the Java producer (kafka-clients, murmur2), librdkafka through
 confluent-kafka (its default consistent_random, crc32), Sarama's default hash
 partitioner and kafka-go's Murmur2Balancer (tests/go, from the Go module proxy),
-aiokafka with Faust's JSON key codec (what a Faust app writes by default), and
+aiokafka (Faust's driver) with the keys a Faust table writes by default (JSON), and
 confluent-kafka with Confluent's own AvroSerializer keys.  Where each record
 landed is the broker's word.  The doctor must name each topic's writer family and
 encoding, find every broken pair, predict the miss rate a real partition-local
@@ -22,7 +22,7 @@ from typing import Iterator
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from faust.serializers import codecs
+import faust
 
 from doctorkit import confluent_keys
 from gotools import go_produce
@@ -54,6 +54,12 @@ def aio_produce(bootstrap: str, topic: str, keys: list[bytes]) -> None:
             await producer.stop()
 
     asyncio.run(send())
+
+
+def faust_table_keys(users: list[str]) -> list[bytes]:
+    """The keys a Faust table writes to its changelog: its default key serializer is JSON (an app's topics default to raw)."""
+    table = faust.App("doctor-test", broker="kafka://localhost:9092").Table("users", key_type=str, value_type=bytes)
+    return [table.changelog_topic.prepare_key(user, None)[0] for user in users]
 
 
 def java_produce(bootstrap: str, topic: str, build_dir: Path) -> None:
@@ -88,7 +94,7 @@ def write(bootstrap: str, role: str, topic: str, build_dir: Path) -> None:
     elif role == "kafka_go_murmur2":
         go_produce(bootstrap, topic, "kafka-go/Murmur2Balancer", values)
     elif role == "faust":
-        aio_produce(bootstrap, topic, [codecs.dumps("json", u) for u in USERS])
+        aio_produce(bootstrap, topic, faust_table_keys(USERS))
     elif role == "avro":
         produce(bootstrap, topic, [(k, b"{}") for k in confluent_keys("avro-string", USERS)], "murmur2_random")
 

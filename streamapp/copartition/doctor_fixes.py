@@ -62,7 +62,7 @@ JAVA_FAMILY = ("murmur2_random", "murmur2")
 
 #: Encoding -> how its writers make the key the plain UTF-8 string instead.
 TO_RAW_KEYS: dict[str, str] = {
-    JSON_STRING: ("Faust: key_serializer=\"raw\" on the topic (keys sent as bytes); Quix Streams: "
+    JSON_STRING: ("Faust: key_serializer=\"raw\" on the Table (tables default to JSON keys) or topic; Quix Streams: "
                   "key_serializer=\"str\"; any other client: a string key serializer, not a JSON one"),
     **{enc: ("a string key serializer (Java StringSerializer, ksqlDB KEY_FORMAT='KAFKA') instead of the Schema "
              "Registry serializer, or the same serializer and schema on both topics") for enc in CONFLUENT},
