@@ -29,6 +29,7 @@ from gotools import go_produce
 from javatools import compile_java
 from streamapp.cli import main
 from streamapp.copartition.doctor import JoinedPair, diagnose, sample_topics
+from streamapp.copartition.doctor_pairs import diagnose_worker
 from streamapp.copartition.key_encoding import classify, normalized
 from streamapp.kafka.admin import add_partitions, ensure_topics
 from streamapp.kafka.reader import read_topic
@@ -256,3 +257,13 @@ def test_the_partition_count_fix_applied_makes_the_pair_sound(cluster: Cluster, 
         placed[record.key].append(record.partition)
     moved = sum(before != after for before, after in placed.values()) / len(placed)
     assert grow.moved_share == pytest.approx(moved, abs=0.05), (grow.moved_share, moved)
+
+
+def test_the_worker_findings_cover_its_own_joins(cluster: Cluster, broker_settings) -> None:
+    settings = broker_settings.replace(orders_topic=cluster["librdkafka"], users_topic=cluster["java"],
+                                       users_repartition_topic=cluster["kafka_go_murmur2"])
+    report = diagnose_worker(settings, sample=SAMPLE)
+    by_join = {p.joined_by: p for p in report.pairs if p.joined}
+    assert by_join[("worker:direct",)].status == "broken" and by_join[("worker:repartition",)].status == "broken"
+    assert {t.name for t in report.topics} == {cluster["librdkafka"], cluster["java"], cluster["kafka_go_murmur2"]}
+    assert not report.ok

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import StreamappError
 from ..kafka.admin import describe
+from ..kafka.security import Kafka
 from ..partitioners import clients_of
 from .doctor_fixes import Fix, fixes_for
 from .fingerprint import Fingerprint, score
@@ -374,7 +375,7 @@ def select_topics(names: Iterable[str], pattern: str | None, include_internal: b
                   and (wanted is None or wanted.fullmatch(n)))
 
 
-def sample_topics(bootstrap: str, topics: Sequence[str], sample: int = DEFAULT_SAMPLE) -> list[TopicSample]:
+def sample_topics(bootstrap: Kafka, topics: Sequence[str], sample: int = DEFAULT_SAMPLE) -> list[TopicSample]:
     """Each topic's partition count and keyed sample, read a few topics at a time; an unreadable topic says why."""
     _check_sample(sample)
     with ThreadPoolExecutor(max_workers=min(READERS, max(1, len(topics)))) as pool:
@@ -386,7 +387,7 @@ def _check_sample(sample: int) -> None:
         raise DoctorError(f"sample={sample}: must be at least 1")
 
 
-def _read(bootstrap: str, topic: str, sample: int) -> TopicSample:
+def _read(bootstrap: Kafka, topic: str, sample: int) -> TopicSample:
     try:
         samples, count = read_keyed_sample(bootstrap, topic, sample)
     except StreamappError as exc:
@@ -394,7 +395,7 @@ def _read(bootstrap: str, topic: str, sample: int) -> TopicSample:
     return TopicSample(topic, count, samples)
 
 
-def examine_topics(bootstrap: str, topics: Sequence[str], sample: int = DEFAULT_SAMPLE) -> list[TopicReport]:
+def examine_topics(bootstrap: Kafka, topics: Sequence[str], sample: int = DEFAULT_SAMPLE) -> list[TopicReport]:
     """Each topic's verdict, scored by the thread that read it while the others wait on the broker.
 
     Scoring is Python holding the GIL, reading is mostly librdkafka waiting on the
@@ -406,5 +407,5 @@ def examine_topics(bootstrap: str, topics: Sequence[str], sample: int = DEFAULT_
         return list(pool.map(lambda topic: topic_report(_read(bootstrap, topic, sample)), topics))
 
 
-def cluster_topics(bootstrap: str, pattern: str | None = None, include_internal: bool = False) -> list[str]:
+def cluster_topics(bootstrap: Kafka, pattern: str | None = None, include_internal: bool = False) -> list[str]:
     return select_topics(describe(bootstrap), pattern, include_internal)

@@ -19,10 +19,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ..kafka.admin import describe
 from ..kafka.security import ksqldb_http_options
 from ..model.topology import joins
 from ..settings import Settings
-from .doctor import DoctorError, JoinedPair
+from .doctor import DEFAULT_SAMPLE, DoctorError, DoctorReport, JoinedPair, diagnose_reports, examine_topics
 
 #: ksqlDB's REST media type (``/ksql``).
 KSQL_MEDIA_TYPE = "application/vnd.ksql.v1+json"
@@ -99,3 +100,11 @@ def pairs_from_ksqldb(settings: Settings, timeout: float = 10.0) -> tuple[list[J
         raise DoctorError(f"ksqlDB at {endpoint} refused {LISTING!r} (HTTP {response.status_code}): "
                           f"{str(message).strip()}")
     return pairs_from_listing(data)
+
+
+def diagnose_worker(settings: Settings, sample: int = DEFAULT_SAMPLE) -> DoctorReport:
+    """The doctor's findings for streamapp's own joins alone (what the worker's page shows beside the guard)."""
+    pairs = pairs_from_worker(settings)
+    existing = set(describe(settings.kafka, {t for p in pairs for t in (p.left, p.right)}))
+    topics = sorted(existing)
+    return diagnose_reports(examine_topics(settings.kafka, topics, sample), pairs, {"worker": f"{len(pairs)} joins"})
