@@ -5,14 +5,15 @@ partition *as the same bytes*.  Kafka Streams and ksqlDB check the partition
 counts alone; the doctor also checks the partitioners (the fingerprint), the key
 encodings (:mod:`.key_encoding`), and measures on the sampled keys the two topics
 share how many a partition-local join would miss.  All of it is pure over
-:class:`TopicSample`\\ s (:func:`diagnose`); :func:`sample_topics` is the Kafka part.
+:class:`TopicSample`\\ s (:func:`diagnose`); the Kafka part reads the samples
+(:func:`sample_topics`, or :func:`examine_topics`, which scores each topic as it arrives).
 """
 from __future__ import annotations
 
 import re
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import combinations
 from typing import Any, Iterable, Mapping, Sequence
@@ -295,8 +296,7 @@ def diagnose_pair(a: TopicReport, b: TopicReport, joined_by: Sequence[str] = ())
     elif joined_by:
         checks.append(Check("shared keys", None, "no sampled key is in both topics: the miss rate cannot be measured"))
     diagnosis = PairDiagnosis(a.name, b.name, tuple(joined_by), tuple(checks), shared, miss, apart)
-    return diagnosis if diagnosis.sound else PairDiagnosis(
-        **{**diagnosis.__dict__, "fixes": tuple(fixes_for(a, b, diagnosis))})
+    return diagnosis if diagnosis.sound else replace(diagnosis, fixes=tuple(fixes_for(a, b, diagnosis)))
 
 
 @dataclass(frozen=True)
