@@ -1,9 +1,14 @@
 """Known-answer data for the reconciliation tests: inputs, both joins' outputs, and the expected verdicts.
 
-ksqlDB cannot run here (no Docker, no JVM service), so both 'Faust output' and
-'ksqlDB output' topics are written by these helpers in ksqlDB's exact output
-format: key = USER_ID as UTF-8, value = JSON with UPPERCASE columns and explicit
-nulls on a miss, record timestamp = TS, partition = murmur2(key) % n.
+The 'Faust output' records are written by these helpers, with the perturbations the
+job must find (a duplicate, a wrong AGE, a missing order, a record in another
+partition), in ksqlDB's output format: key = USER_ID as UTF-8, value = JSON with
+UPPERCASE columns and explicit nulls on a miss, record timestamp = TS, partition =
+murmur2(key) % n.  On Kafka, the 'ksqlDB output' topics are written by the real
+Kafka Streams program (ksqlDB's joins executed by Kafka Streams; ksqlDB itself
+cannot run here) over the scenario's input topics: :func:`produce_with_ksql_equivalent`,
+which checks that the program wrote exactly the ksqlDB records predicted here.
+Exports (``--source files``, no broker) hold the predicted records.
 
 The expected status and cause of every order are predicted here from the hash
 functions (crc32 for the users topic written by librdkafka's default
@@ -44,6 +49,8 @@ class Scenario:
     records: dict[str, list[Record]] = field(default_factory=lambda: {role: [] for role in ROLES})
     #: (pair, user_id, ts, product_id) -> (status, cause)
     expected: dict[tuple[str, str, int, int], tuple[str, str]] = field(default_factory=dict)
+    #: Keys of users whose record comes after their order: a real engine must see the order first.
+    late: set[bytes] = field(default_factory=set)
 
     def statuses(self, pair: str) -> Counter[str]:
         return Counter(status for (p, *_), (status, _) in self.expected.items() if p == pair)
@@ -94,6 +101,7 @@ def build(partitions: int = 6, regular_users: int = 30, seed: int = 7) -> Scenar
         key = f'"{uid}"'.encode() if uid == quoted_id else uid.encode()
         ts = late_order_ts + 1000 if uid == late_id else DAY_START_MS - 24 * HOUR_MS
         s.records["users"].append(Record(key, value, ts))
+    s.late = {late_id.encode()}
     # outside the window: the day before and two hours after (beyond the default grace); never reconciled
     outside = [(regular[0], {"ts": DAY_START_MS - 3 * HOUR_MS, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web"}),
                (regular[1], {"ts": DAY_START_MS + 26 * HOUR_MS, "product_id": 2, "qty": 1, "unit_price": 1.0, "channel": "web"})]
@@ -114,7 +122,7 @@ def build(partitions: int = 6, regular_users: int = 30, seed: int = 7) -> Scenar
             copies = 2 if (role == "faust_repartition" and (uid, order) == duplicate) else 1
             if role == "faust_repartition" and (uid, order) == value_mismatch:
                 value["AGE"] += 1
-            if role == "ksqldb_repartition" and (uid, order) == missing:
+            if role == "faust_repartition" and (uid, order) == missing:
                 copies = 0
             where = (murmur2_partition(key, n) + 1) % n if (role == "faust_direct" and (uid, order) == moved) else None
             s.records[role].extend(Record(key, value, order["ts"], where) for _ in range(copies))
@@ -133,7 +141,7 @@ def build(partitions: int = 6, regular_users: int = 30, seed: int = 7) -> Scenar
             if pair == "repartition" and (uid, order) == value_mismatch:
                 status, why = "value_mismatch", "other"
             if pair == "repartition" and (uid, order) == missing:
-                status, why = "missing_in_ksqldb", "other"
+                status, why = "missing_in_faust", "other"
             if pair == "direct" and (uid, order) == moved:
                 status, why = "partition_mismatch", "other"
             s.expected[(pair, uid, order["ts"], order["product_id"])] = (status, why)
@@ -153,6 +161,92 @@ def produce(bootstrap: str, topics: dict[str, str], scenario: Scenario) -> None:
             producer.produce(topics[role], key=r.key, value=value, timestamp=r.timestamp, **extra)
         if producer.flush(30) != 0:
             raise RuntimeError(f"could not deliver every record to {topics[role]}")
+
+
+#: The output roles the real Kafka Streams program writes on Kafka.
+KSQLDB_ROLES = ("ksqldb_direct", "ksqldb_repartition")
+#: Not an expectation on speed: how long a broken run may hang before it fails.
+PATIENCE = 180.0
+
+
+def ksql_equivalent_settings(bootstrap: str, topics: dict[str, str], partitions: int, data_dir: Path) -> Any:
+    """The Kafka Streams program's settings: the scenario's inputs in, its two ksqlDB roles out.
+
+    The application id comes from the output topic, so a second call on the same topics
+    resumes where the first stopped (its committed offsets, its tables), as a restart would.
+    """
+    from streamapp.settings import Settings
+
+    return Settings().replace(
+        bootstrap_servers=bootstrap, users_topic=topics["users"], orders_topic=topics["orders"],
+        ksqldb_users_repartition_topic=f"{topics['ksqldb_repartition']}_users",
+        ksqldb_merged_topic=topics["ksqldb_direct"], ksqldb_merged_repartition_topic=topics["ksqldb_repartition"],
+        partitions=partitions, data_dir=str(data_dir), app_id=f"{topics['ksqldb_direct']}-app",
+    )
+
+
+def _follow(bootstrap: str, topic: str, done: Any) -> list[Any]:
+    """Every record of ``topic`` once ``done(records)`` holds, read to its end (fails after PATIENCE)."""
+    import time
+
+    from streamapp.kafka.reader import TopicReader
+
+    with TopicReader(bootstrap, topic) as reader:
+        records = reader.read_to_end()
+        deadline = time.monotonic() + PATIENCE
+        while not done(records):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{topic}: still waiting after {PATIENCE:.0f}s, {len(records)} records read")
+            records += reader.read(1.0)
+        return records + reader.read_to_end()
+
+
+def _identity(key: bytes | None, value: dict[str, Any]) -> tuple[bytes | None, int, int]:
+    return key, value["TS"], value["PRODUCT_ID"]
+
+
+def produce_with_ksql_equivalent(bootstrap: str, topics: dict[str, str], scenario: Scenario, data_dir: Path,
+                                 check: bool = True) -> None:
+    """Write the scenario as :func:`produce` does, except the ksqlDB outputs: the real Kafka Streams program
+    (``streamapp ksql-equivalent``) writes those from the users and orders topics.
+
+    As the scenario says, every user is in the tables before the orders arrive, except the
+    late ones, written once the program has joined every order.  With ``check``, the program's
+    records must be the ksqlDB records the scenario predicts (key, JSON value, partition, timestamp).
+    """
+    from streamapp.demo.ksql_equivalent import KsqlEquivalent
+
+    n = scenario.partitions
+    users = scenario.records["users"]
+    late = [r for r in users if r.key in scenario.late]
+    settings = ksql_equivalent_settings(bootstrap, topics, n, data_dir)
+    repartition = settings.ksqldb_users_repartition_topic
+
+    def holds_users(records: list[Record]) -> Any:
+        return lambda read: {r.key for r in records} <= {r.key for r in read}
+
+    on_time = [r for r in users if r.key not in scenario.late]
+    produce(bootstrap, topics, Scenario(n, {"users": on_time}))
+    with KsqlEquivalent(settings):
+        _follow(bootstrap, repartition, holds_users(on_time))
+        produce(bootstrap, topics, Scenario(n, {role: records for role, records in scenario.records.items()
+                                                if role not in ("users", *KSQLDB_ROLES)}))
+        written = {}
+        for role in KSQLDB_ROLES:
+            wanted = {_identity(r.key, r.value) for r in scenario.records[role] if r.value is not None}
+            read = _follow(bootstrap, topics[role],
+                           lambda rs, wanted=wanted: wanted <= {_identity(r.key, json.loads(r.value)) for r in rs})
+            written[role] = [r for r in read if _identity(r.key, json.loads(r.value)) in wanted]
+        produce(bootstrap, topics, Scenario(n, {"users": late}))
+        _follow(bootstrap, repartition, holds_users(late))
+    if not check:
+        return
+    for role in KSQLDB_ROLES:
+        got = sorted((r.partition, r.key, r.timestamp, json.dumps(json.loads(r.value), sort_keys=True))
+                     for r in written[role])
+        predicted = sorted((murmur2_partition(r.key, n) if r.partition is None else r.partition, r.key, r.timestamp,
+                            json.dumps(r.value, sort_keys=True)) for r in scenario.records[role])
+        assert got == predicted, (role, [g for g in got if g not in predicted][:3], [p for p in predicted if p not in got][:3])
 
 
 def produce_in_transactions(bootstrap: str, topic: str, records: list[Record], commit: bool) -> None:
