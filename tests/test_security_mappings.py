@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streamapp.kafka.security import (access_from_options, access_of, aiokafka_options, datasource_options,
+from streamapp.kafka.security import (KafkaSecurityError, access_from_options, access_of, aiokafka_options, datasource_options,
                                       faust_credentials, jaas_quoted, java_properties, librdkafka_config,
                                       spark_kafka_options, ssl_context)
 from streamapp.settings import KafkaAccess
@@ -96,3 +96,12 @@ def test_java_mutual_tls_inlines_the_pem(tmp_path: Path) -> None:
 def test_datasource_options_round_trip() -> None:
     assert access_from_options(datasource_options(SASL_SSL)) == SASL_SSL
     assert access_from_options(datasource_options("k:9092")) == KafkaAccess("k:9092")
+
+
+def test_a_file_that_is_not_pem_is_one_line_naming_the_setting(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate", encoding="utf-8")
+    with pytest.raises(KafkaSecurityError, match=r"^ssl_cafile='.*bad.pem': not a PEM file of CA certificates \("):
+        ssl_context(KafkaAccess("k:9093", "SSL", cafile=str(bad)))
+    with pytest.raises(KafkaSecurityError, match=r"^ssl_certfile='.*bad.pem', ssl_keyfile='.*bad.pem': not a PEM certificate"):
+        ssl_context(KafkaAccess("k:9093", "SSL", certfile=str(bad), keyfile=str(bad)))

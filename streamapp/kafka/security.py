@@ -91,9 +91,17 @@ def ssl_context(kafka: Kafka) -> ssl.SSLContext | None:
     access = access_of(kafka)
     if not access.tls:
         return None
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=access.cafile or None)
+    try:
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=access.cafile or None)
+    except ssl.SSLError as exc:
+        raise KafkaSecurityError(f"ssl_cafile={access.cafile!r}: not a PEM file of CA certificates ({exc.reason})") from None
     if access.certfile:
-        context.load_cert_chain(access.certfile, access.keyfile)
+        try:
+            context.load_cert_chain(access.certfile, access.keyfile, password=lambda: b"")
+        except ssl.SSLError as exc:
+            raise KafkaSecurityError(
+                f"ssl_certfile={access.certfile!r}, ssl_keyfile={access.keyfile!r}: not a PEM certificate and "
+                f"its unencrypted private key ({exc.reason})") from None
     context.check_hostname = access.check_hostname
     return context
 
@@ -245,9 +253,9 @@ def _tls_problem(access: KafkaAccess, sock: socket.socket, host: str, server: st
             return (f"security_protocol={access.protocol}: the broker at {server} speaks TLS on that port; "
                     f"set security_protocol to SSL or SASL_SSL (and ssl_cafile to its CA)")
         return None
+    context = ssl_context(access)
+    assert context is not None  # access.tls
     try:
-        context = ssl_context(access)
-        assert context is not None
         context.wrap_socket(sock, server_hostname=host).close()
     except ssl.SSLCertVerificationError as exc:
         if exc.verify_code in HOSTNAME_MISMATCH:
