@@ -19,7 +19,7 @@ from typing import Callable
 
 import pytest
 
-from streamapp.kafka.admin import describe, ensure_topics
+from streamapp.kafka.admin import describe
 from streamapp.kafka.broker import CLIENT_PASSWORD_FILE, BrokerError, EmbeddedBroker, free_port
 
 #: Bounds a run that should fail at once; reaching it fails the test (a hang), it is not a timing claim.
@@ -108,13 +108,33 @@ def test_a_data_dir_is_started_the_way_it_was_first_started(tmp_path: Path) -> N
                                   f"start it the same way or use another directory")
 
 
-def test_a_secured_broker_restarts_on_its_data_dir_with_its_users_and_certificate(tmp_path: Path) -> None:
-    """Broker lifecycle: the users (format time), the CA and the password files are reused by a restart."""
-    with EmbeddedBroker(heap="256m", data_dir=tmp_path, secured=True) as first:
-        access = first.access
-        ensure_topics(access, {"kept": 2})
-    assert oct((tmp_path / "broker-keystore.pem").stat().st_mode & 0o777) == "0o600"
-    assert oct((tmp_path / CLIENT_PASSWORD_FILE).stat().st_mode & 0o777) == "0o600"
+def test_streamapp_broker_secured_prints_the_client_exports_and_restarts_with_its_users(tmp_path: Path) -> None:
+    """Broker lifecycle: ``streamapp broker --secured`` prints the export lines (CA and password file included);
+    a client configured by exactly those lines works; a restart on the data dir reuses the users, CA and secrets."""
+    proc = subprocess.Popen([sys.executable, "-m", "streamapp", "broker", "--port", "0", "--secured", "--data-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()
+        assert ready.startswith("Apache Kafka ready on 127.0.0.1:"), ready or proc.communicate(timeout=60)[1]
+        assert proc.stdout.readline().strip() == "Point streamapp at it with:"
+        exports = dict(proc.stdout.readline().strip().removeprefix("export ").split("=", 1) for _ in range(6))
+        assert exports == {
+            "STREAMAPP_BOOTSTRAP_SERVERS": ready.split()[4], "STREAMAPP_SECURITY_PROTOCOL": "SASL_SSL",
+            "STREAMAPP_SASL_MECHANISM": "SCRAM-SHA-512", "STREAMAPP_SASL_USERNAME": "streamapp",
+            "STREAMAPP_SASL_PASSWORD_FILE": str(tmp_path.resolve() / CLIENT_PASSWORD_FILE),
+            "STREAMAPP_SSL_CAFILE": str(tmp_path.resolve() / "ca.pem"),
+        }
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("STREAMAPP_")}, **exports}
+        created = subprocess.run([sys.executable, "-m", "streamapp", "topics", "create", "kept", "--partitions", "2"],
+                                 env=env, capture_output=True, text=True, timeout=HANG)
+        assert created.returncode == 0, created.stderr
+    finally:
+        proc.terminate()
+        proc.wait(HANG)
+    assert proc.returncode == 0
+    for name in ("broker-keystore.pem", "ca.key", CLIENT_PASSWORD_FILE, "broker.password", "server.properties"):
+        assert oct((tmp_path / name).stat().st_mode & 0o777) == "0o600", name
     with EmbeddedBroker(heap="256m", data_dir=tmp_path, secured=True) as again:
-        assert again.access == access
+        assert str(again.access) == exports["STREAMAPP_BOOTSTRAP_SERVERS"]
         assert describe(again.access, ["kept"])["kept"].partitions == 2
