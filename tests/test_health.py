@@ -9,6 +9,7 @@ restart) is tests/test_reliability_broker_restart.py.
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 
 import pytest
@@ -81,6 +82,38 @@ def test_repeat_filter_passes_each_form_once_a_window_and_counts_the_rest() -> N
         "Unable to update metadata from [1] [and 59 more like this in the 60 s before, not logged]",
     ]
     assert repeat.left_out == 2 * 599 + 2 * 59  # the last window's are told with the next line of that form
+
+
+def test_a_rewritten_line_formats_through_the_workers_own_formatter() -> None:
+    """The summary line must survive mode's ExtensionFormatter, which the worker logs through.
+
+    It turns ``record.args = None`` into ``(None,)`` and then ``%`` fails ("not all arguments
+    converted"): a logging-error traceback in the worker's log, seen on a rebalance.
+    """
+    from mode.utils.logging import ExtensionFormatter
+
+    now = [0.0]
+    repeat = RepeatFilter(window=60.0, clock=lambda: now[0])
+    log = logging.getLogger("aiokafka.test_health_formatter")
+    log.propagate = False
+    log.setLevel(logging.INFO)
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(ExtensionFormatter(stream=out, fmt="%(message)s"))
+    handler.handleError = lambda record: (_ for _ in ()).throw(AssertionError(record.msg))  # type: ignore[method-assign]
+    log.addHandler(handler)
+    log.addFilter(repeat)
+    try:
+        for second in (0.0, 1.0, 61.0):
+            now[0] = second
+            log.info("Revoking previously assigned partitions %s for group %s", {"t-0"}, "g 100%")
+    finally:
+        log.removeHandler(handler)
+        log.removeFilter(repeat)
+    assert out.getvalue().splitlines() == [
+        "Revoking previously assigned partitions {'t-0'} for group g 100%",
+        "Revoking previously assigned partitions {'t-0'} for group g 100% [and 1 more like this in the 61 s before, not logged]",
+    ]
 
 
 def test_quiet_aiokafka_reaches_every_aiokafka_logger_once() -> None:

@@ -140,7 +140,7 @@ class RepeatFilter(logging.Filter):
         if seen is not None and seen.left_out:
             record.msg = (f"{record.getMessage()} [and {seen.left_out:,} more like this "
                           f"in the {now - seen.since:.0f} s before, not logged]")
-            record.args = None
+            record.args = ()  # not None: mode's formatter turns None into (None,) and % then fails
         return True
 
 
