@@ -33,13 +33,15 @@ def is_raw(frame: DataFrame) -> bool:
 
 
 def in_window(frame: DataFrame, window: TimeWindow) -> DataFrame:
-    """Rows whose record timestamp (``timestamp_ms``/``timestamp``, else the order's ``ts``) is in the window."""
+    """Rows whose record timestamp (``timestamp_ms``/``timestamp``, else the order's ``ts``) is in the window,
+    and rows without one: a line of an export that Spark could not parse comes as a row of nulls, which
+    ``valid_outputs`` then counts as undecodable instead of the window dropping it without a word."""
     by_lower = {c.lower(): c for c in frame.columns}
     name = by_lower.get("timestamp_ms") or by_lower.get("timestamp") or by_lower.get("ts")
     if name is None:
         raise ReconcileError(f"an export has no timestamp_ms, timestamp or ts column; it has {', '.join(frame.columns)}")
     moment = _millis(frame, name)
-    return frame.where((moment >= window.start_ms) & (moment < window.end_ms))
+    return frame.where(moment.isNull() | ((moment >= window.start_ms) & (moment < window.end_ms)))
 
 
 def output_columns(frame: DataFrame) -> DataFrame:

@@ -11,7 +11,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from .decode import is_raw, raw_export
-from .errors import ReconcileError
+from .errors import ReconcileError, one_line
 
 SUFFIXES = (".parquet", ".jsonl", ".json")
 
@@ -43,8 +43,87 @@ RAW_JSON_TYPES = {"key": "string", "value": "string", "partition": "bigint", "of
 
 
 def check_exports(input_dir: Path, topics: dict[str, str]) -> dict[str, Path]:
-    """Every role's export path, before Spark starts, so a missing one is the only line on stderr."""
-    return {role: locate(input_dir, topic) for role, topic in topics.items()}
+    """Every role's export path, checked before Spark starts, so a bad one is the only line on stderr."""
+    paths = {role: locate(input_dir, topic) for role, topic in topics.items()}
+    for path in paths.values():
+        check_export(path)
+    return paths
+
+
+def data_files(path: Path) -> list[Path]:
+    """The files Spark reads for an export: the file itself, or a directory's files except those it skips
+    (names starting with ``_`` or ``.``: ``_SUCCESS``, ``.crc`` checksums)."""
+    if not path.is_dir():
+        return [path]
+    return sorted(f for f in path.rglob("*") if f.is_file()
+                  and not any(part.startswith(("_", ".")) for part in f.relative_to(path).parts))
+
+
+def check_export(path: Path) -> None:
+    """What can be known of an export without Spark: a file or a directory holding data files, no empty
+    file, a Parquet footer that pyarrow can read, a JSON-lines file not cut in the middle of a record."""
+    if not path.is_file() and not path.is_dir():
+        raise ReconcileError(f"export {path} is neither a file nor a directory")
+    files = data_files(path)
+    if not files:
+        raise ReconcileError(f"export {path} is a directory with no data files in it")
+    parquet = _is_parquet(path)
+    for file in files:
+        try:
+            size = file.stat().st_size
+            with file.open("rb"):
+                pass
+        except OSError as exc:
+            raise ReconcileError(f"export {file} cannot be opened: {exc.strerror or exc}") from None
+        if parquet:
+            _check_parquet(file)
+        elif size == 0 and file == path:
+            raise ReconcileError(f"export {path} is empty (0 bytes)")
+        else:
+            _check_complete(file, size)
+
+
+def _check_parquet(file: Path) -> None:
+    import pyarrow.parquet as pq  # what Spark would read first: the footer (schema and row groups)
+
+    if file.stat().st_size == 0:
+        raise ReconcileError(f"export {file} is empty (0 bytes), not a Parquet file")
+    try:
+        pq.read_metadata(file)
+    except Exception as exc:  # ArrowInvalid, OSError: the footer is missing or corrupt
+        raise ReconcileError(f"export {file} is not a readable Parquet file: {one_line(exc)}") from None
+
+
+#: The last line of a JSON-lines export is read back at most this far to see that it is complete.
+TAIL_LIMIT = 16 << 20
+
+
+def _check_complete(file: Path, size: int) -> None:
+    """A JSON-lines file ending without a newline in a line that is not JSON was cut mid-record
+    (an interrupted copy or export): the records after the cut are missing too, so the run stops
+    rather than reconcile part of a day as if it were all of it."""
+    if size == 0:
+        return
+    with file.open("rb") as handle:
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return
+        start = max(0, size - TAIL_LIMIT)
+        handle.seek(start)
+        tail = handle.read()
+    cut = tail.rfind(b"\n")
+    if cut < 0 and start > 0:
+        return  # a last line longer than TAIL_LIMIT: left to Spark
+    last = tail[cut + 1:]
+    if not last.strip():
+        return
+    try:
+        json.loads(last)
+        return
+    except ValueError:  # UnicodeDecodeError included
+        pass
+    raise ReconcileError(f"export {file} ends in the middle of a record (its last line, from byte {start + cut + 1}, "
+                         "has no newline and is not complete JSON): it looks truncated, export it again")
 
 
 def raw_json_schema(first_line: str) -> str | None:
@@ -82,8 +161,7 @@ def read_export(spark: SparkSession, input_dir: Path, topic: str, role: str) -> 
             frame = spark.read.json(str(path)) if schema is None else spark.read.schema(schema).json(str(path))
         columns = [c.lower() for c in frame.columns]
     except Exception as exc:  # Spark raises AnalysisException / Py4JJavaError with pages of JVM trace
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ReconcileError(f"export {path} cannot be read: {first[:300]}") from None
+        raise ReconcileError(f"export {path} cannot be read: {one_line(exc)}") from None
     if not columns or columns == ["_corrupt_record"]:
         raise ReconcileError(f"export {path} is empty or not JSON lines/Parquet")
     wanted = RAW_COLUMNS if "value" in columns else DECODED_COLUMNS["users" if role == "users" else "orders" if role == "orders" else "output"]

@@ -6,6 +6,8 @@ agree on names); a bad option is a one-line message naming it, exit code 2.
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,12 @@ from .roles import FLAGS, role_topics
 from .window import TimeWindow, window_for
 
 SOURCES = ("kafka", "files")
+#: Spark's master URLs (SparkSubmit accepts yarn and what starts with spark, k8s or local; SparkContext then
+#: parses local[...] and local-cluster[...] with exactly these expressions, from org.apache.spark.SparkMasterRegex).
+MASTERS = "local, local[N], local[*], local[N,F], local-cluster[N,C,M], spark://HOST:PORT, yarn or k8s://URL"
+_LOCAL_N = re.compile(r"local\[([0-9]+|\*)\]")
+_LOCAL_N_FAILURES = re.compile(r"local\[([0-9]+|\*)\s*,\s*([0-9]+)\]", re.ASCII)
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*([0-9]+)\s*,\s*([0-9]+)\s*,\s*([0-9]+)\s*]", re.ASCII)
 DETAILS = ("mismatches", "all")
 PROG = "reconcile"
 
@@ -90,6 +98,34 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     return parser
 
 
+def check_master(master: str | None) -> None:
+    """Refuse a master Spark would refuse, before its JVM prints a page of stack trace about it."""
+    if master is None or master in ("local", "yarn"):
+        return
+    threads = _LOCAL_N.fullmatch(master) or _LOCAL_N_FAILURES.fullmatch(master)
+    if threads is not None:
+        if threads.group(1) != "*" and int(threads.group(1)) < 1:
+            raise ReconcileError(f"--master={master!r}: Spark needs at least 1 local thread")
+        return
+    if _LOCAL_CLUSTER.fullmatch(master) or re.fullmatch(r"(spark|k8s)://\S+", master):
+        return
+    raise ReconcileError(f"--master={master!r}: not a Spark master URL; expected {MASTERS}")
+
+
+def check_output(output: Path) -> None:
+    """``--output`` must be, or be creatable as, a writable directory: checked before Spark starts,
+    without creating anything (a run refused later leaves no directory behind)."""
+    existing = output
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if existing == output and not output.is_dir():
+        raise ReconcileError(f"--output={str(output)!r}: is a file, not a directory")
+    if not existing.is_dir():
+        raise ReconcileError(f"--output={str(output)!r}: cannot create it, {str(existing)!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ReconcileError(f"--output={str(output)!r}: {str(existing)!r} is not writable")
+
+
 def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Options:
     settings = settings or Settings.from_env()
     args = build_parser(settings).parse_args(argv)
@@ -100,6 +136,8 @@ def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Optio
         raise ReconcileError(f"--grace-minutes={args.grace_minutes}: must not be negative")
     if args.partitions < 1:
         raise ReconcileError(f"--partitions={args.partitions}: must be at least 1")
+    check_master(args.master)
+    check_output(Path(args.output))
     input_dir = Path(args.input_dir) if args.input_dir else None
     if args.source == "files" and (input_dir is None or not input_dir.is_dir()):
         raise ReconcileError(f"--input={args.input_dir!r}: --source files needs an existing directory")

@@ -32,7 +32,7 @@ import streamapp
 from streamapp.errors import StreamappError
 
 from spark_batch import causes, compare, decode, report
-from spark_batch.errors import ReconcileError
+from spark_batch.errors import ReconcileError, one_line
 from spark_batch.files_source import check_exports, read_export
 from spark_batch.kafka_source import choose_reader, connector_jars, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
@@ -285,7 +285,8 @@ def print_summary(summary: Summary) -> None:
 
 
 def preflight(options: Options) -> None:
-    """Check topics or exports before Spark starts: a scheduler then logs exactly the one error line."""
+    """Check topics or exports before Spark starts: a scheduler then logs exactly the one error line
+    (``parse`` has checked ``--master`` and ``--output``)."""
     if options.source == "files":
         assert options.input_dir is not None
         check_exports(options.input_dir, options.topics)
@@ -308,8 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"reconcile: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # Spark/Py4J failures: still one line and exit 2 (1 would mean "threshold breached")
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        print(f"reconcile: error: {type(exc).__name__}: {first}", file=sys.stderr)
+        print(f"reconcile: error: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
         return 2
     print_summary(summary)
     out = options.output / f"dt={summary.date}"
