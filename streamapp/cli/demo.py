@@ -122,8 +122,7 @@ def engines(settings: Settings, tmp: Path, console: Console, started: float) -> 
                 console.print(f"Faust worker ready (pid {worker.proc.pid if worker.proc else '?'}) "
                               f"after {time.monotonic() - started:.1f}s")
                 starting.result()
-                console.print(f"Kafka Streams running ksqlDB's demo joins (not ksqlDB: no SQL, no REST API) "
-                              f"(pid {streams.pid}, application id {streams.application_id}) "
+                console.print(f"Kafka Streams ready (ksqlDB's demo joins, not ksqlDB; pid {streams.pid}) "
                               f"after {time.monotonic() - started:.1f}s")
                 yield
         finally:
