@@ -131,8 +131,14 @@ async def test_browser_looks_up_a_user(web_worker: Running, page: Page, tmp_path
     assert json.loads(shown["row"]) == value
     assert user_id in shown["verdict"] and "direct join misses it" in shown["verdict"]
     users_in_partition = sum(1 for p, _ in web_worker.users.values() if p == partition)
-    cells = await page.eval(f"[...document.getElementById('stats-partition-{partition}').cells].map(c => c.textContent)")
-    assert cells[:2] == [str(partition), str(users_in_partition)]
+    await page.wait(f"!!document.getElementById('users-in-{partition}') && "
+                    f"document.getElementById('users-in-{partition}').textContent === '{users_in_partition}'")
+    orders_in = sum(1 for p in order_partitions.values() if p == partition)
+    bar = await page.eval(f"(() => {{ const g = document.getElementById('bar-{web_worker.settings.merged_topic}-{partition}');"
+                          " return [g.dataset.joined, g.dataset.missed]; })()")
+    assert await page.eval(f"document.getElementById('orders-in-{partition}').textContent") == str(orders_in)
+    direct_hits = sum(1 for u, p in order_partitions.items() if p == partition and web_worker.users[u][0] == p)
+    assert bar == [str(direct_hits), str(orders_in - direct_hits)]
     merged = await page.eval(
         "[...document.querySelectorAll('#stats tbody tr')].map(r => [...r.cells].map(c => c.textContent))"
     )

@@ -4,6 +4,13 @@ They wrap every route of the server, Faust's own blueprints included, so the
 token also guards ``/router`` and (when enabled) ``/table``.  The HTML page and
 its static files carry no data and stay public so a browser can load them and
 then send the token with each API call.
+
+The server changes nothing, so it takes GET only, with one exception: ``POST
+/copartition/recheck`` runs the co-partitioning checks again (it reads Kafka,
+so it is not a GET a crawler or a prefetch may follow).  It takes the token like
+any route, and also the header :data:`REQUEST_HEADER`: a cross-site form cannot
+send it, and a cross-site script cannot without a CORS preflight the server never
+grants, so another site open in the same browser cannot make the worker sample Kafka.
 """
 from __future__ import annotations
 
@@ -22,6 +29,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PUBLIC_PATHS = frozenset({"/", "/favicon.ico"})
 PUBLIC_PREFIX = "/static/"
+#: The one path that takes a writing method, and that method.
+ACTIONS = {"/copartition/recheck": "POST"}
+#: The header a POST must carry (any non-empty value); the page sends it.
+REQUEST_HEADER = "X-Streamapp-Request"
 
 
 def json_error(status: int, message: str, **extra: object) -> web.Response:
@@ -82,7 +93,12 @@ def middlewares(token: str) -> list[Callable[[web.Request, Handler], Awaitable[w
     @web.middleware
     async def read_only(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.method not in READ_METHODS:
-            return json_error(405, f"{request.method} is not allowed: this server is read-only (GET only)")
+            if ACTIONS.get(request.path) != request.method:
+                return json_error(405, f"{request.method} is not allowed: this server is read-only (GET only, "
+                                       f"but POST /copartition/recheck)")
+            if not request.headers.get(REQUEST_HEADER, "").strip():
+                return json_error(403, f"{request.method} {request.path} needs the header {REQUEST_HEADER} "
+                                       f"(the page sends it; a form from another site cannot)")
         return await handler(request)
 
     @web.middleware

@@ -1,8 +1,9 @@
 """The worker's web views, registered on an app by :func:`install` (``create_app`` calls it).
 
 Each view reads what it shows through ``self.app``: its settings, tables and
-counters.  Every route is read-only
-(GET), every bad input is a 400 naming the field, the optional bearer token
+counters.  Every route is read-only (GET) but one, ``POST /copartition/recheck``
+(the co-partitioning checks run again: see :mod:`.security` for what it takes),
+every bad input is a 400 naming the field, the optional bearer token
 guards every route but the page itself, and a lookup sent to any worker is
 answered by the worker that owns the key (Faust's table routing).
 """
@@ -19,7 +20,8 @@ from faust import web
 
 from ...copartition import guard
 from ...kafka.admin import describe
-from . import lookup, params, routing
+from ...model.topology import joins
+from . import lookup, params, picture, rechecks, routing
 from .placement import diagnose, expected_partition, place
 from .stats import merge
 
@@ -192,14 +194,55 @@ class PartitionView(web.View):
 
 
 class CopartitionView(web.View):
-    """``GET /copartition``: the guard's latest report, as the worker saw it at start-up."""
+    """``GET /copartition``: the guard's latest report, the doctor's findings for this worker's joins, and when they ran."""
 
     async def get(self, request: web.Request) -> web.Response:
-        report = guard.latest_report()
-        if report is None:
-            return self.json({"available": False, "verdict": "The co-partitioning guard has not reported yet."})
-        data = report.to_dict()
-        return self.json({"available": True, **data, "verdict": copartition_verdict(data)})
+        return self.json(copartition_body(self.app))  # type: ignore[arg-type]
+
+
+class RecheckView(web.View):
+    """``POST /copartition/recheck``: run the guard and the doctor again now (off the event loop), then answer as GET."""
+
+    async def post(self, request: web.Request) -> web.Response:
+        app: StreamappApp = self.app  # type: ignore[assignment]
+        await app.rechecks.run("asked for on the page")
+        return self.json(copartition_body(app))
+
+
+def copartition_body(app: StreamappApp) -> dict[str, Any]:
+    """What ``/copartition`` answers: the guard (latest run), the doctor (latest run, None before), the runs."""
+    checks: rechecks.Rechecks = app.rechecks
+    latest, report = checks.latest, checks.guard_report()
+    body: dict[str, Any]
+    if report is None:
+        body = {"available": False, "verdict": "The co-partitioning guard has not reported yet."}
+    else:
+        body = {"available": True, **report, "verdict": copartition_verdict(report)}
+    doctor = latest.doctor if latest else None
+    body["doctor"] = None if doctor is None else {**doctor, "verdict": doctor_verdict(doctor)}
+    body["runs"] = {
+        "count": checks.runs,
+        "running": checks.running is not None,
+        "reason": latest.reason if latest else "the worker started (the guard alone)",
+        "finished": latest.finished if latest else None,
+        "error": latest.doctor_error if latest else None,
+    }
+    return body
+
+
+def doctor_verdict(doctor: dict[str, Any]) -> str:
+    """One sentence over the doctor's joined pairs, for the page."""
+    joined = [p for p in doctor["pairs"] if p["joined_by"]]
+    broken = [p for p in joined if p["status"] == "broken"]
+    unknown = [p for p in joined if p["status"] == "unknown"]
+    if broken:
+        worst = ", ".join(f"{p['left']} × {p['right']}"
+                          + (f" (predicted miss rate {p['miss_rate']:.0%})" if p["miss_rate"] is not None else "")
+                          for p in broken)
+        return f"Doctor: {len(broken)} of {len(joined)} joined pairs broken: {worst}."
+    if unknown:
+        return f"Doctor: {len(joined) - len(unknown)} of {len(joined)} joined pairs sound, {len(unknown)} not decided yet."
+    return f"Doctor: all {len(joined)} joined pairs sound."
 
 
 def copartition_verdict(report: dict[str, Any]) -> str:
@@ -212,23 +255,28 @@ def copartition_verdict(report: dict[str, Any]) -> str:
     return f"Co-partitioned: {len(checks) - skipped} of {len(checks)} checks passed{note}."
 
 
+async def group_counters(app: StreamappApp, request: aioweb.Request) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """Every worker's counters (this one's and the others' ``/stats?scope=local``), and the workers that did not answer."""
+    workers: dict[str, Any] = {routing.self_url(app): app.counters.snapshot()}
+    unreachable = []
+    answers = await routing.gather(app, request, routing.other_workers(app), "/stats", {"scope": "local"})
+    for url, answer in answers.items():
+        if "error" in answer:
+            unreachable.append({"worker": url, "error": answer["error"]})
+        else:
+            workers[url] = answer["counters"]
+    return workers, unreachable
+
+
 class StatsView(web.View):
     """``GET /stats``: joined / missed / dead-lettered per partition, for this worker and the group."""
 
     async def get(self, request: web.Request) -> web.Response:
         app: StreamappApp = self.app  # type: ignore[assignment]
         me = routing.self_url(app)
-        local = app.counters.snapshot()
         if request.query.get("scope") == "local":
-            return self.json({"worker": me, "counters": local, "health": app.kafka_monitor.status()})
-        workers: dict[str, Any] = {me: local}
-        unreachable = []
-        answers = await routing.gather(app, request, routing.other_workers(app), request.path, {"scope": "local"})
-        for url, answer in answers.items():
-            if "error" in answer:
-                unreachable.append({"worker": url, "error": answer["error"]})
-            else:
-                workers[url] = answer["counters"]
+            return self.json({"worker": me, "counters": app.counters.snapshot(), "health": app.kafka_monitor.status()})
+        workers, unreachable = await group_counters(app, request)
         return self.json({
             "answered_by": me,
             "workers": workers,
@@ -236,6 +284,19 @@ class StatsView(web.View):
             "unreachable": unreachable,
             "health": app.kafka_monitor.status(),
         })
+
+
+class StatsPictureView(web.View):
+    """``GET /stats/picture``: the group's counters per order partition and the doctor's placement grid, as SVG."""
+
+    async def get(self, request: web.Request) -> web.Response:
+        app: StreamappApp = self.app  # type: ignore[assignment]
+        workers, _ = await group_counters(app, request)
+        latest = app.rechecks.latest
+        partitions = app.partition_counts.get(app.settings.orders_topic) or app.settings.partitions
+        outputs = [join.output for join in joins(app.settings)]
+        drawn = picture.layout(merge(workers.values()), outputs, partitions, latest.matrix if latest else None)
+        return self.bytes(drawn.render().encode("utf-8"), content_type="image/svg+xml")
 
 
 class HealthView(web.View):
@@ -263,7 +324,9 @@ ROUTES = (
     ("/users", "streamapp_users", UsersView),
     ("/partition/{key}", "streamapp_partition", PartitionView),
     ("/copartition", "streamapp_copartition", CopartitionView),
+    ("/copartition/recheck", "streamapp_copartition_recheck", RecheckView),
     ("/stats", "streamapp_stats", StatsView),
+    ("/stats/picture", "streamapp_stats_picture", StatsPictureView),
     ("/health", "streamapp_health", HealthView),
     ("/", "streamapp_index", IndexView),
 )
@@ -272,5 +335,6 @@ ROUTES = (
 def install(app: StreamappApp) -> None:
     """Register every route on ``app`` (its web server replaces Faust's ``/`` placeholder with the page)."""
     app.topic_counts = TopicCounts(app.settings.kafka)
+    app.rechecks = rechecks.install(app)
     for path, name, view in ROUTES:
         app.page(path, name=name)(view)

@@ -1,0 +1,204 @@
+"""The guard's and the doctor's findings for this worker's joins, run again when they can say more.
+
+The guard runs once at start (:func:`streamapp.worker.app.StreamappApp.on_first_start`);
+on a fresh deployment its partitioner checks cannot run, since the topics are
+empty.  :class:`Rechecks` runs the guard and the doctor (its findings for the
+worker's own pairs, :func:`~streamapp.copartition.doctor_pairs.diagnose_worker`)
+again once the worker has read keyed records of a topic whose checks could not
+decide (:func:`recheck_reason`, pure), and on demand (``POST /copartition/recheck``).
+The sampling reads Kafka: it runs in a thread, never on the event loop, one run at a time.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ...copartition import guard
+from ...copartition.doctor import DoctorReport, TopicReport
+from ...copartition.doctor_pairs import diagnose_worker
+from ...errors import StreamappError
+from ...settings import Settings
+
+if TYPE_CHECKING:
+    from ..app import StreamappApp
+
+logger = logging.getLogger(__name__)
+
+#: How often the worker asks itself whether a check can now say more (cheap: counters only).
+TICK_SECONDS = 1.0
+#: The wait after an automatic run that left a check undecided, doubled each time up to :data:`MAX_WAIT_SECONDS`.
+FIRST_WAIT_SECONDS = 2.0
+MAX_WAIT_SECONDS = 120.0
+
+
+def keyed_read(settings: Settings, counters: Mapping[str, Any]) -> dict[str, int]:
+    """Keyed records the worker has read, by input topic (from a counters snapshot's totals).
+
+    The agents count a record only once it has a key (a keyless one is a dead letter).
+    """
+    totals = counters["totals"]
+    return {
+        settings.users_topic: totals["users"] + totals["users_deleted"],
+        settings.orders_topic: totals["orders"],
+        settings.users_repartition_topic: totals["users_repartitioned"] + totals["users_repartition_deleted"],
+    }
+
+
+def undecided_topics(guard_report: Mapping[str, Any] | None, doctor_report: Mapping[str, Any] | None,
+                     topics: list[str]) -> list[str]:
+    """The ``topics`` that a guard check which could not run, or a doctor pair whose verdict is unknown, names."""
+    names: set[str] = set()
+    for check in (guard_report or {}).get("checks", []):
+        if check["ok"] is None:
+            names |= {t for t in topics if t in check["name"]}
+    for pair in (doctor_report or {}).get("pairs", []):
+        if pair["joined_by"] and pair["status"] == "unknown":
+            names |= {pair["left"], pair["right"]} & set(topics)
+    return sorted(names)
+
+
+def recheck_reason(guard_report: Mapping[str, Any] | None, doctor_report: Mapping[str, Any] | None,
+                   keyed_now: Mapping[str, int], keyed_then: Mapping[str, int] | None) -> str | None:
+    """Why the checks should run again now, or None; pure.
+
+    ``keyed_then`` is what had been read at the last run (None: the doctor has not run yet).
+    Nothing runs before the guard's own start-up check.
+    """
+    if guard_report is None:
+        return None
+    if keyed_then is None:
+        return "the worker started"
+    grown = [t for t in undecided_topics(guard_report, doctor_report, list(keyed_now))
+             if keyed_now.get(t, 0) > keyed_then.get(t, 0)]
+    if grown:
+        return "keyed records of " + ", ".join(grown) + " were read"
+    return None
+
+
+def placement_matrix(orders: TopicReport | None, users: TopicReport | None) -> list[list[int]] | None:
+    """Sampled keys in both topics, counted by (order partition, user partition); pure.
+
+    A key read from several partitions of a topic counts once per pair of partitions.
+    None when either topic was not sampled.
+    """
+    if orders is None or users is None or orders.error or users.error:
+        return None
+    matrix = [[0] * users.partitions for _ in range(orders.partitions)]
+    for key in orders.keys & users.keys:
+        for p in orders.placements[key]:
+            for q in users.placements[key]:
+                matrix[p][q] += 1
+    return matrix
+
+
+@dataclass
+class Run:
+    """What one run found, as the page shows it."""
+
+    number: int
+    reason: str
+    started: float
+    finished: float
+    guard: dict[str, Any] | None
+    doctor: dict[str, Any] | None
+    doctor_error: str | None
+    matrix: list[list[int]] | None
+
+
+def _check(settings: Settings, key_serializers: Mapping[str, str]) -> tuple[dict[str, Any] | None, DoctorReport | None, str | None]:
+    """Both checks, blocking (in a thread): each one's failure is its one-line message, not the other's.
+
+    A broker that stopped answering must not stop the timer that calls this, so any error is kept as a line.
+    """
+    report, doctor, errors = None, None, []
+    try:
+        report = guard.check_copartitioning(settings, key_serializers).to_dict()
+    except Exception as exc:  # noqa: BLE001 (shown on the page, the worker goes on)
+        errors.append(f"guard: {_line(exc)}")
+    try:
+        doctor = diagnose_worker(settings)
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"doctor: {_line(exc)}")
+    return report, doctor, "; ".join(errors) or None
+
+
+def _line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if isinstance(exc, StreamappError) and text else f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+@dataclass
+class Rechecks:
+    """The latest run of the guard and the doctor for one worker, and when to run them again."""
+
+    app: StreamappApp
+    latest: Run | None = None
+    running: asyncio.Task[Run] | None = None
+    keyed_then: dict[str, int] | None = None
+    wait: float = FIRST_WAIT_SECONDS
+    next_allowed: float = 0.0
+    runs: int = 0
+
+    def guard_report(self) -> dict[str, Any] | None:
+        if self.latest is not None and self.latest.guard is not None:
+            return self.latest.guard
+        report = guard.latest_report()
+        return None if report is None else report.to_dict()
+
+    async def tick(self) -> None:
+        """Run again if keyed records arrived for a check that could not decide (the timer calls this)."""
+        if self.running is not None or time.monotonic() < self.next_allowed:
+            return
+        settings = self.app.settings
+        keyed = keyed_read(settings, self.app.counters.snapshot())
+        doctor = self.latest.doctor if self.latest else None
+        reason = recheck_reason(self.guard_report(), doctor, keyed, self.keyed_then)
+        if reason is not None:
+            run = await self.run(reason)
+            undecided = undecided_topics(run.guard, run.doctor, list(keyed))
+            self.wait = min(self.wait * 2, MAX_WAIT_SECONDS) if undecided else FIRST_WAIT_SECONDS
+            self.next_allowed = time.monotonic() + self.wait
+
+    async def run(self, reason: str) -> Run:
+        """One run now, or the one under way; the sampling in a thread, so the event loop goes on."""
+        if self.running is None:
+            self.running = asyncio.ensure_future(self._run(reason))
+        task = self.running
+        return await asyncio.shield(task)
+
+    async def _run(self, reason: str) -> Run:
+        app = self.app
+        try:
+            keyed = keyed_read(app.settings, app.counters.snapshot())
+            started = time.time()
+            loop = asyncio.get_running_loop()
+            report, doctor, error = await loop.run_in_executor(
+                None, _check, app.settings, app.join_tables.key_serializers())
+            matrix = None
+            if doctor is not None:
+                by_name = {t.name: t for t in doctor.topics}
+                matrix = placement_matrix(by_name.get(app.settings.orders_topic), by_name.get(app.settings.users_topic))
+            self.runs += 1
+            run = Run(self.runs, reason, started, time.time(), report, doctor.to_dict() if doctor else None,
+                      error, matrix)
+            self.latest, self.keyed_then = run, keyed
+            logger.info("Co-partitioning checks run again (%s): %s", reason,
+                        "; ".join(c["name"] + ": " + {True: "ok", False: "PROBLEM", None: "skipped"}[c["ok"]]
+                                  for c in (report or {}).get("checks", [])) or error)
+            return run
+        finally:
+            self.running = None
+
+
+def install(app: StreamappApp) -> Rechecks:
+    """Attach a :class:`Rechecks` to ``app`` and its timer (every worker runs its own, not just the leader)."""
+    rechecks = Rechecks(app)
+
+    @app.timer(interval=TICK_SECONDS, name="streamapp.worker.web.rechecks.tick")
+    async def recheck_when_keyed() -> None:
+        await rechecks.tick()
+
+    return rechecks
