@@ -24,6 +24,7 @@ import pytest
 
 from streamapp.copartition.doctor import TopicSample, topic_report
 from streamapp.kafka.broker import EmbeddedBroker, free_port
+from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 from streamapp.worker.web.picture import layout
 from streamapp.worker.web.rechecks import placement_matrix, recheck_reason, undecided_topics
@@ -34,9 +35,17 @@ USERS = 10
 WIDTH = 1280
 
 
+def long_names(broker: EmbeddedBroker, tmp_path: Path) -> Settings:
+    """Unique settings whose output topics are as long as the defaults (their names head the counters)."""
+    settings = unique_settings(broker, tmp_path, TOKEN)
+    tag = settings.app_id.rsplit("-", 1)[-1]
+    return settings.replace(web_port=free_port(), merged_topic=f"streamapp_orders_merged_{tag}",
+                            merged_repartition_topic=f"streamapp_orders_merged_repartition_{tag}")
+
+
 @pytest.fixture
 def fresh_worker(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Running]:
-    settings = unique_settings(broker, tmp_path, TOKEN).replace(web_port=free_port())
+    settings = long_names(broker, tmp_path)
     worker = WorkerProcess(settings, tmp_path / "worker.log").start(timeout=120)
     try:
         yield Running(settings, [worker], {})
