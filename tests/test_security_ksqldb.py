@@ -8,9 +8,11 @@ signed by a throw-away CA made with openssl (the secured broker's own code).
 from __future__ import annotations
 
 import base64
+import json
 import socket
 import ssl
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -89,5 +91,32 @@ def test_https_with_its_own_ca(https: tuple[HttpsReplay, Path]) -> None:
     server, ca = https
     settings = Settings(ksqldb_endpoint=server.url, ksqldb_cafile=str(ca))
     assert KsqlDBClient(server.url, **ksqldb_http_options(settings)).info()["serverStatus"] == "RUNNING"
-    with pytest.raises(KsqlDBError, match=r"^ksqlDB at https://127\.0\.0\.1:\d+ is unreachable \(.*\): .*CERTIFICATE_VERIFY_FAILED"):
+    with pytest.raises(KsqlDBError, match=r"^ksqlDB at https://127\.0\.0\.1:\d+ is unreachable \(.*\): "
+                                          r".*CERTIFICATE_VERIFY_FAILED.*; check ksqldb_cafile$"):
         KsqlDBClient(server.url).info()  # the system's trust store does not know the throw-away CA
+
+
+class Refusing(BaseHTTPRequestHandler):
+    """ksqlDB with basic auth on, given no or wrong credentials: 401 and its JSON error."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"@type": "generic_error", "error_code": 40100, "message": "Unauthorized"}).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_refused_credentials_name_the_settings() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    for running in serve(server):  # type: ignore[arg-type]
+        url = f"http://127.0.0.1:{running.server_address[1]}"
+        settings = Settings(ksqldb_endpoint=url, ksqldb_username="alice", ksqldb_password="wrong-pw")
+        with pytest.raises(KsqlDBError) as refused:
+            KsqlDBClient(url, **ksqldb_http_options(settings)).info()
+        assert str(refused.value) == ("ksqlDB rejected GET /info (HTTP 401, error 40100): Unauthorized; "
+                                      "check ksqldb_username and ksqldb_password")

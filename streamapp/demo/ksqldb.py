@@ -165,6 +165,7 @@ def error_from_response(status: int, body: bytes, what: str) -> KsqlDBError:
     text = f"ksqlDB rejected {what} (HTTP {status}, error {code}): {message.strip()}"
     if statement:
         text += f" [statement: {statement.strip()}]"
+    text += "; check ksqldb_username and ksqldb_password" if status == 401 else ""
     return KsqlDBError(text, status=status, error_code=code)
 
 
@@ -197,7 +198,8 @@ class KsqlDBClient:
         self.close()
 
     def _unreachable(self, what: str, exc: Exception) -> KsqlDBError:
-        return KsqlDBError(f"ksqlDB at {self.endpoint} is unreachable ({what}): {exc or type(exc).__name__}")
+        hint = "; check ksqldb_cafile" if "CERTIFICATE_VERIFY_FAILED" in str(exc) else ""
+        return KsqlDBError(f"ksqlDB at {self.endpoint} is unreachable ({what}): {exc or type(exc).__name__}{hint}")
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None, what: str) -> Any:
         try:
