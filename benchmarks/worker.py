@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
+import os
 import random
 import statistics
 import subprocess
@@ -34,13 +36,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Awaitable, Callable
 
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
-from streamapp.kafka.admin import ensure_topics
+from streamapp.kafka.admin import admin_client, ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.model.join import MISS_HEAD
 from streamapp.model.topology import owned_topics
@@ -53,6 +56,8 @@ from workerkit import isolated, make_order, wait_for_users  # noqa: E402
 console = Console(width=160)
 #: How an output value without its user (a join miss) starts.
 MISS = MISS_HEAD.encode()
+#: Shortest timed window of a round that tells processors apart on a shared machine.
+MIN_ROUND_SECONDS = 20.0
 
 
 def produce_many(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
@@ -86,10 +91,6 @@ class Rate:
 
     wall: float
     cpu: float
-
-
-def best(rates: list[Rate]) -> Rate:
-    return Rate(max(r.wall for r in rates), max(r.cpu for r in rates))
 
 
 def live_rate(
@@ -169,28 +170,40 @@ def bench_pipe(base: Settings, orders: list[tuple[bytes, bytes]]) -> Rate:
         child.wait(30)
 
 
-async def pipe(bootstrap: str, source: str, outputs: list[str]) -> None:
-    """The baseline: aiokafka consumer → aiokafka producer, each record to every output, nothing else."""
+async def pipe_loop(bootstrap: str, source: str, forward: Callable[[Any, Any, Any], Awaitable[None]]) -> None:
+    """A raw aiokafka consumer → producer: ``forward(producer, tp, record)`` for each record read from ``source``.
+
+    Prints ``ready`` once it has joined its group: from there on it is only the pipe's work.
+    """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)  # the group coordinator's start-up retries
     consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"pipe-{uuid.uuid4().hex}",
                                 auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await consumer.start()
     await producer.start()
-    while not consumer.assignment():  # joined the group: from here on it is only the pipe's work
+    while not consumer.assignment():
         await consumer.getmany(timeout_ms=100)
     print("ready", flush=True)
     try:
         while True:
             batches = await consumer.getmany(timeout_ms=100, max_records=10_000)
-            for records in batches.values():
+            for tp, records in batches.items():
                 for msg in records:
-                    for topic in outputs:
-                        await producer.send(topic, msg.value, key=msg.key, timestamp_ms=msg.timestamp)
+                    await forward(producer, tp, msg)
     finally:
         await producer.stop()
         await consumer.stop()
+
+
+async def pipe(bootstrap: str, source: str, outputs: list[str]) -> None:
+    """The baseline: each order to every output, one ``send`` per record, nothing else."""
+    async def forward(producer: Any, _tp: Any, msg: Any) -> None:
+        for topic in outputs:
+            await producer.send(topic, msg.value, key=msg.key, timestamp_ms=msg.timestamp)
+
+    await pipe_loop(bootstrap, source, forward)
 
 
 def rss_with_users(base: Settings, tmp: Path, count: int) -> tuple[float, float, float]:
@@ -209,32 +222,115 @@ def rss_with_users(base: Settings, tmp: Path, count: int) -> tuple[float, float,
         worker.stop()
 
 
+def group_assigned(bootstrap: str, group: str) -> bool:
+    """True once ``group`` is stable and each of its members holds partitions (joined: only its work is left)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the answer is in
+    try:
+        described = admin.describe_consumer_groups([group])[group].result(10)
+    except Exception:  # noqa: BLE001 - not there yet
+        return False
+    return described.state.name == "STABLE" and bool(described.members) and all(
+        m.assignment.topic_partitions for m in described.members)
+
+
+def bench_quix(base: Settings, tmp: Path, python: str, users: list[tuple[bytes, bytes]],
+               orders: list[tuple[bytes, bytes]]) -> Rate:
+    """Quix Streams' ``join_asof(how="left")`` twice (``benchmarks/peers/quix.py``), timed like the worker."""
+    settings = isolated(base)
+    ensure_topics(settings.bootstrap_servers, owned_topics(settings))
+    outputs = [settings.merged_topic, settings.merged_repartition_topic]
+    group = f"quix-{uuid.uuid4().hex[:8]}"
+    log = (tmp / f"{group}.log").open("wb")
+    child = subprocess.Popen(
+        [python, str(Path(__file__).parent / "peers" / "quix.py"), "--bootstrap", settings.bootstrap_servers,
+         "--group", group, "--state-dir", str(tmp / group), "--users", settings.users_topic,
+         "--orders", settings.orders_topic, "--repartition", settings.users_repartition_topic,
+         "--merged", outputs[0], "--merged-repartition", outputs[1]], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while not group_assigned(settings.bootstrap_servers, group):
+            if child.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Quix Streams did not join its group: {(tmp / f'{group}.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        produce_many(settings.bootstrap_servers, settings.users_topic, users)
+        # Loaded: every user is in the repartition topic and in both join stores' changelogs.
+        while True:
+            topics = [t for t in admin_client(settings.bootstrap_servers).list_topics(timeout=10).topics
+                      if t.startswith(f"changelog__{group}")] + [settings.users_repartition_topic]
+            held = end_offsets(settings.bootstrap_servers, topics, settings.partitions)
+            if len(held) == 3 and min(held.values()) >= len(users):
+                break
+            if child.poll() is not None or time.monotonic() > deadline + 600:
+                raise RuntimeError(f"Quix Streams did not load the users ({held}): "
+                                   f"{(tmp / f'{group}.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        rate, misses = live_rate(settings, orders, outputs, child.pid)
+        if misses:
+            raise RuntimeError(f"Quix Streams: {misses:,} of {len(outputs) * len(orders):,} output records "
+                               "carry no user")
+        return rate
+    finally:
+        child.terminate()
+        child.wait(30)
+        log.close()
+
+
+def end_offsets(bootstrap: str, topics: list[str], partitions: int) -> dict[str, int]:
+    """How many records each topic holds (the sum of its partitions' end offsets)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
+    try:
+        return {topic: sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                           for p in range(partitions)) for topic in topics}
+    finally:
+        consumer.close()
+
+
 def run(args: argparse.Namespace) -> None:
     users = users_records(args.users, seed=1)
     orders = orders_records([k for k, _ in users], args.orders, seed=2)
-    table = Table(title=f"Worker throughput: {args.orders:,} orders, {args.users:,} users, Apache Kafka, "
-                        f"best of {args.rounds} rounds and the median of each round's ratio")
-    for column in ("raw aiokafka pipe", "worker", "worker ÷ pipe", "median of rounds",
-                   "pipe per CPU-s", "worker per CPU-s", "worker ÷ pipe (CPU)", "median of rounds (CPU)"):
+    names = ["worker"] + (["Quix Streams"] if args.quix_python else [])
+    table = Table(title=f"Orders joined: {args.orders:,} orders, {args.users:,} users, Apache Kafka, "
+                        f"{args.rounds} rounds, each ÷ the pipe measured in the same round")
+    for column in ("round", "pipe", *names, *(f"{n} ÷ pipe" for n in names), "pipe per CPU-s",
+                   *(f"{n} per CPU-s" for n in names), *(f"{n} ÷ pipe (CPU)" for n in names), "load"):
         table.add_column(column, justify="right")
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         base = broker.settings(Settings()).replace(web_port=free_port())
-        pipes: list[Rate] = []
-        workers: list[Rate] = []
+        rounds: list[tuple[Rate, list[Rate]]] = []
         for round_ in range(1, args.rounds + 1):
-            pipes.append(bench_pipe(base, orders))
-            workers.append(bench_worker(base.replace(web_port=free_port()), tmp, users, orders))
-            console.print(f"round {round_}: pipe {pipes[-1].wall:,.0f}/s ({pipes[-1].cpu:,.0f} per CPU-s), "
-                          f"worker {workers[-1].wall:,.0f}/s ({workers[-1].cpu:,.0f} per CPU-s), every order enriched")
-        pipe_rate, worker_rate = best(pipes), best(workers)
-        paired = list(zip(workers, pipes))
-        table.add_row(f"{pipe_rate.wall:,.0f}/s", f"{worker_rate.wall:,.0f}/s",
-                      f"{worker_rate.wall / pipe_rate.wall:.2f}×",
-                      f"{statistics.median(w.wall / p.wall for w, p in paired):.2f}×",
-                      f"{pipe_rate.cpu:,.0f}", f"{worker_rate.cpu:,.0f}", f"{worker_rate.cpu / pipe_rate.cpu:.2f}×",
-                      f"{statistics.median(w.cpu / p.cpu for w, p in paired):.2f}×")
+            pipe_rate = bench_pipe(base, orders)
+            peers = [bench_worker(base.replace(web_port=free_port()), tmp, users, orders)]
+            if args.quix_python:
+                peers.append(bench_quix(base, tmp, args.quix_python, users, orders))
+            rounds.append((pipe_rate, peers))
+            seconds = [len(orders) / rate.wall for rate in (pipe_rate, *peers)]
+            short = f" [a window under {MIN_ROUND_SECONDS:.0f} s: raise --orders]" \
+                if min(seconds) < MIN_ROUND_SECONDS else ""
+            table.add_row(str(round_), f"{pipe_rate.wall:,.0f}/s", *(f"{r.wall:,.0f}/s" for r in peers),
+                          *(f"{r.wall / pipe_rate.wall:.2f}×" for r in peers), f"{pipe_rate.cpu:,.0f}",
+                          *(f"{r.cpu:,.0f}" for r in peers), *(f"{r.cpu / pipe_rate.cpu:.2f}×" for r in peers),
+                          f"{os.getloadavg()[0]:.1f}")
+            console.print(f"round {round_}: " + ", ".join(
+                f"{name} {rate.wall:,.0f}/s in {secs:.1f} s ({rate.cpu:,.0f} per CPU-s)"
+                for name, rate, secs in zip(["pipe", *names], [pipe_rate, *peers], seconds))
+                + f"; every order of this round enriched{short}")
+        table.add_row("median", "", *("" for _ in names),
+                      *(f"{statistics.median(p[i].wall / pipe.wall for pipe, p in rounds):.2f}×"
+                        for i in range(len(names))), "", *("" for _ in names),
+                      *(f"{statistics.median(p[i].cpu / pipe.cpu for pipe, p in rounds):.2f}×"
+                        for i in range(len(names))), "")
+        table.add_row("lowest", "", *("" for _ in names),
+                      *(f"{min(p[i].wall / pipe.wall for pipe, p in rounds):.2f}×" for i in range(len(names))),
+                      "", *("" for _ in names),
+                      *(f"{min(p[i].cpu / pipe.cpu for pipe, p in rounds):.2f}×" for i in range(len(names))), "")
         console.print(table)
+        if args.quix_python:
+            console.print(f"Worker ÷ Quix Streams, median of rounds: "
+                          f"{statistics.median(p[0].wall / p[1].wall for _, p in rounds):.2f}× wall, "
+                          f"{statistics.median(p[0].cpu / p[1].cpu for _, p in rounds):.2f}× per CPU-s")
         if args.rss_users:
             before, after, seconds = rss_with_users(base.replace(web_port=free_port()), tmp, args.rss_users)
             console.print(
@@ -251,10 +347,11 @@ def main(argv: list[str] | None = None) -> None:
     child.add_argument("--bootstrap", required=True)
     child.add_argument("--source", required=True)
     child.add_argument("--outputs", required=True)
-    parser.add_argument("--orders", type=int, default=50_000)
+    parser.add_argument("--orders", type=int, default=400_000)
     parser.add_argument("--users", type=int, default=10_000)
-    parser.add_argument("--rss-users", type=int, default=1_000_000, help="0 skips the RSS measurement")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rss-users", type=int, default=0, help="0 skips the RSS measurement")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quix-python", default="", help="an interpreter with quixstreams: adds the Quix Streams peer")
     args = parser.parse_args(argv)
     if args.mode == "pipe":
         asyncio.run(pipe(args.bootstrap, args.source, args.outputs.split(",")))
