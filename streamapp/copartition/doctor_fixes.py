@@ -62,8 +62,9 @@ JAVA_FAMILY = ("murmur2_random", "murmur2")
 
 #: Encoding -> how its writers make the key the plain UTF-8 string instead.
 TO_RAW_KEYS: dict[str, str] = {
-    JSON_STRING: ("Faust: key_serializer=\"raw\" on the Table (tables default to JSON keys) or topic; Quix Streams: "
-                  "key_serializer=\"str\"; any other client: a string key serializer, not a JSON one"),
+    JSON_STRING: ("Faust: key_type=bytes on the Table (its keys are JSON otherwise; a Table takes no key_serializer), "
+                  "key_serializer=\"raw\" on a topic; Quix Streams: key_serializer=\"str\"; any other client: a "
+                  "string key serializer, not a JSON one"),
     **{enc: ("a string key serializer (Java StringSerializer, ksqlDB KEY_FORMAT='KAFKA') instead of the Schema "
              "Registry serializer, or the same serializer and schema on both topics") for enc in CONFLUENT},
 }
