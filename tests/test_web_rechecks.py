@@ -192,6 +192,8 @@ def test_recheck_reason() -> None:
     doctor = {"pairs": [{"left": "o", "right": "u", "joined_by": ["worker:direct"], "status": "unknown"},
                         {"left": "o", "right": "x", "joined_by": [], "status": "unknown"}]}
     assert undecided_topics(decided, doctor, ["o", "u", "x"]) == ["o", "u"]
+    prefix = {"checks": [{"name": "partitioner of users_repartition", "ok": None, "message": ""}]}
+    assert undecided_topics(prefix, None, ["users", "users_repartition"]) == ["users_repartition"]
     assert recheck_reason(decided, doctor, {"o": 2, "u": 4}, {"o": 2, "u": 3}) == "keyed records of u were read"
 
 

@@ -53,7 +53,7 @@ def undecided_topics(guard_report: Mapping[str, Any] | None, doctor_report: Mapp
     names: set[str] = set()
     for check in (guard_report or {}).get("checks", []):
         if check["ok"] is None:
-            names |= {t for t in topics if t in check["name"]}
+            names |= set(check["name"].split()) & set(topics)  # topic names have no spaces
     for pair in (doctor_report or {}).get("pairs", []):
         if pair["joined_by"] and pair["status"] == "unknown":
             names |= {pair["left"], pair["right"]} & set(topics)
