@@ -35,6 +35,7 @@ from .web import views
 from .web.security import middlewares, quiet_malformed_requests
 
 if TYPE_CHECKING:
+    from .web.rechecks import Rechecks
     from .web.views import TopicCounts
 
 logger = logging.getLogger(__name__)
@@ -101,6 +102,8 @@ class StreamappApp(faust.App):
     kafka_monitor: health.KafkaMonitor
     #: Partition counts of the input topics for the web views (see :mod:`streamapp.worker.web.views`).
     topic_counts: TopicCounts
+    #: The guard and the doctor run again when keyed records arrive, or on demand (:mod:`streamapp.worker.web.rechecks`).
+    rechecks: Rechecks
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings.app_id, **faust_config(settings))
