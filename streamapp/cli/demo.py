@@ -131,9 +131,9 @@ def engines(settings: Settings, tmp: Path, console: Console, started: float) -> 
 
 
 def summary_table(results: list[ProduceRun]) -> Table:
-    engines = " / ".join(ENGINES)
+    names = " / ".join(ENGINES)
     table = Table("run", "users partitioner", "direct matched", "repartitioned matched",
-                  *(f"{join} join misses ({engines})" for join in JOINS))
+                  *(f"{join} join misses ({names})" for join in JOINS))
     for number, result in enumerate(results, start=1):
         reports = dict(result.reports)
         joins = dict(result.joins)
