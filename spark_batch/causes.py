@@ -4,6 +4,12 @@ For the direct pair the user's partition is where the users topic holds it;
 for the repartitioned pair it is where the worker's repartition puts it: the
 ``partitioner`` setting's partition of the key (from ``streamapp.partitioners``,
 the batch API, vectorised over Arrow).
+
+Two causes are the engines' documented, legitimate differences (README, "Decoding"), read
+off the order's own key whatever the status: ``null_key`` (Kafka Streams 3.7+ joins a
+null-key order with NULL user columns and writes it with a null key; the worker
+dead-letters it) and ``non_utf8_key`` (Kafka Streams reads the key with U+FFFD for each bad
+byte; the worker dead-letters it).  Both show as ``missing_in_faust``.
 """
 from __future__ import annotations
 
@@ -17,10 +23,11 @@ from streamapp.partitioners import partition_batch
 
 from .compare import ENRICHMENT_STATUSES
 from .decode import IDENTITY
+from .ksql_json import NON_UTF8_KEY, NULL_KEY
 from .roles import PAIRS
 from .summary import PartitionCell
 
-CAUSES = ("copartition_violation", "late_user", "unknown_user", "key_format", "other")
+CAUSES = ("copartition_violation", "late_user", "unknown_user", "key_format", NULL_KEY, NON_UTF8_KEY, "other")
 
 
 def normalized_key(column: Column) -> Column:
@@ -94,11 +101,16 @@ def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_part
     order_info = (
         orders.join(F.broadcast(wanted) if few else wanted, identity_hash() == F.col("identity_hash"), "left_semi")
         .groupBy(*IDENTITY)
-        .agg(F.min("partition").alias("order_partition"))
+        .agg(F.min("partition").alias("order_partition"), F.max("kind").alias("order_key"))
+        .select(*[F.col(c).alias(f"_o_{c}") for c in IDENTITY], "order_partition", "order_key")
     )
     if few:
         order_info, index = F.broadcast(order_info), F.broadcast(index)
-    rows = mismatches.join(order_info, list(IDENTITY), "left").join(index, "user_id", "left")
+    # null-safe: a null-key order (user_id NULL) is an order too
+    same_order = [F.col(c).eqNullSafe(F.col(f"_o_{c}")) for c in IDENTITY]
+    index = index.withColumnRenamed("user_id", "_u_user_id")
+    rows = (mismatches.join(order_info, same_order, "left").drop(*[f"_o_{c}" for c in IDENTITY])
+            .join(index, F.col("user_id").eqNullSafe(F.col("_u_user_id")), "left").drop("_u_user_id"))
     user_partitions = F.when(F.col("pair") == "repartition", F.array("repartitioned_to")).otherwise(
         F.col("user_partitions")
     )
@@ -106,7 +118,7 @@ def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_part
     cause, detail = _cause_and_detail()
     return rows.withColumn("cause", cause).withColumn("cause_detail", detail).withColumn(
         "user_partition", F.col("user_partitions")[0]
-    ).drop("similar_keys", "repartitioned_to")
+    ).drop("similar_keys", "repartitioned_to", "order_key")
 
 
 def _cause_and_detail() -> tuple[Column, Column]:
@@ -117,8 +129,11 @@ def _cause_and_detail() -> tuple[Column, Column]:
     late = F.col("user_first_ms") > F.col("ts")
     enrichment = F.col("status").isin(*ENRICHMENT_STATUSES)
     partitions = F.array_join(F.col("user_partitions").cast("array<string>"), ",")
+    key = F.col("order_key")
     cause = (
-        F.when(~enrichment, "other")
+        F.when(key == NULL_KEY, NULL_KEY)
+        .when(key == NON_UTF8_KEY, NON_UTF8_KEY)
+        .when(~enrichment, "other")
         .when(~known & ~similar, "unknown_user")
         .when(~known, "key_format")
         .when(~located, "other")
@@ -128,7 +143,13 @@ def _cause_and_detail() -> tuple[Column, Column]:
     )
     not_in_orders = F.when(~located, F.lit("; the order is not in the orders topic")).otherwise(F.lit(""))
     detail = (
-        F.when(F.col("status") == "missing_in_faust", F.concat(F.lit("no record in the Faust output"), not_in_orders))
+        F.when(key == NULL_KEY, F.concat(
+            F.lit("the order's key is null: Kafka Streams (KIP-962) joins it with NULL user columns, "
+                  "the worker dead-letters it; "), _status_words()))
+        .when(key == NON_UTF8_KEY, F.concat(F.format_string(
+            "the order's key is not UTF-8: Kafka Streams reads it as '%s' (U+FFFD for each bad byte), "
+            "the worker dead-letters it; ", "user_id"), _status_words()))
+        .when(F.col("status") == "missing_in_faust", F.concat(F.lit("no record in the Faust output"), not_in_orders))
         .when(F.col("status") == "missing_in_ksqldb", F.concat(F.lit("no record in the ksqlDB output"), not_in_orders))
         .when(F.col("status") == "duplicate",
               F.format_string("Faust output has %d record(s), ksqlDB output %d", "faust_count", "ksqldb_count"))
@@ -144,6 +165,13 @@ def _cause_and_detail() -> tuple[Column, Column]:
                                    F.col("order_partition"), F.col("ts") - F.col("user_first_ms")))
     )
     return cause, detail
+
+
+def _status_words() -> Column:
+    """What the outputs hold of the order, in a few words."""
+    return (F.when(F.col("status") == "missing_in_faust", F.lit("no record in the Faust output"))
+            .when(F.col("status") == "missing_in_ksqldb", F.lit("no record in the ksqlDB output"))
+            .otherwise(F.format_string("status %s", "status")))
 
 
 def tally(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, dict[str, int]], tuple[PartitionCell, ...]]:

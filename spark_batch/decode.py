@@ -1,31 +1,45 @@
-"""Records -> typed columns: the join outputs, orders and users, with Spark SQL's ``from_json``.
+"""Records -> typed columns: the join outputs (Spark SQL's ``from_json``), orders and users (``ksql_json``).
 
 Two input shapes are accepted: Kafka-shaped rows (``key``, ``value`` as JSON,
 ``partition``, ``offset``, ``timestamp_ms``; what the Kafka readers produce and
 a raw export holds) and already-decoded exports (one column per field).  Both
 come out as the same canonical, lower-case columns.
+
+The inputs are read as the worker's model reads them (``spark_batch.ksql_json``), each row
+with its ``kind`` (null, ``tombstone``, ``null_key``, ``non_utf8_key``, ``undecodable``).
+The outputs are what the two engines write: an object of the upper-case columns, any of
+them null (both engines write NULL columns).  An output record is **undecodable** when its
+value is not a JSON object (null, not JSON, an array...), a column holds a value of another
+type (``"PRODUCT_ID": "abc"``, a fraction for a BIGINT; ``"NaN"``/``"Infinity"`` are a
+DOUBLE's), or it has no ``TS`` (the order's record timestamp: neither engine writes an order
+without one).  A null key is not: Kafka Streams writes a null-key order that way.
 """
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
+from . import ksql_json
 from .errors import ReconcileError
+from .ksql_json import KINDS, NON_UTF8_KEY, NULL_KEY, TOMBSTONE, UNDECODABLE, ddl
 from .roles import OUTPUT_ROLES
 from .window import TimeWindow
 
-#: ksqlDB's output value: UPPERCASE columns, USER_ID is the Kafka key (see the ksqlDB reference).
-OUTPUT_VALUE = "NAME string, AGE bigint, PRODUCT_ID bigint, QTY bigint, UNIT_PRICE double, CHANNEL string, TS bigint"
-ORDER_VALUE = "ts bigint, product_id bigint, qty bigint, unit_price double, channel string"
-USER_VALUE = "name string, age bigint"
+#: The output value's columns: the user's and the order's, in upper case (USER_ID is the Kafka key).
+OUTPUT_FIELDS = {name.upper(): kind for name, kind in {**ksql_json.USER_FIELDS, **ksql_json.ORDER_FIELDS}.items()}
+#: Spark's JSON reader sets this column to the record's text when it cannot read it as OUTPUT_FIELDS.
+_CORRUPT = "_corrupt"
 #: What makes an order the same order in both outputs.
 IDENTITY = ("user_id", "ts", "product_id", "qty", "unit_price", "channel")
 #: Canonical column types; exports are cast to them (a value that does not fit becomes null: undecodable).
-TYPES = {"ts": "bigint", "product_id": "bigint", "qty": "bigint", "unit_price": "double", "age": "bigint",
+TYPES = {**{name.lower(): kind for name, kind in OUTPUT_FIELDS.items()},
          "partition": "int", "offset": "bigint", "timestamp_ms": "bigint"}
 OUTPUT_COLUMNS = (*IDENTITY, "name", "age", "partition", "offset")
-ORDER_COLUMNS = (*IDENTITY, "partition", "offset")
+#: ``kind``: null, or why the worker refuses the order that Kafka Streams joins (``null_key``, ``non_utf8_key``).
+ORDER_COLUMNS = (*IDENTITY, "partition", "offset", "kind")
 USER_COLUMNS = ("user_key", "name", "age", "partition", "offset", "timestamp_ms")
+#: Input kinds counted in summary.json (a row of null kind is an ordinary record).
+COUNTED_KINDS = KINDS
 
 
 def is_raw(frame: DataFrame) -> bool:
@@ -45,64 +59,78 @@ def in_window(frame: DataFrame, window: TimeWindow) -> DataFrame:
 
 
 def output_columns(frame: DataFrame) -> DataFrame:
-    """Join output records (Faust's or ksqlDB's, tagged ``pair`` and ``side``) as pair, side + ``OUTPUT_COLUMNS``."""
-    if is_raw(frame):
-        fields = ("ts", "product_id", "qty", "unit_price", "channel", "name", "age")
-        return _from_json(frame, OUTPUT_VALUE, "user_id", {f.upper(): f for f in fields}, ("pair", "side"), ("partition", "offset"))
-    return _decoded(frame, ("pair", "side", *OUTPUT_COLUMNS), "a join output export")
-
-
-def _from_json(
-    frame: DataFrame, schema: str, key_as: str, fields: dict[str, str], before: tuple[str, ...], after: tuple[str, ...]
-) -> DataFrame:
-    """Kafka-shaped rows -> the key as a string column plus the value's JSON ``fields`` (json name -> column)."""
-    value = F.from_json(F.col("value").cast("string"), schema)
-    columns = [value[name].alias(alias) for name, alias in fields.items()]
-    return frame.select(*before, F.col("key").cast("string").alias(key_as), *columns, *after)
-
-
-def _lacks_identity() -> Column:
-    return F.col("user_id").isNull() | F.col("ts").isNull() | F.col("product_id").isNull()
+    """Join output records (Faust's or ksqlDB's, tagged ``pair`` and ``side``) as pair, side + ``OUTPUT_COLUMNS``
+    + ``undecodable`` (see the module's docstring)."""
+    if not is_raw(frame):
+        return _decoded(frame, ("pair", "side", *OUTPUT_COLUMNS), "a join output export")
+    value = F.from_json(F.col("value").cast("string"), ddl({**OUTPUT_FIELDS, _CORRUPT: "string"}),
+                        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
+    undecodable = F.col("value").isNull() | value.isNull() | value[_CORRUPT].isNotNull() | value["TS"].isNull()
+    columns = [value[name].alias(name.lower()) for name in OUTPUT_FIELDS]
+    return frame.select("pair", "side", F.col("key").cast("string").alias("user_id"), *columns, "partition", "offset",
+                        undecodable.alias("undecodable")).select("pair", "side", *OUTPUT_COLUMNS, "undecodable")
 
 
 def valid_outputs(frame: DataFrame, observation: Observation | None = None, role: tuple[str, str] | None = None) -> DataFrame:
-    """``output_columns`` rows that carry an order identity; ``observation`` gets, per pair and side,
-    ``rows:<pair>:<side>`` and ``undecodable:<pair>:<side>`` (rows left out for lacking one).
+    """``output_columns`` rows that are decodable; ``observation`` gets, per pair and side,
+    ``rows:<pair>:<side>`` and ``undecodable:<pair>:<side>`` (the rows left out).
 
     ``role`` (pair, side): the frame is that one output alone (an export), so two counters per
     row suffice instead of eight (an observation's metrics are evaluated row by row).
     """
-    bad = _lacks_identity()
+    bad = F.col("undecodable")
     if observation is not None:
         metrics = []
         for pair, side in [role] if role else list(OUTPUT_ROLES.values()):
             mine = F.lit(True) if role else (F.col("pair") == pair) & (F.col("side") == side)
             metrics += [F.count_if(mine).alias(f"rows:{pair}:{side}"), F.count_if(mine & bad).alias(f"undecodable:{pair}:{side}")]
         frame = frame.observe(observation, *metrics)
-    return frame.where(~bad)
+    return frame.where(~bad).drop("undecodable")
+
+
+def all_orders(frame: DataFrame) -> DataFrame:
+    """Every record of the orders stream as ``ORDER_COLUMNS``, its ``kind`` saying whether and how the engines read it."""
+    if is_raw(frame):
+        return ksql_json.orders(frame).select(*ORDER_COLUMNS)
+    frame = _decoded(frame, ORDER_COLUMNS[:-1], "an orders export")
+    kind = (F.when(F.col("undecodable") | F.col("ts").isNull() | (F.col("ts") < 0), F.lit(UNDECODABLE))
+            .when(F.col("user_id").isNull(), F.lit(NULL_KEY)))
+    return frame.select(*ORDER_COLUMNS[:-1], kind.alias("kind"))
 
 
 def orders(frame: DataFrame) -> DataFrame:
-    """The orders stream as ``ORDER_COLUMNS``."""
+    """The orders one engine or both join (``all_orders`` without the undecodable ones), as ``ORDER_COLUMNS``."""
+    return all_orders(frame).where(F.col("kind").isNull() | (F.col("kind") != UNDECODABLE))
+
+
+def all_users(frame: DataFrame) -> DataFrame:
+    """Every record of the users topic as ``USER_COLUMNS`` + ``kind``; a tombstone keeps its key and time."""
     if is_raw(frame):
-        fields = ("ts", "product_id", "qty", "unit_price", "channel")
-        frame = _from_json(frame, ORDER_VALUE, "user_id", {f: f for f in fields}, (), ("partition", "offset"))
-    else:
-        frame = _decoded(frame, ORDER_COLUMNS, "an orders export")
-    return frame.where(~_lacks_identity())
+        decoded = ksql_json.users(frame).withColumnRenamed("user_id", "user_key")
+        return decoded.select(*USER_COLUMNS, "kind")
+    frame = _decoded(frame.withColumnRenamed("user_id", "user_key"), USER_COLUMNS, "a users export")
+    kind = (F.when(F.col("undecodable"), F.lit(UNDECODABLE)).when(F.col("user_key").isNull(), F.lit(NULL_KEY))
+            .when(F.col("name").isNull() & F.col("age").isNull(), F.lit(TOMBSTONE)))
+    return frame.select(*USER_COLUMNS, kind.alias("kind"))
 
 
 def users(frame: DataFrame) -> DataFrame:
-    """The users table topic as ``USER_COLUMNS``; a tombstone (null value) keeps its key and time."""
-    if is_raw(frame):
-        frame = _from_json(frame, USER_VALUE, "user_key", {"name": "name", "age": "age"}, (), ("partition", "offset", "timestamp_ms"))
-    else:
-        frame = _decoded(frame.withColumnRenamed("user_id", "user_key"), USER_COLUMNS, "a users export")
-    return frame.where(F.col("user_key").isNotNull())
+    """The users a table of either engine holds (Kafka Streams' under the key read with U+FFFD), as ``USER_COLUMNS``;
+    a tombstone keeps its key and time."""
+    return all_users(frame).where(F.col("user_key").isNotNull() & (F.col("kind").isNull() | (F.col("kind") != UNDECODABLE))
+                                  ).select(*USER_COLUMNS)
+
+
+def kind_counts() -> list[Column]:
+    """Aggregates over an ``all_orders``/``all_users`` frame: ``rows`` and one count per kind (``COUNTED_KINDS``)."""
+    return [F.count(F.lit(1)).alias("rows"), *[F.count_if(F.col("kind") == k).alias(k) for k in COUNTED_KINDS]]
 
 
 def _decoded(frame: DataFrame, wanted: tuple[str, ...], what: str) -> DataFrame:
-    """Pick ``wanted`` columns case-insensitively; ``offset`` defaults to row order, ``timestamp_ms`` to ``ts``."""
+    """Pick ``wanted`` columns case-insensitively; ``offset`` defaults to row order, ``timestamp_ms`` to ``ts``.
+
+    ``undecodable``: a value that does not fit its column's type (null after the cast, not before).
+    """
     by_lower = {c.lower(): c for c in frame.columns}
     if "timestamp_ms" in wanted and "timestamp_ms" not in by_lower:
         if "timestamp" in by_lower:
@@ -114,7 +142,14 @@ def _decoded(frame: DataFrame, wanted: tuple[str, ...], what: str) -> DataFrame:
     missing = [c for c in wanted if c not in by_lower]
     if missing:
         raise ReconcileError(f"{what} lacks column(s) {', '.join(missing)}; it has {', '.join(frame.columns)}")
-    return frame.select(*[F.col(by_lower[c]).try_cast(TYPES.get(c, "string")).alias(c) for c in wanted])
+    cast = {c: F.col(by_lower[c]).try_cast(TYPES.get(c, "string")) for c in wanted}
+    unfit = [F.col(by_lower[c]).isNotNull() & cast[c].isNull() for c in wanted if c in TYPES]
+    undecodable = F.lit(False)
+    for column in unfit:
+        undecodable = undecodable | column
+    if "ts" in wanted:
+        undecodable = undecodable | cast["ts"].isNull()
+    return frame.select(*[cast[c].alias(c) for c in wanted], undecodable.alias("undecodable"))
 
 
 def _millis(frame: DataFrame, column: str) -> Column:

@@ -38,7 +38,7 @@ from spark_batch.kafka_source import choose_reader, connector_jars, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import Options, parse
 from spark_batch.roles import FLAGS, OUTPUT_ROLES
-from spark_batch.summary import OutputRecords, PairTotals, Sample, Summary, Threshold
+from spark_batch.summary import InputRecords, OutputRecords, PairTotals, Sample, Summary, Threshold
 from spark_batch.window import OffsetPlan
 
 PLAN_FILE = "offsets.json"
@@ -215,11 +215,13 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
         with _step("Explained the mismatches from the input topics"), _settings(spark, EXPLAIN_SETTINGS):
             explained.write.partitionBy("status").parquet(str(staging / "detail"))
         shutil.rmtree(staging / "_classified")
+        with _step("Counted the input records by kind"):
+            input_records = _input_records(inputs)
         with _step("Summarised"):
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
             detail = detail.select("pair", "status", "cause", "cause_detail", "order_partition", "user_partition",
                                    *decode.IDENTITY).cache()
-            summary = _summary(options, inputs, detail, counts, _versions(spark))
+            summary = _summary(options, inputs, detail, counts, input_records, _versions(spark))
             samples = _samples(detail)
             detail.unpersist()
         report.write_summary(staging / "summary.json", summary)
@@ -232,8 +234,19 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
     return summary
 
 
+def _input_records(inputs: Inputs) -> dict[str, InputRecords]:
+    """Every users and orders record (orders: of the window) counted by kind, in one Spark job, so that
+    none is left out without a word: the undecodable ones, the ones only Kafka Streams reads, tombstones."""
+    kinds = decode.all_orders(inputs.orders).select(F.lit("orders").alias("role"), "kind").unionByName(
+        decode.all_users(inputs.users).select(F.lit("users").alias("role"), "kind"))
+    found = {row["role"]: row for row in kinds.groupBy("role").agg(*decode.kind_counts()).collect()}
+    return {role: InputRecords(**{field: int(found[role][kind]) if role in found else 0 for field, kind in (
+        ("rows", "rows"), ("undecodable", decode.UNDECODABLE), ("null_key", decode.NULL_KEY),
+        ("non_utf8_key", decode.NON_UTF8_KEY), ("tombstones", decode.TOMBSTONE))}) for role in ("users", "orders")}
+
+
 def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[str, dict[str, int]],
-             versions: dict[str, str]) -> Summary:
+             input_records: dict[str, InputRecords], versions: dict[str, str]) -> Summary:
     """Counts by status (observed while classifying) and by cause and partition pair (from the detail rows).
 
     What was read, not how: the Kafka reader is left out (it is printed), so both readers give the same bytes.
@@ -248,7 +261,7 @@ def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[s
     }
     return Summary(
         window=options.window, source=options.source, topics=dict(options.topics),
-        orders_partitions=inputs.orders_partitions, offsets=inputs.plan, output_records=records, statuses=counts, totals=totals, causes=by_cause, by_partition_pair=cells,
+        orders_partitions=inputs.orders_partitions, offsets=inputs.plan, output_records=records, input_records=input_records, statuses=counts, totals=totals, causes=by_cause, by_partition_pair=cells,
         threshold=Threshold(options.max_mismatch_rate, breached), detail=options.detail, versions=versions,
     )
 
@@ -278,6 +291,9 @@ def print_summary(summary: Summary) -> None:
     for cause in causes.CAUSES:
         table.add_row(f"cause: {cause}", *[str(summary.causes[p][cause]) for p in summary.causes])
     console.print(table)
+    for role, read in {**summary.input_records, **summary.output_records}.items():
+        if read.undecodable:
+            console.print(f"{role}: {read.undecodable} of {read.rows} records undecodable (left out)")
     limit = summary.threshold.max_mismatch_rate
     for pair, total in summary.totals.items():
         console.print(f"Mismatch rate {pair}: {total.mismatch_rate * 100:.2f}% of {total.orders} orders "

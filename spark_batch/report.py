@@ -120,4 +120,13 @@ def render_html(summary: Summary, samples: Sequence[Sample]) -> str:
         grids=[PartitionGrid.of(summary.by_partition_pair, p) for p in pairs],
         samples=[[s.pair, s.status, s.cause, s.user_id, s.ts, s.cause_detail] for s in samples],
         topics=[[role, topic] for role, topic in summary.topics.items()],
+        records=records_table(summary),
     )
+
+
+def records_table(summary: Summary) -> list[list[object]]:
+    """Per role: records read, undecodable, and (inputs) null keys, non-UTF-8 keys and tombstones; ``-``: not counted."""
+    rows: list[list[object]] = [[role, r.rows, r.undecodable, r.null_key, r.non_utf8_key, r.tombstones]
+                                for role, r in summary.input_records.items()]
+    rows += [[role, r.rows, r.undecodable, "-", "-", "-"] for role, r in summary.output_records.items()]
+    return rows

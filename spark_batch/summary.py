@@ -40,6 +40,22 @@ class OutputRecords:
 
 
 @dataclass(frozen=True)
+class InputRecords:
+    """Records read from an input (users, orders), and how the engines take them (``ksql_json``'s kinds).
+
+    ``undecodable``: neither engine can use the record (a value ksqlDB cannot read, an order without a
+    valid ``ts`` or without a value); ``null_key``, ``non_utf8_key``: the worker dead-letters the record,
+    Kafka Streams reads it (a users table ignores a null key); ``tombstones``: users deleted.
+    """
+
+    rows: int
+    undecodable: int
+    null_key: int
+    non_utf8_key: int
+    tombstones: int
+
+
+@dataclass(frozen=True)
 class PartitionCell:
     """Mismatches of one pair whose order sat in ``order_partition`` and whose user in ``user_partition``."""
 
@@ -89,6 +105,8 @@ class Summary:
     offsets: OffsetPlan | None
     #: Output role (``faust_direct``, ...) -> what was read from it.
     output_records: dict[str, OutputRecords]
+    #: Input role (``users``, ``orders``) -> what was read from it (orders: those of the window).
+    input_records: dict[str, InputRecords]
     #: Pair -> status -> orders.
     statuses: dict[str, dict[str, int]]
     totals: dict[str, PairTotals]
@@ -112,6 +130,7 @@ class Summary:
             "orders_partitions": self.orders_partitions,
             "offsets": None if self.offsets is None else self.offsets.to_dict(),
             "output_records": {role: asdict(records) for role, records in self.output_records.items()},
+            "input_records": {role: asdict(records) for role, records in self.input_records.items()},
             "statuses": self.statuses,
             "totals": {pair: asdict(totals) for pair, totals in self.totals.items()},
             "causes": self.causes,

@@ -2,9 +2,11 @@
 status rules on tiny DataFrames in the session's real local SparkSession."""
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 
 import pytest
+from pyspark.sql import functions as F
 
 from spark_batch.compare import classify
 from spark_batch.errors import ReconcileError
@@ -96,7 +98,7 @@ def test_report_charts_and_rate():
     assert "order partition 2, user partition 0: 4" in heat
     summary = Summary(
         window=window_for("2026-11-20", None, None), source="files", topics={"users": "<u>"}, orders_partitions=6,
-        offsets=None, output_records={}, statuses={"direct": {"match": 1, "duplicate": 1}},
+        offsets=None, output_records={}, input_records={}, statuses={"direct": {"match": 1, "duplicate": 1}},
         totals={"direct": PairTotals.of({"match": 1, "duplicate": 1})}, causes={"direct": {"other": 1}},
         by_partition_pair=(), threshold=Threshold(0.01, ("direct",)), detail="mismatches", versions={},
     )
@@ -198,7 +200,7 @@ def test_explain_finds_causes_from_the_mismatches_users_only(spark):
         [("u1", 1001, 1, 1, 2.5, "web", 1, 0), ("q", 1002, 2, 1, 2.5, "web", 3, 1), ("nobody", 1003, 3, 1, 2.5, "web", 2, 2),
          ("late", 1004, 4, 1, 2.5, "web", 1, 3), ("u1", 1005, 5, 1, -0.0, "web", 0, 4), ("u2", 1006, 6, 1, 2.5, "web", 5, 5)],
         "user_id string, ts bigint, product_id bigint, qty bigint, unit_price double, channel string, partition int, offset bigint",
-    ).select(*ORDER_COLUMNS)
+    ).withColumn("kind", F.lit(None).cast("string")).select(*ORDER_COLUMNS)
     users = spark.createDataFrame(
         [("u1", "A", 30, 0, 0, 0), ('"q"', "Q", 40, 3, 1, 0), ("late", "L", 50, 1, 2, 5000), ("u2", "B", 30, 5, 3, 0)],
         "user_key string, name string, age bigint, partition int, offset bigint, timestamp_ms bigint",
@@ -232,8 +234,9 @@ def test_the_repartitioned_users_partition_is_the_partitioner_setting(spark, mon
     placed = partition("fnv1a_random", key.encode(), 6)
     outputs = [("repartition", side, key, 1001, 1, 1, 2.5, "web", None, None, placed, 0) for side in ("faust", "ksqldb")]
     mismatches = classify(spark.createDataFrame(outputs, OUT)).where("status != 'match'")
-    orders = spark.createDataFrame([(key, 1001, 1, 1, 2.5, "web", placed, 0)], ", ".join(
-        f"{c} {t}" for c, t in zip(ORDER_COLUMNS, ("string", "bigint", "bigint", "bigint", "double", "string", "int", "bigint"))))
+    orders = spark.createDataFrame([(key, 1001, 1, 1, 2.5, "web", placed, 0, None)], ", ".join(
+        f"{c} {t}" for c, t in zip(ORDER_COLUMNS, ("string", "bigint", "bigint", "bigint", "double", "string", "int", "bigint",
+                                                    "string"), strict=True)))
     users = spark.createDataFrame([(key, "A", 30, 0, 0, 5000)], ", ".join(
         f"{c} {t}" for c, t in zip(USER_COLUMNS, ("string", "string", "bigint", "int", "bigint", "bigint"))))
     cause = {name: causes.explain(mismatches, orders, users, 6, name).collect()[0]["cause"] for name in ("fnv1a_random", "murmur2")}
@@ -241,3 +244,82 @@ def test_the_repartitioned_users_partition_is_the_partitioner_setting(spark, mon
     monkeypatch.setenv("STREAMAPP_PARTITIONER", "fnv1a_random")
     assert parse(["--date", "2026-11-20"]).partitioner == "fnv1a_random"  # the job reads the worker's setting
 
+
+
+RAW = "key binary, value binary, partition int, offset bigint, timestamp_ms bigint"
+
+
+def test_an_output_record_is_undecodable_only_when_no_engine_could_have_written_it(spark):
+    """Null columns (a null PRODUCT_ID, NaN written as a string) and a null key are what the engines write;
+    a value that is not an object, a column of another type or no TS is not."""
+    from spark_batch.decode import output_columns, valid_outputs
+    from pyspark.sql import Observation
+
+    written = {
+        "nulls": (b"u", b'{"NAME":null,"AGE":null,"PRODUCT_ID":null,"QTY":null,"UNIT_PRICE":null,"CHANNEL":null,"TS":5}'),
+        "nan": (b"u", b'{"NAME":"A","AGE":3,"PRODUCT_ID":1,"QTY":2,"UNIT_PRICE":"NaN","CHANNEL":"web","TS":6}'),
+        "infinity": (b"u", b'{"NAME":"A","AGE":3,"PRODUCT_ID":1,"QTY":2,"UNIT_PRICE":"-Infinity","CHANNEL":"web","TS":7}'),
+        "null key": (None, b'{"NAME":null,"AGE":null,"PRODUCT_ID":1,"QTY":2,"UNIT_PRICE":2.5,"CHANNEL":"web","TS":8}'),
+        "U+FFFD key": ("\ufffdj".encode(), b'{"NAME":"B","AGE":1,"PRODUCT_ID":1,"QTY":2,"UNIT_PRICE":2.5,"CHANNEL":"x","TS":9}'),
+    }
+    unusable = {
+        "null value": (b"u", None), "JSON null": (b"u", b"null"), "array": (b"u", b"[]"), "not JSON": (b"u", b"{"),
+        "text for a BIGINT": (b"u", b'{"PRODUCT_ID":"abc","TS":5}'), "fraction for a BIGINT": (b"u", b'{"QTY":1.5,"TS":5}'),
+        "no TS": (b"u", b'{"NAME":"x","PRODUCT_ID":1}'), "boolean for a DOUBLE": (b"u", b'{"UNIT_PRICE":true,"TS":5}'),
+    }
+    rows = [("direct", "ksqldb", k, v, 0, i, 0) for i, (k, v) in enumerate([*written.values(), *unusable.values()])]
+    frame = spark.createDataFrame(rows, "pair string, side string, " + RAW)
+    observation = Observation("outputs")
+    kept = sorted(valid_outputs(output_columns(frame), observation, ("direct", "ksqldb")).collect(), key=lambda r: r["offset"])
+    assert [r["offset"] for r in kept] == list(range(len(written)))
+    assert observation.get == {"rows:direct:ksqldb": len(rows), "undecodable:direct:ksqldb": len(unusable)}
+    nulls, nan, infinity, null_key, replaced = kept
+    assert (nulls["product_id"], nulls["ts"], nulls["name"]) == (None, 5, None)
+    assert math.isnan(nan["unit_price"]) and infinity["unit_price"] == -math.inf
+    assert null_key["user_id"] is None and replaced["user_id"] == "\ufffdj"
+
+
+def test_input_records_are_counted_by_kind(spark):
+    """No input record is left out without a word: undecodable, null-key, non-UTF-8-key records and tombstones are counted."""
+    from spark_batch.decode import all_orders, all_users, kind_counts, orders, users
+
+    good = b'{"ts": 5, "product_id": null, "qty": 1, "unit_price": 2.5, "channel": "web"}'
+    order_rows = [(b"u", good), (None, good), (b"\xffu", good), (b"u", b"not json"), (b"u", b'{"product_id": 1}'),
+                  (b"u", None), (b"u", b'{"TS": "41", "Product_Id": "7"}')]
+    frame = spark.createDataFrame([(k, v, 0, i, 5) for i, (k, v) in enumerate(order_rows)], RAW)
+    counts = all_orders(frame).agg(*kind_counts()).collect()[0].asDict()
+    assert counts == {"rows": 7, "tombstone": 0, "null_key": 1, "non_utf8_key": 1, "undecodable": 3}
+    kept = {(r["user_id"], r["ts"], r["product_id"], r["kind"]) for r in orders(frame).collect()}
+    assert kept == {("u", 5, None, None), (None, 5, None, "null_key"), ("\ufffdu", 5, None, "non_utf8_key"),
+                    ("u", 41, 7, None)}
+    user_rows = [(b"a", b'{"AGE": "41"}'), (b"b", None), (b"c", b"null"), (None, b'{"name": "x"}'), (b"d", b"[1]"),
+                 (b"\xffe", b'{"name": "y", "age": 1}')]
+    frame = spark.createDataFrame([(k, v, 0, i, 5) for i, (k, v) in enumerate(user_rows)], RAW)
+    counts = all_users(frame).agg(*kind_counts()).collect()[0].asDict()
+    assert counts == {"rows": 6, "tombstone": 2, "null_key": 1, "non_utf8_key": 1, "undecodable": 1}
+    assert sorted((r["user_key"], r["name"], r["age"]) for r in users(frame).collect()) == [
+        ("a", None, 41), ("b", None, None), ("c", None, None), ("\ufffde", "y", 1)]
+
+
+def test_null_and_non_utf8_keys_are_named_as_the_engines_legitimate_differences(spark):
+    """Kafka Streams joins a null-key order and reads a non-UTF-8 key with U+FFFD; the worker dead-letters both
+    (README, Decoding): the job names each cause instead of 'other', whatever the users topic holds."""
+    from spark_batch import causes
+    from spark_batch.decode import orders, users
+
+    value = b'{"ts": 1001, "product_id": 1, "qty": 1, "unit_price": 2.5, "channel": "web"}'
+    raw_orders = spark.createDataFrame([(None, value, 2, 0, 1001), (b"\xff\xfej-bad", value, 3, 1, 1001),
+                                        (b"u1", value.replace(b"1001", b"1002"), 1, 2, 1002)], RAW)
+    raw_users = spark.createDataFrame([(b"\xff\xfej-bad", b'{"name": "Bad", "age": 1}', 3, 0, 0)], RAW)
+    bad = "\ufffd\ufffdj-bad"
+    outputs = [("direct", "ksqldb", None, 1001, 1, 1, 2.5, "web", None, None, 2, 0),
+               ("direct", "ksqldb", bad, 1001, 1, 1, 2.5, "web", "Bad", 1, 3, 1),
+               ("direct", "ksqldb", "u1", 1002, 1, 1, 2.5, "web", None, None, 1, 2)]
+    mismatches = classify(spark.createDataFrame(outputs, OUT)).where("status != 'match'")
+    got = {r["user_id"]: r for r in causes.explain(mismatches, orders(raw_orders), users(raw_users), 6, "murmur2").collect()}
+    assert {u: (r["status"], r["cause"]) for u, r in got.items()} == {
+        None: ("missing_in_faust", "null_key"), bad: ("missing_in_faust", "non_utf8_key"), "u1": ("missing_in_faust", "other")}
+    assert got[None]["cause_detail"] == ("the order's key is null: Kafka Streams (KIP-962) joins it with NULL user columns, "
+                                         "the worker dead-letters it; no record in the Faust output")
+    assert got[bad]["cause_detail"].startswith(f"the order's key is not UTF-8: Kafka Streams reads it as '{bad}'")
+    assert got[None]["order_partition"] == 2 and got[bad]["order_partition"] == 3
