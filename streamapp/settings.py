@@ -24,6 +24,9 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: Read from ``STREAMAPP_<FIELD>`` or from the file ``STREAMAPP_<FIELD>_FILE`` names; never a CLI flag, never shown.
 SECRETS = ("sasl_password", "ksqldb_password")
+#: The non-secret Kafka security settings: every command that takes ``--bootstrap-servers`` takes their flags too.
+KAFKA_SECURITY_FLAGS = ("security_protocol", "sasl_mechanism", "sasl_username", "ssl_cafile", "ssl_certfile",
+                        "ssl_keyfile", "ssl_check_hostname")
 FILE_SUFFIX = "_FILE"
 
 
@@ -336,6 +339,8 @@ FLAGS_DEFAULT = "settings_flags"
 def add_arguments(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
     """Add a ``--flag`` for each setting (or for those in ``only``) to a CLI parser."""
     group = parser.add_argument_group("settings (also from STREAMAPP_* environment variables)")
+    if only is not None and "bootstrap_servers" in only:  # who names the brokers says how to reach them
+        only = (*only, *KAFKA_SECURITY_FLAGS)
     taken = [f.name for f in fields(Settings) if (only is None or f.name in only) and f.name not in SECRETS]
     parser.set_defaults(**{FLAGS_DEFAULT: (*(parser.get_default(FLAGS_DEFAULT) or ()), *taken)})
     for f in fields(Settings):

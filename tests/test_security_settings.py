@@ -72,3 +72,29 @@ def test_cli_names_the_bad_setting_exit_2(monkeypatch: pytest.MonkeyPatch, capsy
     assert main(["topics", "list"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "streamapp topics: sasl_username is empty: security_protocol=SASL_SSL needs a user"
+
+
+
+#: The commands that talk to Kafka, each with its own arguments before the settings flags.
+KAFKA_COMMANDS = (("topics", "list"), ("topics", "describe", "x"), ("topics", "create", "x"), ("fingerprint", "--topic", "x"),
+                  ("guard",), ("doctor",), ("produce",), ("ksql-equivalent",))
+
+
+@pytest.mark.parametrize("command", KAFKA_COMMANDS, ids=" ".join)
+def test_every_kafka_command_takes_the_non_secret_security_flags(command: tuple[str, ...], tmp_path: Path) -> None:
+    from streamapp.cli import build_parser
+
+    pem = {name: tmp_path / f"{name}.pem" for name in ("ca", "cert", "key")}
+    for path in pem.values():
+        path.write_text("-", encoding="utf-8")
+    parser = build_parser()
+    args = parser.parse_args([*command, "--security-protocol", "SASL_SSL", "--sasl-mechanism", "SCRAM-SHA-256",
+                              "--sasl-username", "bob", "--ssl-cafile", str(pem["ca"]), "--ssl-certfile", str(pem["cert"]),
+                              "--ssl-keyfile", str(pem["key"]), "--no-ssl-check-hostname"])
+    base = Settings(security_protocol="SSL", sasl_password=SECRET)
+    access = base.with_args(args).kafka
+    assert (access.protocol, access.mechanism, access.username, access.cafile, access.certfile, access.keyfile,
+            access.check_hostname) == ("SASL_SSL", "SCRAM-SHA-256", "bob", *map(str, pem.values()), False)
+    assert access.password == SECRET  # from the environment (or its file) only
+    with pytest.raises(SystemExit):
+        parser.parse_args([*command, "--sasl-password", SECRET])

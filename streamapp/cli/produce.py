@@ -14,7 +14,7 @@ from rich.progress import Progress
 from ..demo.producer import ProduceError
 from ..demo.report import render_join_pairs, render_match
 from ..demo.run import ProduceOptions, ProduceRun, run
-from ..settings import Settings
+from ..settings import KAFKA_SECURITY_FLAGS, Settings, add_arguments
 
 #: From this many messages on, a progress bar shows (small runs print instantly).
 PROGRESS_FROM = 1000
@@ -43,6 +43,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--seed", type=int, default=None, help="random seed for reproducible users and orders")
     parser.add_argument("--json", action="store_true", help="print the report as JSON for programs")
     parser.add_argument("--debug", action="store_true", help="set logging level to debug")
+    add_arguments(parser, only=KAFKA_SECURITY_FLAGS)  # its own --bootstrap_server above names the brokers
     parser.set_defaults(func=main)
 
 
