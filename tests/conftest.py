@@ -27,8 +27,10 @@ def broker() -> Iterator[EmbeddedBroker]:
 
 @pytest.fixture(scope="session")
 def secured_broker() -> Iterator[EmbeddedBroker]:
-    """A second Apache Kafka node, SASL_SSL only (SCRAM-SHA-512, a throw-away CA made with openssl in its
-    temporary data dir), for the security tests (issue 20); started on first use, so only when they run."""
+    """A second Apache Kafka node, secured only (a throw-away CA made with openssl in its temporary data dir), for
+    the security tests (issue 20); started on first use, so only when they run.  Its listeners: SASL_SSL (advertised
+    first, ``.access``: SCRAM-SHA-512), and through ``.listener_access``: SCRAM-SHA-256 and PLAIN on it too,
+    SASL_PLAINTEXT, SSL, MTLS (client certificate required) and WRONG_HOST (a certificate for another name)."""
     with EmbeddedBroker(heap="384m", secured=True) as running:
         yield running
 

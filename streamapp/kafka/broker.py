@@ -10,12 +10,21 @@ node was first started on (the controller's address is part of the KRaft quorum,
 so a restart on the same data directory must reuse it).  Without one, a
 temporary directory is used and removed on stop.
 
-``secured=True`` gives the node one ``SASL_SSL`` listener instead of the
+``secured=True`` gives the node a ``SASL_SSL`` listener instead of the
 plaintext one (inter-broker traffic too; the controller stays plaintext on
 loopback): a certificate signed by a throw-away CA, both made with openssl as
 PEM in the data directory, and SCRAM-SHA-512 users created at format time, the
 broker's own and :data:`CLIENT_USER`, whose password is a file in the data
 directory (mode 0600) that :meth:`EmbeddedBroker.env` points clients at.
+
+So that every protocol and mechanism a cluster may ask for can be proven on one
+node, the secured node has more listeners (:data:`OTHER_LISTENERS`, each on its
+own port, reached with :meth:`EmbeddedBroker.listener_access`): ``SASL_PLAINTEXT``,
+``SSL`` (server TLS only), ``MTLS`` (TLS that requires a client certificate, one
+signed by the same CA is in the data directory) and ``WRONG_HOST`` (TLS with a
+certificate that names :data:`WRONG_HOST_NAME` only, for ``ssl_check_hostname``).
+Both SASL listeners enable PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 for
+:data:`CLIENT_USER`, with the one password.
 """
 from __future__ import annotations
 
@@ -77,6 +86,13 @@ SCRAM = "SCRAM-SHA-512"
 #: Files of a secured broker's data directory: the CA clients trust, the broker's key and chain, the secrets.
 CA_FILE, CA_KEY, KEYSTORE_FILE = "ca.pem", "ca.key", "broker-keystore.pem"
 CLIENT_PASSWORD_FILE, BROKER_PASSWORD_FILE = "client.password", "broker.password"
+#: The client certificate (signed by the CA) that the MTLS listener requires, and the certificate naming another host.
+CLIENT_CERT_FILE, CLIENT_KEY_FILE, WRONG_HOST_KEYSTORE = "client.pem", "client.key", "wrong-host-keystore.pem"
+WRONG_HOST_NAME = "kafka.invalid"
+#: The mechanisms a secured node's SASL listeners enable (inter-broker: :data:`SCRAM`).
+SASL_MECHANISMS = (SCRAM, "SCRAM-SHA-256", "PLAIN")
+#: A secured node's listeners besides ``SASL_SSL`` (the one advertised first, between brokers too): name -> protocol.
+OTHER_LISTENERS = {"SASL_PLAINTEXT": "SASL_PLAINTEXT", "SSL": "SSL", "MTLS": "SSL", "WRONG_HOST": "SSL"}
 
 #: Kafka 4 logs through log4j2: warnings and the "started" line only, on stdout, which we drain.
 LOG4J2_YAML = """\
@@ -175,6 +191,8 @@ class EmbeddedBroker(ChildProcess):
     cluster_id: str | None = None
     secured: bool = False
     controller_port: int = field(default=0, init=False)
+    #: A secured node's :data:`OTHER_LISTENERS` -> their ports.
+    listener_ports: dict[str, int] = field(default_factory=dict, init=False)
     _temporary: bool = field(default=False, init=False, repr=False)
 
     @classmethod
@@ -193,6 +211,26 @@ class EmbeddedBroker(ChildProcess):
         root = self._root()
         return KafkaAccess(self.bootstrap, "SASL_SSL", SCRAM, CLIENT_USER,
                            (root / CLIENT_PASSWORD_FILE).read_text(encoding="utf-8"), str(root / CA_FILE))
+
+    def listener_access(self, listener: str = "SASL_SSL", mechanism: str = SCRAM, *,
+                        client_certificate: bool | None = None, check_hostname: bool = True) -> KafkaAccess:
+        """How a client reaches one listener of the secured node: its protocol, ``mechanism`` for SASL, the CA for
+        TLS, and the client certificate for ``MTLS`` (``client_certificate`` forces it on or off)."""
+        if not self.secured:
+            raise BrokerError("listener_access: only a secured broker has several listeners")
+        if listener != "SASL_SSL" and listener not in OTHER_LISTENERS:
+            raise BrokerError(f"listener_access: no listener {listener!r}; one of SASL_SSL, {', '.join(OTHER_LISTENERS)}")
+        root = self._root()
+        protocol = OTHER_LISTENERS.get(listener, "SASL_SSL")
+        port = self.listener_ports[listener] if listener in OTHER_LISTENERS else self.port
+        sasl = protocol.startswith("SASL_")
+        tls = protocol in ("SSL", "SASL_SSL")
+        with_cert = listener == "MTLS" if client_certificate is None else client_certificate
+        return KafkaAccess(
+            f"{self.host}:{port}", protocol, mechanism if sasl else "PLAIN", CLIENT_USER if sasl else "",
+            (root / CLIENT_PASSWORD_FILE).read_text(encoding="utf-8") if sasl else "",
+            str(root / CA_FILE) if tls else "", str(root / CLIENT_CERT_FILE) if with_cert else "",
+            str(root / CLIENT_KEY_FILE) if with_cert else "", check_hostname)
 
     def settings(self, base: Settings | None = None) -> Settings:
         """Settings pointing at this broker (with its security when secured)."""
@@ -234,7 +272,12 @@ class EmbeddedBroker(ChildProcess):
         state = self._read_state(root)
         self.port = self.port or int(state.get("port", 0)) or free_port(self.host)
         self.controller_port = int(state.get("controller_port", 0)) or free_port(self.host)
-        for name, port in (("port", self.port), ("controller port", self.controller_port)):
+        if self.secured:
+            known = dict(state.get("listener_ports") or {})  # type: ignore[call-overload]
+            self.listener_ports = {name: int(known.get(name, 0)) or free_port(self.host) for name in OTHER_LISTENERS}
+        ports = [("port", self.port), ("controller port", self.controller_port),
+                 *((f"{name} listener port", port) for name, port in self.listener_ports.items())]
+        for name, port in ports:
             if port_taken(self.host, port):
                 self._cleanup()
                 hint = "stop what is listening there or choose another port (--port 0 picks a free one)"
@@ -253,7 +296,7 @@ class EmbeddedBroker(ChildProcess):
         self._wait_ready(timeout)
         (root / STATE_FILE).write_text(json.dumps({
             "cluster_id": self.cluster_id, "port": self.port, "controller_port": self.controller_port,
-            "secured": self.secured,
+            "secured": self.secured, "listener_ports": self.listener_ports,
         }), encoding="utf-8")
         return self
 
@@ -298,31 +341,53 @@ class EmbeddedBroker(ChildProcess):
         return properties
 
     def _secured_config(self, root: Path) -> dict[str, str]:
-        """One SASL_SSL listener, also between brokers; SCRAM-SHA-512; PEM key, chain and CA from the data dir."""
+        """SASL_SSL (also between brokers, SCRAM-SHA-512) and :data:`OTHER_LISTENERS`; PEM keys, chains and CA from the data dir.
+
+        PLAIN's users are listed in its JAAS line (``user_<name>``); SCRAM's were created at format time.
+        """
         password = (root / BROKER_PASSWORD_FILE).read_text(encoding="utf-8")
-        return {
-            "listeners": f"SASL_SSL://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
-            "advertised.listeners": f"SASL_SSL://{self.host}:{self.port}",
-            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+        client_password = (root / CLIENT_PASSWORD_FILE).read_text(encoding="utf-8")
+        listeners = {"SASL_SSL": ("SASL_SSL", self.port)}
+        listeners.update({name: (OTHER_LISTENERS[name], port) for name, port in self.listener_ports.items()})
+        addresses = ",".join(f"{name}://{self.host}:{port}" for name, (_, port) in listeners.items())
+        config = {
+            "listeners": f"{addresses},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": addresses,
+            "listener.security.protocol.map": ",".join(
+                [f"{name}:{protocol}" for name, (protocol, _) in listeners.items()] + ["CONTROLLER:PLAINTEXT"]),
             "inter.broker.listener.name": "SASL_SSL",
             "sasl.mechanism.inter.broker.protocol": SCRAM,
-            "sasl.enabled.mechanisms": SCRAM,
-            f"listener.name.sasl_ssl.{SCRAM.lower()}.sasl.jaas.config":
-                f'org.apache.kafka.common.security.scram.ScramLoginModule required '
-                f'username="{BROKER_USER}" password="{password}";',
+            "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(root / KEYSTORE_FILE),
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(root / CA_FILE),
+            "listener.name.mtls.ssl.client.auth": "required",
+            "listener.name.wrong_host.ssl.keystore.type": "PEM",
+            "listener.name.wrong_host.ssl.keystore.location": str(root / WRONG_HOST_KEYSTORE),
         }
+        for name, (protocol, _) in listeners.items():
+            if not protocol.startswith("SASL_"):
+                continue
+            prefix = f"listener.name.{name.lower()}"
+            config[f"{prefix}.{SCRAM.lower()}.sasl.jaas.config"] = (
+                f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                f'username="{BROKER_USER}" password="{password}";')
+            config[f"{prefix}.scram-sha-256.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+            config[f"{prefix}.plain.sasl.jaas.config"] = (
+                f'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                f'user_{CLIENT_USER}="{client_password}";')
+        return config
 
     def _scram_users(self, root: Path) -> list[str]:
         """StorageTool's ``--add-scram`` arguments: the broker's own user and the clients' (format time only)."""
         if not self.secured:
             return []
-        users = ((BROKER_USER, BROKER_PASSWORD_FILE), (CLIENT_USER, CLIENT_PASSWORD_FILE))
-        return [arg for name, file in users for arg in (
-            "--add-scram", f"{SCRAM}=[name={name},password={(root / file).read_text(encoding='utf-8')}]")]
+        users = ((SCRAM, BROKER_USER, BROKER_PASSWORD_FILE), (SCRAM, CLIENT_USER, CLIENT_PASSWORD_FILE),
+                 ("SCRAM-SHA-256", CLIENT_USER, CLIENT_PASSWORD_FILE))
+        return [arg for mechanism, name, file in users for arg in (
+            "--add-scram", f"{mechanism}=[name={name},password={(root / file).read_text(encoding='utf-8')}]")]
 
     def _format(self, java_bin: str, cp: str, root: Path, properties: Path, state: dict[str, object]) -> None:
         """Format the storage once, on the first start of a data directory (bin/kafka-storage.sh format)."""
@@ -384,17 +449,18 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def make_secrets(root: Path, host: str) -> None:
-    """Once per data directory: the SCRAM passwords, a throw-away CA and the broker's certificate (PEM, openssl).
+    """Once per data directory: the SCRAM passwords, a throw-away CA and the certificates it signs (PEM, openssl).
 
     The broker's PEM keystore is its PKCS#8 key, its certificate and the CA in one file;
-    the certificate names ``host`` and localhost/127.0.0.1.  A ``,`` cannot be in an
-    ``--add-scram`` password, which ``token_urlsafe`` never gives.
+    the certificate names ``host`` and localhost/127.0.0.1.  The WRONG_HOST listener's
+    names :data:`WRONG_HOST_NAME` only; the client's (for MTLS) is for :data:`CLIENT_USER`.
+    Each missing piece is made on its own, so a data directory of an older streamapp
+    gets the new ones.  A ``,`` cannot be in an ``--add-scram`` password, which
+    ``token_urlsafe`` never gives.
     """
     for name in (BROKER_PASSWORD_FILE, CLIENT_PASSWORD_FILE):
         if not (root / name).is_file():
             _write_private(root / name, secrets.token_urlsafe(24))
-    if (root / KEYSTORE_FILE).is_file() and (root / CA_FILE).is_file():
-        return
     names = {"DNS:localhost", "IP:127.0.0.1"}
     try:
         names.add(f"IP:{ipaddress.ip_address(host)}")
@@ -402,30 +468,50 @@ def make_secrets(root: Path, host: str) -> None:
         names.add(f"DNS:{host}")
     work = Path(tempfile.mkdtemp(prefix="certs-", dir=root))
     try:
-        (work / "ext.cnf").write_text(
-            f"subjectAltName={','.join(sorted(names))}\nextendedKeyUsage=serverAuth,clientAuth\n", encoding="utf-8")
-        steps = [
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj", "/CN=streamapp-throwaway-ca",
-             "-keyout", "ca.key", "-out", "ca.pem", "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
-            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={host}", "-keyout", "broker.key", "-out", "broker.csr"],
-            ["x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "30",
-             "-extfile", "ext.cnf", "-out", "broker.crt"],
-        ]
-        for step in steps:
-            try:
-                result = subprocess.run(["openssl", *step], cwd=work, capture_output=True, text=True, timeout=60)
-            except FileNotFoundError:
-                raise BrokerError("--secured: openssl is not installed; it makes the broker's certificate") from None
-            if result.returncode != 0:
-                tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-                raise BrokerError(f"--secured: openssl {step[0]} failed: {tail}")
-        keystore = "".join((work / name).read_text(encoding="utf-8") for name in ("broker.key", "broker.crt", "ca.pem"))
-        _write_private(root / KEYSTORE_FILE, keystore)
-        _write_private(root / CA_KEY, (work / "ca.key").read_text(encoding="utf-8"))
-        (root / CA_FILE).write_text((work / "ca.pem").read_text(encoding="utf-8"), encoding="utf-8")
+        if not ((root / CA_FILE).is_file() and (root / CA_KEY).is_file()):
+            _openssl(work, ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30",
+                            "-subj", "/CN=streamapp-throwaway-ca", "-keyout", "ca.key", "-out", "ca.pem",
+                            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+            _write_private(root / CA_KEY, (work / "ca.key").read_text(encoding="utf-8"))
+            (root / CA_FILE).write_text((work / "ca.pem").read_text(encoding="utf-8"), encoding="utf-8")
+            for stale in (KEYSTORE_FILE, WRONG_HOST_KEYSTORE, CLIENT_CERT_FILE):  # signed by a CA that is gone
+                (root / stale).unlink(missing_ok=True)
+        shutil.copyfile(root / CA_FILE, work / "ca.pem")
+        shutil.copyfile(root / CA_KEY, work / "ca.key")
+        chain = (root / CA_FILE).read_text(encoding="utf-8")
+        if not (root / KEYSTORE_FILE).is_file():
+            key, cert = _signed(work, "broker", host, f"subjectAltName={','.join(sorted(names))}")
+            _write_private(root / KEYSTORE_FILE, key + cert + chain)
+        if not (root / WRONG_HOST_KEYSTORE).is_file():
+            key, cert = _signed(work, "wrong-host", WRONG_HOST_NAME, f"subjectAltName=DNS:{WRONG_HOST_NAME}")
+            _write_private(root / WRONG_HOST_KEYSTORE, key + cert + chain)
+        if not (root / CLIENT_CERT_FILE).is_file() or not (root / CLIENT_KEY_FILE).is_file():
+            key, cert = _signed(work, "client", CLIENT_USER, "extendedKeyUsage=clientAuth", usage=False)
+            _write_private(root / CLIENT_KEY_FILE, key)
+            (root / CLIENT_CERT_FILE).write_text(cert, encoding="utf-8")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _signed(work: Path, name: str, common_name: str, extension: str, usage: bool = True) -> tuple[str, str]:
+    """A new key and its certificate signed by the CA in ``work`` (PEM texts)."""
+    (work / f"{name}.cnf").write_text(
+        extension + ("\nextendedKeyUsage=serverAuth,clientAuth" if usage else "") + "\n", encoding="utf-8")
+    _openssl(work, ["req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={common_name}",
+                    "-keyout", f"{name}.key", "-out", f"{name}.csr"])
+    _openssl(work, ["x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                    "-days", "30", "-extfile", f"{name}.cnf", "-out", f"{name}.crt"])
+    return (work / f"{name}.key").read_text(encoding="utf-8"), (work / f"{name}.crt").read_text(encoding="utf-8")
+
+
+def _openssl(work: Path, step: list[str]) -> None:
+    try:
+        result = subprocess.run(["openssl", *step], cwd=work, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise BrokerError("--secured: openssl is not installed; it makes the broker's certificate") from None
+    if result.returncode != 0:
+        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BrokerError(f"--secured: openssl {step[0]} failed: {tail}")
 
 
 def _cluster_id() -> str:

@@ -256,7 +256,7 @@ def _tls_problem(access: KafkaAccess, sock: socket.socket, host: str, server: st
     context = ssl_context(access)
     assert context is not None  # access.tls
     try:
-        context.wrap_socket(sock, server_hostname=host).close()
+        tls = context.wrap_socket(sock, server_hostname=host)
     except ssl.SSLCertVerificationError as exc:
         if exc.verify_code in HOSTNAME_MISMATCH:
             return (f"ssl_check_hostname: the certificate of the broker at {server} does not name {host} "
@@ -270,6 +270,26 @@ def _tls_problem(access: KafkaAccess, sock: socket.socket, host: str, server: st
     except ssl.SSLError as exc:
         return f"security_protocol={access.protocol}: TLS with the broker at {server} failed: {exc.reason or exc}"
     except OSError:  # a timeout or a reset mid-handshake: the client will say what it sees
+        return None
+    with tls:
+        return _client_certificate_problem(access, tls, server)
+
+
+def _client_certificate_problem(access: KafkaAccess, tls: ssl.SSLSocket, server: str) -> str | None:
+    """A broker that requires a client certificate (mutual TLS) refuses it after the handshake (TLS 1.3): ask once."""
+    try:
+        tls.sendall(_API_VERSIONS_V0)
+        tls.recv(5)
+    except ssl.SSLError as exc:
+        reason = exc.reason or str(exc)
+        if not any(word in reason.upper() for word in ("CERTIFICATE", "HANDSHAKE_FAILURE", "UNKNOWN_CA")):
+            return None
+        if not access.certfile:
+            return (f"ssl_certfile: the broker at {server} requires a client certificate (mutual TLS; {reason}); "
+                    f"set ssl_certfile and ssl_keyfile")
+        return (f"ssl_certfile={access.certfile!r}: the broker at {server} refused this client certificate "
+                f"({reason}); use one signed by a CA the broker trusts")
+    except OSError:
         return None
     return None
 
