@@ -125,6 +125,9 @@ def test_streamapp_broker_secured_prints_the_client_exports_and_restarts_with_it
             "STREAMAPP_SASL_PASSWORD_FILE": str(tmp_path.resolve() / CLIENT_PASSWORD_FILE),
             "STREAMAPP_SSL_CAFILE": str(tmp_path.resolve() / "ca.pem"),
         }
+        others = [proc.stdout.readline().rstrip("\n") for _ in range(5)]
+        assert others[0] == "Also SASL_SSL with SCRAM-SHA-256, PLAIN, and other listeners:"
+        assert [line.split()[1] for line in others[1:]] == ["SASL_PLAINTEXT", "SSL", "SSL", "SSL,"]
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("STREAMAPP_")}, **exports}
         created = subprocess.run([sys.executable, "-m", "streamapp", "topics", "create", "kept", "--partitions", "2"],
                                  env=env, capture_output=True, text=True, timeout=HANG)
@@ -133,8 +136,11 @@ def test_streamapp_broker_secured_prints_the_client_exports_and_restarts_with_it
         proc.terminate()
         proc.wait(HANG)
     assert proc.returncode == 0
-    for name in ("broker-keystore.pem", "ca.key", CLIENT_PASSWORD_FILE, "broker.password", "server.properties"):
+    for name in ("broker-keystore.pem", "ca.key", CLIENT_PASSWORD_FILE, "broker.password", "server.properties",
+                 "client.key", "wrong-host-keystore.pem"):
         assert oct((tmp_path / name).stat().st_mode & 0o777) == "0o600", name
     with EmbeddedBroker(heap="256m", data_dir=tmp_path, secured=True) as again:
         assert str(again.access) == exports["STREAMAPP_BOOTSTRAP_SERVERS"]
+        assert again.other_listeners() == others  # the same ports, certificates and files
+        assert describe(again.listener_access("MTLS"), ["kept"])["kept"].partitions == 2
         assert describe(again.access, ["kept"])["kept"].partitions == 2

@@ -22,8 +22,9 @@ def add_parser(sub: Any) -> None:
     )
     parser.add_argument(
         "--secured", action="store_true",
-        help="one SASL_SSL listener: SCRAM-SHA-512 users made at format time, a certificate from a throw-away CA "
-        "(openssl, PEM, in the data dir); prints the client settings, the CA file and password file included",
+        help="a SASL_SSL listener: SCRAM-SHA-512 users made at format time, a certificate from a throw-away CA "
+        "(openssl, PEM, in the data dir); prints the client settings, the CA file and password file included; "
+        "more listeners on their own ports: SASL_PLAINTEXT, SSL, MTLS (client certificate required), WRONG_HOST",
     )
     add_arguments(parser, only=("broker_heap",))
     parser.set_defaults(func=run)
@@ -39,6 +40,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print("Point streamapp at it with:", flush=True)
         for name, value in broker.env().items():
             print(f"  export {name}={value}", flush=True)
+        for line in broker.other_listeners():
+            print(line, flush=True)
         run_until(broker, stop, lambda status: BrokerError(
             f"Apache Kafka on {broker.bootstrap} exited by itself (status {status}); see its log above"))
         print("Stopping Apache Kafka" + ("; its data is kept." if args.broker_data_dir else "; its data is removed."), flush=True)

@@ -232,6 +232,19 @@ class EmbeddedBroker(ChildProcess):
             str(root / CA_FILE) if tls else "", str(root / CLIENT_CERT_FILE) if with_cert else "",
             str(root / CLIENT_KEY_FILE) if with_cert else "", check_hostname)
 
+    def other_listeners(self) -> list[str]:
+        """What ``streamapp broker --secured`` says of :data:`OTHER_LISTENERS` (nothing for a plaintext node)."""
+        if not self.secured:
+            return []
+        root = self._root()
+        what = {"SASL_PLAINTEXT": f"SASL_PLAINTEXT ({', '.join(SASL_MECHANISMS)}; the same user and password)",
+                "SSL": "SSL (STREAMAPP_SSL_CAFILE as above)",
+                "MTLS": f"SSL with a client certificate required: STREAMAPP_SSL_CERTFILE={root / CLIENT_CERT_FILE} "
+                        f"STREAMAPP_SSL_KEYFILE={root / CLIENT_KEY_FILE}",
+                "WRONG_HOST": f"SSL, a certificate naming {WRONG_HOST_NAME} only (STREAMAPP_SSL_CHECK_HOSTNAME=false)"}
+        return [f"Also SASL_SSL with {', '.join(SASL_MECHANISMS[1:])}, and other listeners:",
+                *(f"  {self.host}:{self.listener_ports[name]} {what[name]}" for name in OTHER_LISTENERS)]
+
     def settings(self, base: Settings | None = None) -> Settings:
         """Settings pointing at this broker (with its security when secured)."""
         settings = (base or Settings.from_env()).replace(bootstrap_servers=self.bootstrap)
