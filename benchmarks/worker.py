@@ -45,6 +45,7 @@ from rich.table import Table
 
 from streamapp.kafka.admin import admin_client, ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, free_port
+from streamapp.kafka.reader import TopicReader
 from streamapp.model.join import MISS_HEAD
 from streamapp.model.topology import owned_topics
 from streamapp.settings import Settings
@@ -98,29 +99,34 @@ def live_rate(
 ) -> tuple[Rate, int]:
     """From the first order produced to the last one out of every output, the processor already running.
 
-    Also how many of the output records carry no user (a join miss; always 0 for the pipe, which copies).
+    The clock stops when every output's end offsets add up to the orders (asked of the
+    broker, cheap and independent of any reader); then, untimed, the outputs are read
+    back to count the records that carry no user (a join miss; always 0 for the pipe,
+    which copies).  A counting consumer in the timed loop once stopped seeing records
+    the broker held, and the round waited for it.
     """
     process = psutil.Process(pid)
     start, cpu_start = time.monotonic(), cpu_seconds(process)
     produce_many(settings.bootstrap_servers, settings.orders_topic, orders)
-    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"bench-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 10})
-    consumer.assign([TopicPartition(t, p, 0) for t in outputs for p in range(settings.partitions)])
-    counts = dict.fromkeys(outputs, 0)
-    misses = 0
+    watermarks = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"bench-{uuid.uuid4().hex}"})
     deadline = time.monotonic() + 900
     try:
-        while min(counts.values()) < len(orders):
+        while True:
+            held = {t: sum(watermarks.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]
+                           for p in range(settings.partitions)) for t in outputs}
+            if min(held.values()) >= len(orders):
+                break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"timed out: {counts} of {len(orders)}")
-            for msg in consumer.consume(10_000, 0.2):
-                if not msg.error():
-                    counts[msg.topic()] += 1
-                    misses += msg.value().startswith(MISS)
+                raise RuntimeError(f"timed out: {held} of {len(orders)}")
+            time.sleep(0.1)
         rate = Rate(len(orders) / (time.monotonic() - start), len(orders) / (cpu_seconds(process) - cpu_start))
-        return rate, misses
     finally:
-        consumer.close()
+        watermarks.close()
+    misses = 0
+    for topic in outputs:
+        with TopicReader(settings.bootstrap_servers, topic, range(settings.partitions)) as reader:
+            misses += sum(1 for record in reader.read_to_end(timeout=300) if (record.value or b"").startswith(MISS))
+    return rate, misses
 
 
 def cpu_seconds(process: psutil.Process) -> float:
