@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from dataclasses import dataclass
 import typing
 from typing import Any, Callable
 
@@ -80,32 +81,51 @@ _JSON_OPTIONS = {"allowNonNumericNumbers": "false", "allowSingleQuotes": "false"
 _TOKEN_START = {"bigint": "[-0-9]", "double": "[-0-9]", "string": '"'}
 
 
-def sql_path(columns: dict[str, str]) -> tuple[Column, Column]:
-    """(condition, struct): the rows the SQL path reads exactly as the model does, and what it reads.
+@dataclass(frozen=True)
+class SqlPath:
+    """The rows the SQL path reads exactly as the model does (``text`` on the raw record, ``fits`` on
+    ``parsed``), and the row it reads (``row`` of ``parsed``).
 
     The value has no backslash (so every ``"`` delimits a string, and a name matched in the text is
     a name), one ``{`` and no ``[`` (flat), at most ``MAX_NUMBER_LENGTH`` bytes (no number Jackson
     refuses), its names exactly the fields, each value starting as its type's token; ``from_json``
     then checks the types (a fraction or an out-of-range integer for a BIGINT is a corrupt record).
     """
-    text = F.col("value").cast("string")
-    parsed = F.from_json(text, ddl({**columns, "_corrupt": "string"}), _JSON_OPTIONS)
-    tokens = [text.rlike(f'"{name}"{_WS}:{_WS}{_TOKEN_START[kind]}') for name, kind in columns.items()]
-    condition = (
-        F.col("key").isNotNull() & F.is_valid_utf8(F.col("key"))
-        & F.col("value").isNotNull() & F.is_valid_utf8(F.col("value"))
-        & (F.octet_length("value") <= MAX_NUMBER_LENGTH)
-        & text.rlike(f"^{_WS}\\{{[^\\\\{{\\[]*$")
-        & (F.array_sort(F.json_object_keys(text)) == F.array_sort(F.array(*map(F.lit, columns))))
-    )
-    for token in tokens:
-        condition = condition & token
-    condition = condition & parsed["_corrupt"].isNull()
-    for name in columns:
-        condition = condition & parsed[name].isNotNull()
-    fields = [F.when(parsed[n] == 0, F.lit(0.0)).otherwise(parsed[n]).alias(n) if kind == "double"
-              else parsed[n].alias(n) for n, kind in columns.items()]
-    return condition, F.struct(F.col("key").cast("string").alias("user_id"), *fields, F.lit(None).cast("string").alias("kind"))
+
+    columns: dict[str, str]
+
+    @property
+    def parsed(self) -> Column:
+        return F.from_json(F.col("value").cast("string"), ddl({**self.columns, "_corrupt": "string"}), _JSON_OPTIONS)
+
+    @property
+    def text(self) -> Column:
+        text = F.col("value").cast("string")
+        condition = (
+            F.col("key").isNotNull() & F.is_valid_utf8(F.col("key"))
+            & F.col("value").isNotNull() & F.is_valid_utf8(F.col("value"))
+            & (F.octet_length("value") <= MAX_NUMBER_LENGTH)
+            & text.rlike(f"^{_WS}\\{{[^\\\\{{\\[]*$")
+            & (F.array_sort(F.json_object_keys(text)) == F.array_sort(F.array(*map(F.lit, self.columns))))
+        )
+        for name, kind in self.columns.items():
+            condition = condition & text.rlike(f'"{name}"{_WS}:{_WS}{_TOKEN_START[kind]}')
+        return condition
+
+    def fits(self, parsed: Column) -> Column:
+        condition = parsed["_corrupt"].isNull()
+        for name in self.columns:
+            condition = condition & parsed[name].isNotNull()
+        return condition
+
+    def row(self, parsed: Column) -> Column:
+        fields = [F.when(parsed[n] == 0, F.lit(0.0)).otherwise(parsed[n]).alias(n) if kind == "double"
+                  else parsed[n].alias(n) for n, kind in self.columns.items()]
+        return F.struct(F.col("key").cast("string").alias("user_id"), *fields, F.lit(None).cast("string").alias("kind"))
+
+    def condition(self) -> Column:
+        """Whether a row takes the SQL path, as one column (for tests; the job stages it, see ``_decoded``)."""
+        return F.coalesce(self.text & self.fits(self.parsed), F.lit(False))
 
 
 def _model_row(decode: Callable[[bytes | None, bytes | None], Any], columns: dict[str, str],
@@ -149,18 +169,27 @@ _USER_UDF = _model_udf(decode_user, USER_FIELDS)
 
 
 def _decoded(frame: DataFrame, columns: dict[str, str], model: Callable[..., Column], tombstones: bool,
-             also: Callable[[Column], Column] = lambda parsed: F.lit(True)) -> DataFrame:
-    """Each row by SQL where ``sql_path`` (and ``also`` on its struct) holds, else by the model's decoder."""
-    plain, struct = sql_path(columns)
-    plain = plain & also(struct)
+             also: Callable[[Column], Column] = lambda row: F.lit(True)) -> DataFrame:
+    """Each row by SQL where ``SqlPath`` (and ``also`` on its row) holds, else by the model's decoder.
+
+    Staged in three projections, so that Spark parses each value once: written as one expression,
+    ``from_json`` and the checks were inlined into the UDF's arguments and into every column
+    (``benchmarks/reconcile_inputs.py``).
+    """
+    path = SqlPath(columns)
+    rest = [c for c in frame.columns if c not in ("key", "value")]
     tombstone = F.col("value").isNull() & F.col("key").isNotNull() & F.is_valid_utf8(F.col("key")) if tombstones else F.lit(False)
-    slow = ~F.coalesce(plain, F.lit(False)) & ~tombstone
+    staged = frame.select("key", "value", *rest, path.parsed.alias("_parsed"), path.text.alias("_text"),
+                          tombstone.alias("_tombstone"))
+    row = path.row(F.col("_parsed"))
+    plain = F.coalesce(F.col("_text") & path.fits(F.col("_parsed")) & also(row), F.lit(False))
+    staged = staged.select("key", "value", *rest, "_parsed", "_tombstone", (~plain & ~F.col("_tombstone")).alias("_slow"))
+    slow = F.col("_slow")
     by_model = model(slow, F.when(slow, F.col("key")), F.when(slow, F.col("value")))
     null_row = F.struct(F.col("key").cast("string").alias("user_id"), *[F.lit(None).cast(k).alias(n) for n, k in columns.items()],
                         F.lit(TOMBSTONE).alias("kind"))
-    chosen = F.when(slow, by_model).when(tombstone, null_row).otherwise(struct)
-    rest = [c for c in frame.columns if c not in ("key", "value")]
-    return frame.select(chosen.alias("_decoded"), *rest).select("_decoded.*", *rest)
+    chosen = F.when(slow, by_model).when(F.col("_tombstone"), null_row).otherwise(row)
+    return staged.select(chosen.alias("_decoded"), *rest).select("_decoded.*", *rest)
 
 
 def orders(frame: DataFrame) -> DataFrame:

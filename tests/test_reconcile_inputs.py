@@ -73,7 +73,7 @@ def comparable(row: dict[str, Any]) -> tuple:
 def check(spark, decode, columns: dict[str, str], read, values: list[bytes | None], rng: random.Random) -> None:
     records = [(rng.choice(KEYS) if rng.random() < 0.25 else b"u1", v, i) for i, v in enumerate(values)]
     frame = spark.createDataFrame(records, "key binary, value binary, offset bigint").repartition(3)
-    plain, _ = ksql_json.sql_path(columns)
+    plain = ksql_json.SqlPath(columns).condition()
     rows = read(frame.withColumn("by_sql", F.coalesce(plain, F.lit(False)))).collect()
     assert len(rows) == len(records)
     differences, by_sql = [], 0
