@@ -7,25 +7,38 @@ under spark-submit, ``--packages`` brings it.  ``streamapp_kafka_ranges`` (a
 PySpark 4 Python DataSource) needs no jar: one input partition per
 topic-partition offset range, read in parallel with confluent-kafka.  Both give
 the same columns, ``RAW_SCHEMA``, and the same records: committed ones only.
+
+A planned range is read whole or not at all: the Python reader never lets
+librdkafka reset an offset (``auto.offset.reset=error``); an out-of-range or
+transient fetch error re-seeks to the planned offset and retries ``RETRIES``
+times, and a range it still cannot read, or a log that ends before the planned
+end, fails the read with one line naming topic, partition and offsets.  Offsets
+a reader never receives (compacted away, aborted transactions, transaction
+markers) are skipped by position: the end is reached when the consumer's
+position is there, not when a record at ``end - 1`` arrived.
 """
 from __future__ import annotations
 
 import json
 import re
+import time
+import uuid
 from pathlib import Path
 from typing import Iterator
 
 import pyarrow as pa
 import pyspark
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from streamapp.kafka import jvm
-from streamapp.kafka.reader import TopicReader
-from streamapp.kafka.security import Kafka, access_from_options, datasource_options, spark_kafka_options
+from streamapp.kafka import CLIENT_LOGGER, jvm
+from streamapp.kafka.security import (
+    Kafka, access_from_options, check_access_once, datasource_options, librdkafka_config, spark_kafka_options,
+)
 
 from .errors import ReconcileError
 from .window import TopicRange
@@ -38,6 +51,10 @@ RAW_SCHEMA = "key binary, value binary, topic string, partition int, offset bigi
 READERS = ("auto", "spark", "python")
 BATCH_ROWS = 20_000
 STALL_SECONDS = 30.0
+#: Re-seeks to the planned offset after an out-of-range or transient fetch error, before the read fails.
+RETRIES = 4
+#: Seconds before the n-th retry: n times this.
+RETRY_BACKOFF = 0.25
 
 _ARROW_SCHEMA = pa.schema(
     [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
@@ -63,17 +80,15 @@ class KafkaRangeReader(DataSourceReader):
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         columns: list[list[object]] = [[], [], [], []]
-        start, end = {partition.partition: partition.start}, {partition.partition: partition.end}
-        with TopicReader(self.bootstrap, partition.topic, [partition.partition], start) as reader:
-            for records in reader.batches(until=end, timeout=STALL_SECONDS):
-                for record in records:
-                    columns[0].append(record.key)
-                    columns[1].append(record.value)
-                    columns[2].append(record.offset)
-                    columns[3].append(record.timestamp)
-                if len(columns[0]) >= BATCH_ROWS:
-                    yield self._batch(partition, columns)
-                    columns = [[], [], [], []]
+        for records in read_range(self.bootstrap, partition.topic, partition.partition, partition.start, partition.end):
+            for record in records:
+                columns[0].append(record.key())
+                columns[1].append(record.value())
+                columns[2].append(record.offset())
+                columns[3].append(record.timestamp()[1])
+            if len(columns[0]) >= BATCH_ROWS:
+                yield self._batch(partition, columns)
+                columns = [[], [], [], []]
         if columns[0]:
             yield self._batch(partition, columns)
 
@@ -86,6 +101,103 @@ class KafkaRangeReader(DataSourceReader):
              pa.array(columns[2], pa.int64()), pa.array(columns[3], pa.int64())],
             schema=_ARROW_SCHEMA,
         )
+
+
+class RangeReadError(ReconcileError):
+    """A planned offset range that could not be read whole; the message names topic, partition and offsets."""
+
+
+def read_range(access: Kafka, topic: str, partition: int, start: int, end: int,
+               stall: float = STALL_SECONDS) -> Iterator[list[Message]]:
+    """The committed records of ``topic[partition]`` at offsets [start, end), in batches; all of them or an error.
+
+    A reconciliation that silently read less than its plan would report records
+    as missing that are not: so no automatic offset reset, a bounded number of
+    re-seeks to where the read is on a fetch error or a log end below the planned
+    end, then :class:`RangeReadError`.  An open transaction holding the last stable
+    offset below ``end`` is waited for up to ``stall`` seconds without progress.
+    """
+    check_access_once(access)
+    consumer = Consumer({
+        **librdkafka_config(access),
+        "group.id": f"streamapp-ranges-{uuid.uuid4().hex[:12]}",  # never commits: no group state is left
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",  # never jump to END/BEGINNING: a reset would read another range
+        "isolation.level": "read_committed",
+        "allow.auto.create.topics": False,
+        "fetch.wait.max.ms": 100,
+        "logger": CLIENT_LOGGER,
+    })
+    position, failures, problem = start, 0, ""
+
+    def fail(why: str) -> RangeReadError:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            held = f"the log holds offsets [{low}, {high})"
+        except KafkaException as exc:
+            held = f"its offsets cannot be listed: {exc.args[0].str()}"
+        return RangeReadError(
+            f"topic {topic} partition {partition}: planned offsets [{start}, {end}) cannot be read whole "
+            f"(stopped at offset {position} after {failures} attempt(s); {held}): {why}"
+        )
+
+    def retry(why: str) -> None:
+        nonlocal failures, problem
+        failures, problem = failures + 1, why
+        if failures > RETRIES:
+            raise fail(why)
+        time.sleep(RETRY_BACKOFF * failures)
+        consumer.assign([TopicPartition(topic, partition, position)])  # re-seek to where the read is
+
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        idle_since = time.monotonic()
+        while position < end:
+            batch: list[Message] = []
+            for msg in consumer.consume(num_messages=BATCH_ROWS, timeout=0.1):
+                error = msg.error()
+                if error is None:
+                    if position <= msg.offset() < end:
+                        batch.append(msg)
+                    position = max(position, min(msg.offset() + 1, end))
+                    continue
+                if error.code() == KafkaError._PARTITION_EOF:
+                    position = max(position, min(msg.offset(), end))  # skipped offsets count as read
+                    if position < end and _high_watermark(consumer, topic, partition) < end:
+                        retry(f"the log ends at offset {msg.offset()}, before the planned end {end}")
+                        break
+                    continue
+                if error.fatal():
+                    raise fail(error.str())
+                retry(error.str())  # out of range (no reset), or transient: librdkafka's own retries did not cure it
+                break
+            if batch:
+                idle_since = time.monotonic()
+                yield batch
+            elif position < end and time.monotonic() - idle_since > stall:
+                last = f"; last error: {problem}" if problem else ""
+                raise fail(f"nothing arrived for {stall:.0f}s (an open transaction?{last})")
+    finally:
+        consumer.close()
+
+
+_WORKER_ERROR = re.compile(r"^(?:[\w.]+\.)?RangeReadError: (?P<message>.+)$", re.MULTILINE)
+
+
+def range_error(exc: BaseException) -> str | None:
+    """The :class:`RangeReadError` line a Spark task's Python worker raised, found in the failure Spark reports
+    (a ``PythonException`` whose first line names nothing), or None when the failure is something else."""
+    found = _WORKER_ERROR.findall(str(exc))
+    return found[-1].strip() if found else None
+
+
+def _high_watermark(consumer: Consumer, topic: str, partition: int) -> int:
+    """The partition's high watermark as the broker says now (-1 when it cannot be asked: treated as short)."""
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
+    except KafkaException:
+        return -1
 
 
 class KafkaRangeDataSource(DataSource):

@@ -34,7 +34,7 @@ from streamapp.errors import StreamappError
 from spark_batch import causes, compare, decode, report
 from spark_batch.errors import ReconcileError, one_line
 from spark_batch.files_source import check_exports, read_export
-from spark_batch.kafka_source import choose_reader, connector_jars, read_ranges
+from spark_batch.kafka_source import choose_reader, connector_jars, range_error, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import Options, parse
 from spark_batch.roles import FLAGS, OUTPUT_ROLES
@@ -325,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"reconcile: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # Spark/Py4J failures: still one line and exit 2 (1 would mean "threshold breached")
-        print(f"reconcile: error: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
+        print(f"reconcile: error: {range_error(exc) or f'{type(exc).__name__}: {one_line(exc)}'}", file=sys.stderr)
         return 2
     print_summary(summary)
     out = options.output / f"dt={summary.date}"

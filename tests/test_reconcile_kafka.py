@@ -105,9 +105,12 @@ def test_readers_read_exactly_the_planned_ranges(spark, bootstrap, new_topic, re
     from spark_batch.window import TopicRange
 
     topic = new_topic("ranges", 3)
+    # stamped now: records stamped in 1970 roll a segment per batch and the broker's retention check
+    # (every 5 minutes, 7 days) deletes them mid-session; the reader then rightly fails, naming the range
+    base = int(time.time() * 1000) - 60_000
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})  # batches of several records
     for i in range(30):
-        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % 3, timestamp=1000 + i)
+        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % 3, timestamp=base + i)
     producer.flush(30)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ranges"})
     assert [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15) for p in range(3)] == [(0, 10)] * 3
@@ -119,9 +122,72 @@ def test_readers_read_exactly_the_planned_ranges(spark, bootstrap, new_topic, re
     if reader == "python":
         assert frame.rdd.getNumPartitions() == 2  # one task per non-empty range
     got = sorted((r["partition"], r["offset"], r["value"], r["timestamp_ms"]) for r in frame.collect())
-    expected = sorted([(0, o, b"v%d" % (o * 3), 1000 + o * 3) for o in range(2, 5)]
-                      + [(1, o, b"v%d" % (o * 3 + 1), 1001 + o * 3) for o in range(10)])
+    expected = sorted([(0, o, b"v%d" % (o * 3), base + o * 3) for o in range(2, 5)]
+                      + [(1, o, b"v%d" % (o * 3 + 1), base + 1 + o * 3) for o in range(10)])
     assert got == expected
+
+
+def _ten_records_per_partition(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(10 * partitions):
+        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % partitions)
+    assert producer.flush(30) == 0
+
+
+def test_python_reader_fails_in_one_line_on_a_range_it_cannot_read_whole(bootstrap, new_topic):
+    """A planned range past the log end, or below the log start (records deleted, here with the admin
+    client's DeleteRecords), is an error naming topic, partition and offsets: never a reset to END
+    (librdkafka's default, which returned nothing at all) nor a shorter range."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from spark_batch.kafka_source import RangeReadError, read_range
+
+    topic = new_topic("short", 2)
+    _ten_records_per_partition(bootstrap, topic, 2)
+    read = lambda partition, start, end: [m.offset() for batch in read_range(bootstrap, topic, partition, start, end)
+                                          for m in batch]
+    assert read(0, 2, 10) == list(range(2, 10))  # the whole log's end: fine
+
+    with pytest.raises(RangeReadError) as beyond:
+        read(0, 5, 15)
+    assert str(beyond.value).count("\n") == 0
+    assert str(beyond.value).startswith(f"topic {topic} partition 0: planned offsets [5, 15) cannot be read whole")
+    assert "the log holds offsets [0, 10)" in str(beyond.value)
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures complete while it lives
+    assert admin.delete_records([TopicPartition(topic, 1, 6)])[TopicPartition(topic, 1, 6)].result(30).low_watermark == 6
+    assert read(1, 6, 10) == [6, 7, 8, 9]
+    with pytest.raises(RangeReadError) as below:
+        read(1, 2, 10)
+    assert str(below.value).count("\n") == 0
+    assert str(below.value).startswith(f"topic {topic} partition 1: planned offsets [2, 10) cannot be read whole")
+    assert "stopped at offset 2" in str(below.value) and "the log holds offsets [6, 10)" in str(below.value)
+
+
+def test_reconcile_with_a_deleted_planned_range_fails_in_one_line(spark, bootstrap, topics, tmp_path, capsys):
+    """Through Spark and the CLI: the recorded plan of a rerun names offsets since deleted; the Python
+    reader's task fails and the job exits 2 with the one line, instead of reporting a shorter day."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    sc.produce(bootstrap, topics, sc.build(regular_users=3))
+    output = tmp_path / "out"
+    argv = _args(bootstrap, topics, output, "--kafka-reader", "python", "--max-mismatch-rate", "1")
+    assert main(argv) == 0
+    capsys.readouterr()
+    plan = json.loads((output / f"dt={sc.DAY}" / "offsets.json").read_text())
+    partition, start, end = next((int(p), r["start"], r["end"]) for p, r in sorted(plan["topics"]["users"]["partitions"].items())
+                                 if r["end"] > r["start"])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures complete while it lives
+    deleted = TopicPartition(topics["users"], partition, end)
+    assert admin.delete_records([deleted])[deleted].result(30).low_watermark == end
+    assert main(argv) == 2  # the rerun reads the recorded plan
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    assert f"topic {topics['users']} partition {partition}: planned offsets [{start}, {end}) cannot be read whole" in err
 
 
 def test_index_lookup_reads_exactly_the_windows_records(spark, bootstrap, new_topic):
