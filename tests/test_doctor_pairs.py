@@ -9,26 +9,14 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from streamapp.copartition.doctor import DoctorError, JoinedPair
 from streamapp.copartition.doctor_pairs import LISTING, pairs_from_file, pairs_from_ksqldb, pairs_from_listing, pairs_from_worker
 from streamapp.settings import Settings
-from test_ksqldb import RECORDED, Replay
-
-
-@pytest.fixture
-def replay() -> Iterator[Replay]:
-    server = Replay()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+from test_ksqldb import RECORDED, Replay, replay  # noqa: F401 - replay: the recorded ksqlDB server fixture
 
 
 def test_ksqldb_joins_are_read_from_its_persistent_queries(replay: Replay) -> None:
