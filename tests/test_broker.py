@@ -190,3 +190,18 @@ def test_a_cluster_id_starting_with_a_dash_still_formats(tmp_path: Path) -> None
     with EmbeddedBroker(data_dir=tmp_path / "kafka", cluster_id="-AAAAAAAAAAAAAAAAAAAAA") as broker:
         assert broker.cluster_id == "-AAAAAAAAAAAAAAAAAAAAA"
         assert metadata_ok(broker.bootstrap)
+
+
+def test_topics_keep_records_whatever_their_timestamps(bootstrap: str, new_topic) -> None:
+    """The node keeps records stamped in 1970 (as tests and replayed demo data are): a topic's retention.ms is -1.
+
+    Kafka's default (7 days) deleted such records at its next 5-minute check, mid-session: the reconciliation's
+    reader then found its planned offsets gone.
+    """
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    name = new_topic("retention", partitions=1)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert configs["retention.ms"].value == "-1"

@@ -75,6 +75,9 @@ SINGLE_NODE_CONFIG = {
     "broker.heartbeat.interval.ms": "500",
     "broker.session.timeout.ms": "2000",
     "num.partitions": "1",
+    # Keep records whatever their timestamps: data replayed with old timestamps (tests, demos) would
+    # otherwise be deleted by the default 7-day retention at the next 5-minute check, mid-run.
+    "log.retention.ms": "-1",
     "default.replication.factor": "1",
     "min.insync.replicas": "1",
 }
