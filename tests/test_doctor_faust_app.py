@@ -21,7 +21,7 @@ from pathlib import Path
 
 from streamapp.copartition.doctor import JoinedPair, diagnose, sample_topics
 from streamapp.kafka.admin import ensure_topics
-from workerkit import produce, read_all
+from workerkit import end_process, produce, read_all
 
 N = 6
 COUNT = 400
@@ -45,12 +45,7 @@ def run_faust_app(bootstrap: str, serializer: str, tmp_path: Path) -> str:
             records = read_all(bootstrap, changelog, N, COUNT, timeout=120)
             assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+            end_process(proc, 30)
     assert len(records) >= COUNT, log.read_text(errors="replace")[-3000:]
     return changelog
 

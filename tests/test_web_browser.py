@@ -22,6 +22,7 @@ import pytest
 from test_web_placement import rdkafka_partition
 from test_web_views import PARTITIONS, USERS, Running, get, produce_orders, wait_for, wait_loaded
 from test_web_views import web_worker  # noqa: F401  (the module's worker fixture)
+from workerkit import end_process
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -86,12 +87,7 @@ async def page(tmp_path: Path) -> AsyncIterator[Page]:
             async with session.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as ws:
                 yield Page(ws)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        end_process(proc, 10)
 
 
 async def test_browser_looks_up_a_user(web_worker: Running, page: Page, tmp_path: Path) -> None:  # noqa: F811

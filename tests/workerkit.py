@@ -12,6 +12,7 @@ partition = murmur2 (the pure-Python reference hash) of the key.
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import json
 import random
 import threading
@@ -386,3 +387,13 @@ def committed_offsets(settings: Settings, topic: str) -> dict[int, int]:
         return {tp.partition: tp.offset for tp in parts}
     finally:
         consumer.close()
+
+
+def end_process(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM a process a test started, then SIGKILL it if it has not exited within ``grace`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
