@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
+
+from streamapp.templates import environment
 
 from .summary import PartitionCell, Sample, Summary
 
@@ -24,8 +25,7 @@ TEMPLATE = "report.html.j2"
 #: The charts' macros, on their own so that Python can render one without a whole report.
 CHARTS = "charts.svg.j2"
 
-_ENV = Environment(loader=PackageLoader("spark_batch", "templates"), autoescape=True, undefined=StrictUndefined,
-                   keep_trailing_newline=True)
+_ENV = environment("spark_batch")
 
 
 def write_summary(path: Path, summary: Summary) -> None:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
-
+from ..templates import environment
 from .doctor import DoctorReport, PairDiagnosis
 
 NODE_W, NODE_H = 230, 62
@@ -25,8 +24,7 @@ ARC_ROOM = 56
 MAX_BEND = 2 * (NODE_H // 2 + ARC_ROOM) - 8
 COLORS = {"sound": "#2e7d32", "broken": "#c62828", "unknown": "#9e9e9e"}
 
-_ENV = Environment(loader=PackageLoader("streamapp.copartition", "templates"), autoescape=True,
-                   undefined=StrictUndefined, keep_trailing_newline=True)
+_ENV = environment("streamapp.copartition")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from ...templates import environment
 
 CELL = 34
 ROW_HEAD = 70
@@ -28,8 +28,7 @@ LABEL_CHARS = 32
 MIN_WIDTH = 560
 COLORS = {"hit": "#2e7d32", "miss": "#c62828", "hit_fill": "#e6f6e6", "miss_fill": "#fbe9e9", "none": "#ffffff"}
 
-_ENV = Environment(loader=PackageLoader("streamapp.worker.web", "templates"), autoescape=True,
-                   undefined=StrictUndefined, keep_trailing_newline=True)
+_ENV = environment("streamapp.worker.web")
 
 
 @dataclass(frozen=True)
