@@ -71,8 +71,28 @@ def test_host_ports_are_streamapps_defaults() -> None:
     assert f"{defaults.bootstrap_list[0].split(':')[1]}:9092" in SERVICES["kafka"]["ports"]
     assert "127.0.0.1:9092" in env_of("kafka")["KAFKA_ADVERTISED_LISTENERS"]
     worker = Settings.from_env(env_of("worker"))
-    assert f"{defaults.web_port}:{worker.web_port}" in SERVICES["worker"]["ports"]
+    first, _, container = SERVICES["worker"]["ports"][0].rpartition(":")
+    assert (int(first.split("-")[0]), int(container)) == (defaults.web_port, worker.web_port)
     assert worker.web_host == "0.0.0.0"
+
+
+def test_the_worker_scales_to_three_replicas_each_with_its_own_port_state_and_address() -> None:
+    """``docker compose up --scale worker=3``: what breaks a scaled service is static, so it is checked here.
+
+    A fixed container_name or host port refuses a second replica; a named volume on the data
+    dir is shared, and the second worker's RocksDB cannot take its lock; a wildcard canonical
+    URL makes table_route forward lookups to ``0.0.0.0``.
+    """
+    from streamapp.worker.app import advertised_host
+
+    worker = SERVICES["worker"]
+    assert "container_name" not in worker
+    low, high = (int(p) for p in worker["ports"][0].rpartition(":")[0].split("-"))
+    assert high - low + 1 >= 3
+    data_dir = Settings.from_env(env_of("worker")).data_dir
+    assert [v for v in worker["volumes"] if str(v).split(":")[-1] == data_dir] == [data_dir]  # anonymous
+    assert "volumes" not in COMPOSE or not any(data_dir in str(v) for v in COMPOSE["volumes"].values())
+    assert advertised_host(env_of("worker")["STREAMAPP_WEB_HOST"], "3f2a9c1b7d4e") == "3f2a9c1b7d4e"
 
 
 def test_dependencies_wait_on_health_and_every_awaited_service_has_a_healthcheck() -> None:

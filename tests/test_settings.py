@@ -74,6 +74,20 @@ def test_web_server_binds_web_host_not_all_interfaces() -> None:
     assert faust_config(Settings(web_host="10.1.2.3"))["web_bind"] == "10.1.2.3"
 
 
+def test_a_worker_bound_to_every_interface_advertises_its_hostname_for_table_route() -> None:
+    """Faust's canonical_url is built from web_host: ``http://0.0.0.0:6066`` would route lookups to nowhere."""
+    import socket
+
+    from streamapp.worker.app import advertised_host
+
+    assert advertised_host("0.0.0.0", "worker-2") == "worker-2"
+    assert advertised_host("::", "worker-2") == "worker-2"
+    assert advertised_host("10.1.2.3", "worker-2") == "10.1.2.3"
+    config = faust_config(Settings(web_host="0.0.0.0", web_port=6066))
+    assert (config["web_host"], config["web_bind"]) == (socket.gethostname(), "0.0.0.0")
+    assert faust_config(Settings())["web_host"] == "127.0.0.1"
+
+
 def test_readme_settings_table_is_current() -> None:
     from pathlib import Path
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import socket
 from typing import TYPE_CHECKING, Any, Callable
 
 import faust
@@ -46,6 +47,20 @@ GUARD_EXIT_CODE = 2
 AGENTS = "agents"
 
 
+#: Bind addresses that mean "every interface": no other worker can reach this one there.
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+
+
+def advertised_host(bind: str, hostname: str) -> str:
+    """The host other workers use to reach this one's web server (Faust's ``canonical_url``).
+
+    ``table_route`` forwards a lookup to the key's owner at the URL it advertised, so a worker
+    bound to every interface (a container: ``0.0.0.0``) advertises its own hostname, which the
+    container network resolves, not the wildcard, which would send the lookup back to itself.
+    """
+    return hostname if bind.strip() in WILDCARD_HOSTS else bind
+
+
 def faust_config(settings: Settings) -> dict[str, Any]:
     """Faust keyword settings for ``settings``; pure, so it is tested without building an app."""
     return {
@@ -57,7 +72,7 @@ def faust_config(settings: Settings) -> dict[str, Any]:
         "origin": "streamapp",
         "topic_partitions": settings.partitions,
         "topic_replication_factor": settings.replication_factor,
-        "web_host": settings.web_host,
+        "web_host": advertised_host(settings.web_host, socket.gethostname()),
         "web_bind": settings.web_host,
         "web_port": settings.web_port,
         "web_tables_enabled": settings.web_table_blueprint,
