@@ -3,11 +3,15 @@
 The owner is decided by Faust's table routing (``app.router``); the request is
 forwarded once, marked with :data:`ROUTED_FROM`, so two workers that briefly
 disagree about the assignment cannot bounce a request between them forever.
+While the group rebalances (a worker joins, leaves or dies) the owner a worker
+knows of may be gone or may no longer hold the partition: :func:`route` then
+asks again as the assignment settles, so the caller gets the new owner's answer,
+not an error, for as long as a rebalance takes.
 """
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 import aiohttp
 from aiohttp import web
@@ -38,6 +42,12 @@ def _headers(app: AppT, request: web.Request) -> dict[str, str]:
     return headers
 
 
+#: Between two looks at the assignment while a lookup waits out a rebalance.
+SETTLE_POLL = 0.25
+#: Beyond the session timeout (the time the group takes to notice a dead worker): the rebalance itself.
+SETTLE_MARGIN = 15.0
+
+
 async def forward(app: AppT, request: web.Request, owner: str) -> web.Response:
     """Ask ``owner`` the same question and return its answer unchanged."""
     target = URL(owner).with_path(request.path).with_query(request.query)
@@ -46,6 +56,40 @@ async def forward(app: AppT, request: web.Request, owner: str) -> web.Response:
             return web.Response(body=await response.read(), status=response.status, content_type=response.content_type)
     except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
         raise web.HTTPBadGateway(reason=f"the owner {owner} did not answer ({type(exc).__name__})") from None
+
+
+async def route(app: AppT, request: web.Request, owner_of: Callable[[], str | None],
+                here: Callable[[], Awaitable[web.Response]], what: str) -> web.Response:
+    """Answer ``request`` where ``what`` lives: here (``here()``), or at the owner ``owner_of()`` names.
+
+    ``owner_of`` is asked again after each miss: no owner yet (``None``), an owner that does
+    not answer (it left or died) or one that answers 503 (the partition moved on while the
+    request travelled). The wait is bounded by the session timeout plus a margin, the time the
+    group takes to notice a dead worker and reassign; past it, one line: 503 or 502.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + float(app.conf.broker_session_timeout) + SETTLE_MARGIN
+    me = self_url(app)
+    while True:
+        owner = owner_of()
+        if owner is not None and same_url(owner, me):
+            return await here()
+        failure: web.HTTPException
+        if owner is None:
+            failure = web.HTTPServiceUnavailable(reason=f"{what} has no owner yet; retry in a few seconds")
+        else:
+            try:
+                answer = await forward(app, request, owner)
+            except web.HTTPBadGateway as exc:
+                failure = exc
+            else:
+                if answer.status != web.HTTPServiceUnavailable.status_code:
+                    return answer
+                failure = web.HTTPServiceUnavailable(reason=f"{what}: the owner {owner} no longer holds it; "
+                                                            "retry in a few seconds")
+        if loop.time() + SETTLE_POLL > deadline:
+            raise failure
+        await asyncio.sleep(SETTLE_POLL)
 
 
 async def _ask(app: AppT, request: web.Request, url: str, path: str, query: dict[str, str]) -> tuple[str, Any]:

@@ -139,15 +139,23 @@ class UserView(web.View):
         key = params.key(user_id, request.query.get("encoding"), field="user_id")
         if request.query.get("scope") == "local":
             return self.json({"worker": routing.self_url(app), "tables": _local_rows(app, key)})
-        if routing.routed_from(request) is None:
+
+        def owner() -> str | None:
             try:
-                owner = app.router.key_store(app.join_tables.users_repartition.name, key)
+                return str(app.router.key_store(app.join_tables.users_repartition.name, key))
             except (KeyError, TypeError):
                 # KeyError: no assignment yet; TypeError: aiokafka has no metadata for the changelog yet.
-                raise NotReady("this worker has no partition assignment yet") from None
-            if not routing.same_url(owner, routing.self_url(app)):
-                return await routing.forward(app, request, str(owner))
-        return self.json(await describe_user(app, request, user_id, key))
+                return None
+
+        async def here() -> web.Response:
+            return self.json(await describe_user(app, request, user_id, key))
+
+        what = f"user {user_id!r}"
+        if routing.routed_from(request) is None:
+            return await routing.route(app, request, owner, here, what)
+        if not routing.same_url(owner() or "", routing.self_url(app)):  # forwarded once: the sender asks again
+            raise NotReady(f"{what} moved between workers while the request was routed")
+        return await here()
 
 
 class UsersView(web.View):
@@ -161,27 +169,31 @@ class UsersView(web.View):
         partition = params.partition(params.required(request.query, "partition"), n)
         limit = params.limit(request.query.get("limit"))
         after = params.after(request.query.get("after"))
-        owners = lookup.owners(app, table)
-        owner = owners.get(partition)
         me = routing.self_url(app)
-        if owner is None:
-            raise NotReady(f"partition {partition} of {table.name} has no owner yet")
-        if not routing.same_url(owner, me):
-            if routing.routed_from(request) is None:
-                return await routing.forward(app, request, owner)
-            raise NotReady(f"partition {partition} moved between workers while the request was routed")
-        rows, more = lookup.page(app, table, partition, after, limit)
-        return self.json({
-            "table": name,
-            "topic": topics(app)[name],
-            "partition": partition,
-            "partitions": n,
-            "owner": owner,
-            "answered_by": me,
-            "limit": limit,
-            "rows": [{"user_id": k.decode("utf-8", "replace"), "key_hex": k.hex(), "row": v} for k, v in rows],
-            "next_after": rows[-1][0].decode("utf-8", "replace") if more else None,
-        })
+
+        def owner() -> str | None:
+            return lookup.owners(app, table).get(partition)
+
+        async def here() -> web.Response:
+            rows, more = lookup.page(app, table, partition, after, limit)
+            return self.json({
+                "table": name,
+                "topic": topics(app)[name],
+                "partition": partition,
+                "partitions": n,
+                "owner": me,
+                "answered_by": me,
+                "limit": limit,
+                "rows": [{"user_id": k.decode("utf-8", "replace"), "key_hex": k.hex(), "row": v} for k, v in rows],
+                "next_after": rows[-1][0].decode("utf-8", "replace") if more else None,
+            })
+
+        what = f"partition {partition} of {table.name}"
+        if routing.routed_from(request) is None:
+            return await routing.route(app, request, owner, here, what)
+        if not routing.same_url(owner() or "", me):  # forwarded once: the sender asks its router again
+            raise NotReady(f"{what} moved between workers while the request was routed")
+        return await here()
 
 
 class PartitionView(web.View):

@@ -1,0 +1,135 @@
+"""The worker as a consumer group (issue 19): under a steady stream a worker joins and another leaves.
+
+Real worker processes, each with its own RocksDB directory, on the session's Apache
+Kafka broker. Two workers start, a third joins mid-stream (a rebalance that moves
+partitions to it), then the second one stops cleanly (a rebalance that moves its
+partitions away). Throughout, a lookup thread asks every live worker's
+``/users/{user_id}`` for random users: a lookup is answered by the worker that owns the
+key's join partition, whichever worker it was sent to (``table_route``-style forwarding).
+At the end every order has been joined into both outputs; under at-least-once an order
+may appear more than once, and the duplicates are counted and printed, not hidden.
+"""
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from streamapp.settings import Settings
+from streamapp.worker.process import WorkerProcess
+
+from workerkit import (
+    BackgroundProducer, Dataset, TopicTail, check_output, isolated, make_dataset, produce, wait_for_outputs,
+    wait_for_users, worker_settings,
+)
+
+
+@dataclass(eq=False)  # a Thread: hashed by identity
+class Lookups(threading.Thread):
+    """Ask random live workers for random users until stopped; keep every answer with the phase it fell in."""
+
+    dataset: Dataset
+    workers: dict[str, WorkerProcess]
+    phase: str = "two workers"
+    answers: list[tuple[str, str, int, dict]] = field(default_factory=list)
+    stopped: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        threading.Thread.__init__(self, daemon=True)
+
+    def run(self) -> None:
+        rng = random.Random(19)
+        ids = sorted(self.dataset.users)
+        while not self.stopped.is_set():
+            name, worker = rng.choice(sorted(self.workers.items()))
+            user_id = rng.choice(ids)
+            phase = self.phase
+            try:
+                response = worker.get(f"/users/{user_id}", timeout=20.0)
+                body = response.json()
+            except (httpx.TransportError, ValueError) as exc:  # a worker stopping between choice and call
+                self.answers.append((phase, name, -1, {"error": repr(exc)}))
+            else:
+                self.answers.append((phase, name, response.status_code, body))
+            time.sleep(0.1)
+
+
+def test_a_worker_joins_and_another_leaves_under_a_steady_stream(broker_settings: Settings, tmp_path: Path) -> None:
+    settings = isolated(broker_settings, "group")
+    n = settings.partitions
+    dataset = make_dataset(users=300, orders=12_000, seed=19)
+    made = {name: WorkerProcess(worker_settings(settings, tmp_path, name), tmp_path / f"{name}.log")
+            for name in ("a", "b", "c")}
+    live: dict[str, WorkerProcess] = {}
+    tails = [TopicTail(settings.bootstrap_servers, t, n) for t in (settings.merged_topic, settings.merged_repartition_topic)]
+    lookups = Lookups(dataset, live)
+    started = time.monotonic()
+    try:
+        for name in ("a", "b"):
+            live[name] = made[name].start(timeout=120)
+        produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
+        wait_for_users(list(live.values()), len(dataset.users), timeout=120)
+        lookups.start()
+        stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, dataset.order_records(),
+                                    chunk=200, pause=0.5, hold_at=len(dataset.orders) // 3)
+        stream.start()
+
+        def joined() -> int:
+            tails[1].poll(0.2)
+            return len(tails[1].records)
+
+        deadline = time.monotonic() + 300
+        while joined() < len(dataset.orders) // 6:
+            assert time.monotonic() < deadline, made["a"].tail()
+        lookups.phase = "third joining"
+        live["c"] = made["c"].start(timeout=120)
+        lookups.phase = "three workers"
+        stream.resume()
+        while stream.produced < len(dataset.orders) * 2 // 3:
+            assert stream.is_alive() or stream.produced >= len(dataset.orders), stream.error
+            time.sleep(0.2)
+        lookups.phase = "second leaving"
+        leaving = live.pop("b")
+        assert leaving.stop() == 0, leaving.tail()
+        lookups.phase = "after the leave"
+        stream.finish(300)
+        wait_for_outputs(tails, dataset, list(live.values()), timeout=300)
+        time.sleep(1.0)  # let the lookup thread ask the final pair a few times
+    finally:
+        lookups.stopped.set()
+        lookups.join(30)
+        for worker in made.values():
+            worker.stop()
+    try:
+        for tail in tails:
+            tail.drain()
+    finally:
+        for tail in tails:
+            tail.close()
+    checks = {tail.topic: check_output(dataset, tail.records, n) for tail in tails}
+    for topic, check in checks.items():
+        assert check.missing == [] and check.wrong == [] and check.distinct == len(dataset.orders), (topic, check)
+
+    outcomes = Counter((phase, status) for phase, _, status, _ in lookups.answers)
+    answered = [(phase, body) for phase, _, status, body in lookups.answers if status == 200]
+    for phase, body in answered:
+        assert body["answered_by"] == body["join"]["owner"], (phase, body)
+        assert body["user_id"] in dataset.users
+    by_phase = Counter(phase for phase, _ in answered)
+    for phase in ("two workers", "three workers", "after the leave"):
+        assert by_phase[phase] > 0, f"no lookup answered with {phase}: {outcomes}"
+    refused = [(phase, name, status, body) for phase, name, status, body in lookups.answers if status != 200]
+    print("group: " + json.dumps({
+        "orders": len(dataset.orders),
+        "duplicates": {t: c.duplicates for t, c in checks.items()},
+        "lookups": {f"{phase} {status}": count for (phase, status), count in sorted(outcomes.items())},
+        "refused": [f"{phase} {name} {status} {body}"[:200] for phase, name, status, body in refused[:5]],
+        "seconds": round(time.monotonic() - started, 1),
+    }))
+    assert not refused, f"{len(refused)} of {len(lookups.answers)} lookups not answered: {refused[:5]}"
