@@ -29,7 +29,7 @@ from streamapp.model.dead_letters import DeadLetter
 from streamapp.model.records import RecordError
 from streamapp.model.topology import owned_topics
 from streamapp.worker.app import StreamappApp
-from streamapp.worker.batch_sender import BatchSender, OnSent
+from streamapp.worker.batch_sender import BatchSender, OnFailure, OnSent
 from streamapp.worker.faust_internals import aiokafka_producer
 from streamapp.worker.tables import RowWrites
 
@@ -116,10 +116,11 @@ class DeadLettering:
 
     async def handle(self, batches: Mapping[TP, Sequence[Message]], check: Callable[[int, Message], P],
                      write: Callable[[int, Message, P], None], sender: BatchSender[Message],
-                     rows: Sequence[RowWrites] = ()) -> None:
+                     rows: Sequence[RowWrites] = (), producer: Any = None) -> None:
         """A fetch's batch: ``check(partition, msg)`` every message in the net (its failure is its dead letter),
         ``write(partition, msg, what check returned)`` each that passed (a record is written whole or not at
-        all), then the table rows to RocksDB, the outputs to the producer, and every message acked."""
+        all), then the table rows to RocksDB, the outputs to the producer, and every message acked.  With a
+        ``producer`` (exactly_once: the partition's transactional one) the dead letters go through it."""
         for tp, messages in batches.items():
             partition = tp.partition
             for msg in messages:
@@ -128,7 +129,7 @@ class DeadLettering:
                 except Exception as exc:  # noqa: BLE001 - is_record_fault decides
                     if not is_record_fault(exc):
                         raise
-                    await self.send(msg, exc)
+                    await self.send(msg, exc, producer)
                     continue
                 write(partition, msg, checked)
         for table_rows in rows:
@@ -139,26 +140,35 @@ class DeadLettering:
             for msg in messages:
                 ack(msg)
 
-    def sender(self, on_sent: OnSent | None = None) -> BatchSender[Message]:
-        """A fetch's batch sender on Faust's producer, whose refused batches' records become dead letters."""
+    def sender(self, on_sent: OnSent | None = None, producer: Any = None,
+               on_failure: OnFailure | None = None) -> BatchSender[Message]:
+        """A fetch's batch sender on Faust's producer (or ``producer``), whose refused batches' records become
+        dead letters (by default at once, through Faust's producer)."""
         app = self.app
-        return BatchSender(aiokafka_producer(app), app.join_tables.partitioner, app.partition_counts,
-                           on_failure=self.refused, on_sent=on_sent)
+        return BatchSender(producer if producer is not None else aiokafka_producer(app), app.join_tables.partitioner,
+                           app.partition_counts, on_failure=on_failure or self.refused, on_sent=on_sent)
 
-    async def send(self, msg: Message, error: BaseException) -> None:
+    async def send(self, msg: Message, error: BaseException, producer: Any = None) -> None:
         """The record, byte for byte where it fits, to the dead-letter topic with the reason; counted and logged.
 
         Too large for the dead-letter topic, it is cut down (:meth:`DeadLetter.fitted`);
         should the producer refuse even that, the letter goes without payload, and if
-        that fails too, the log line with coordinates and SHA-256 is the trace left.
+        that fails too, the log line with coordinates and SHA-256 is the trace left.  ``producer``: an
+        aiokafka producer to send it with instead of Faust's (exactly_once: the source partition's transaction).
         """
         reason, field = reason_of(error)
         letter = DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, reason, field)
         topic = self.app.settings.dead_letter_topic
         limit, _ = (await self.size_limits()).limit(topic)
         for attempt in (letter.fitted(limit, record_size), letter.fitted(0, record_size)):
-            try:  # Faust's producer, flushed before every commit
-                future = await self.app.join_tables.send_raw(topic, attempt.key, attempt.value, headers=attempt.headers())
+            try:  # Faust's producer, flushed before every commit (or the transaction's, checked before its commit)
+                if producer is None:
+                    future = await self.app.join_tables.send_raw(topic, attempt.key, attempt.value,
+                                                                 headers=attempt.headers())
+                else:
+                    partition = self.app.join_tables.partitioner(attempt.key, self.app.partition_counts[topic])
+                    future = await producer.send(topic, attempt.value, key=attempt.key, partition=partition,
+                                                 headers=list(attempt.headers().items()))
             except Exception as exc:  # noqa: BLE001 - decided just below
                 if not is_record_fault(exc):
                     raise
@@ -173,19 +183,27 @@ class DeadLettering:
 
     def refused(self, topic: str, partition: int, sources: list[Message], error: BaseException) -> None:
         """BatchSender's ``on_failure``: the orders of a batch the broker refused become dead letters."""
-        reason = (f"the broker refused the batch holding its record for {topic}[{partition}] "
-                  f"({type(error).__name__}: {_short(str(error))})")
-        task = asyncio.ensure_future(self._send_all(sources, RecordError(reason, "value")))
+        task = asyncio.ensure_future(self._send_all(sources, _refused_error(topic, partition, error)))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _send_all(self, sources: list[Message], error: RecordError) -> None:
+    async def refused_in(self, producer: Any, topic: str, partition: int, sources: list[Message],
+                         error: BaseException) -> None:
+        """exactly_once: the orders of a refused batch become dead letters in the transaction of ``producer``."""
+        await self._send_all(sources, _refused_error(topic, partition, error), producer)
+
+    async def _send_all(self, sources: list[Message], error: RecordError, producer: Any = None) -> None:
         for msg in sources:
             try:
-                await self.send(msg, error)
+                await self.send(msg, error, producer)
             except Exception as exc:  # noqa: BLE001 - a callback's task: log, never lose silently
                 _log_lost(DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, error.reason, "value"),
                           f"sending failed ({exc!r})")
+
+
+def _refused_error(topic: str, partition: int, error: BaseException) -> RecordError:
+    return RecordError(f"the broker refused the batch holding its record for {topic}[{partition}] "
+                       f"({type(error).__name__}: {_short(str(error))})", "value")
 
 
 def _check_sent(letter: DeadLetter, future: asyncio.Future[Any]) -> None:

@@ -33,6 +33,7 @@ from streamapp.model.join import join_value, order_tail
 from streamapp.model.records import Order, decode_order
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.tables import partition_row
+from streamapp.worker.transactions import install as transactions_install
 from streamapp.worker.transport import Handler, record_time
 
 from .dead_lettering import DeadLettering, OutputChecks
@@ -45,10 +46,11 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
     tables = app.join_tables
     joins = [(table, join.output) for join, table in tables.joins]
     counters = app.counters
+    exactly_once = app.settings.processing_guarantee == "exactly_once"
+    transactions = transactions_install(app, dead_letters.refused_in) if exactly_once else None
 
     async def join_orders(batches: Mapping[TP, Sequence[Message]]) -> None:
         checks = OutputChecks(await dead_letters.size_limits(), [output for _, output in joins], int(time.time() * 1000))
-        sender = dead_letters.sender()
 
         def join(partition: int, msg: Message) -> Joined:
             key = msg.key
@@ -70,8 +72,22 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
                 sender.add(output, msg.key, value, order.ts, msg)
                 counters.record_join(output, partition, matched)
 
-        await dead_letters.handle(batches, join, write, sender)
+        if transactions is None:
+            await dead_letters.handle(batches, join, write, dead_letters.sender())
+            return
+        async with transactions.lock:  # each partition's outputs, dead letters and offset in its transaction
+            for tp, messages in batches.items():
+                txn = transactions.get(tp.partition)
+                messages = txn.unprocessed(messages) if txn is not None else ()
+                if not messages:  # not fenced yet (the seek after its fence reads them again), or done already
+                    continue
+                sender = dead_letters.sender(producer=txn.producer, on_failure=txn.on_failure)
+                await dead_letters.handle({tp: messages}, join, write, sender, producer=txn.producer)
+                txn.processed(messages[-1].offset + 1, len(messages))
+        await transactions.commit_due()
 
+    if exactly_once:  # Faust never commits the orders: their offsets go in the transactions only
+        tables.orders_topic.acks = False
     app.batch_agent(tables.orders_topic)(Handler(join_orders, event_time=order_time))
 
 

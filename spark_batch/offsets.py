@@ -52,11 +52,29 @@ def resolve_plan(bootstrap: Kafka, topics: Mapping[str, str], window: TimeWindow
             ends = {p: high for p, (_, high) in marks.items()}
             if role in TIMED_ROLES:
                 starts = _or_end(reader.offsets_at(window.start_ms), ends)
-                ends = _or_end(reader.offsets_at(window.end_ms + grace_ms), ends)
+                ends = _data_ends(bootstrap, topic, _or_end(reader.offsets_at(window.end_ms + grace_ms), ends), ends)
             else:
                 starts = {p: low for p, (low, _) in marks.items()}
         resolved[role] = TopicRange(role, topic, {p: (starts[p], ends[p]) for p in sorted(ends)}, role in TIMED_ROLES)
     return OffsetPlan(window, resolved, "index")
+
+
+def _data_ends(bootstrap: Kafka, topic: str, found: Mapping[int, int], highs: Mapping[int, int]) -> dict[int, int]:
+    """Ends found by timestamp that hold a record; one that is a transaction's marker (or an aborted record)
+    becomes the partition's end (the last stable offset).
+
+    A commit marker is stamped when the transaction commits, so in a transactional
+    output (exactly_once) of records stamped earlier (a replay, a late load) the
+    first offset stamped past the window can be a marker well before the window's
+    last records.  Reading to the end instead is exact: the job keeps the window's records.
+    """
+    probe = {p: end for p, end in found.items() if end < highs[p]}
+    if not probe:
+        return dict(found)
+    with TopicReader(bootstrap, topic, sorted(probe), start=probe, error=ReconcileError) as reader:
+        held = {r.partition for batch in reader.batches(until={p: end + 1 for p, end in probe.items()})
+                for r in batch if r.offset == probe[r.partition]}
+    return {p: end if p not in probe or p in held else highs[p] for p, end in found.items()}
 
 
 def _or_end(found: Mapping[int, int | None], ends: Mapping[int, int]) -> dict[int, int]:

@@ -79,7 +79,8 @@ class TopicRange:
     filter_by_time: bool
 
     @property
-    def records(self) -> int:
+    def offsets(self) -> int:
+        """Offsets the ranges span: records, plus a transactional topic's commit markers and aborted records."""
         return sum(end - start for start, end in self.ranges.values())
 
     def to_dict(self) -> dict[str, object]:
@@ -87,7 +88,7 @@ class TopicRange:
             "role": self.role,
             "topic": self.topic,
             "filter_by_time": self.filter_by_time,
-            "records_in_ranges": self.records,
+            "offsets_in_ranges": self.offsets,  # not a record count: markers and aborted records take offsets
             "partitions": {str(p): {"start": s, "end": e} for p, (s, e) in sorted(self.ranges.items())},
         }
 

@@ -20,6 +20,9 @@ from .errors import StreamappError
 ENV_PREFIX = "STREAMAPP_"
 
 GUARD_POLICIES = ("warn", "fail")
+#: ``processing_guarantee``: the orders' join outputs at least once (a crash may repeat some), or exactly once
+#: (one Kafka transaction per orders partition holds outputs and offsets; see docs/RELIABILITY.md).
+PROCESSING_GUARANTEES = ("at_least_once", "exactly_once")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: Read from ``STREAMAPP_<FIELD>`` or from the file ``STREAMAPP_<FIELD>_FILE`` names; never a CLI flag, never shown.
@@ -155,6 +158,11 @@ class Settings:
         default=300.0,
     )
     app_id: str = _doc("Faust application id (consumer group and changelog prefix).", default="streamapp")
+    processing_guarantee: str = _doc(
+        "The join outputs' delivery: `at_least_once` (a crash may repeat records) or `exactly_once` (Kafka "
+        "transactions: outputs and orders offsets commit together; readers must read `read_committed`).",
+        default="at_least_once",
+    )
     # -- security: every Kafka client streamapp builds, and the ksqlDB REST API --------------------
     security_protocol: str = _doc(
         "How clients talk to Kafka: `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`.", default="PLAINTEXT"
@@ -189,6 +197,10 @@ class Settings:
         if self.guard_policy not in GUARD_POLICIES:
             raise SettingsError(
                 f"guard_policy={self.guard_policy!r}: expected one of {', '.join(GUARD_POLICIES)}"
+            )
+        if self.processing_guarantee not in PROCESSING_GUARANTEES:
+            raise SettingsError(
+                f"processing_guarantee={self.processing_guarantee!r}: expected one of {', '.join(PROCESSING_GUARANTEES)}"
             )
         if self.partitions < 1:
             raise SettingsError(f"partitions={self.partitions}: must be at least 1")

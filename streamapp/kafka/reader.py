@@ -70,6 +70,9 @@ class TopicReader:
             "group.id": f"streamapp-reader-{uuid.uuid4().hex[:12]}",  # never commits: no group state is left
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            # Only committed records (librdkafka's default, said here): an aborted transaction's are never read,
+            # and a partition's end is its last stable offset (docs/RELIABILITY.md, exactly_once).
+            "isolation.level": "read_committed",
             "allow.auto.create.topics": False,
             "fetch.wait.max.ms": 100,
             "logger": CLIENT_LOGGER,

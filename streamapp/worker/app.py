@@ -29,13 +29,14 @@ from ..partitioners.adapters import client_partitioner
 from ..settings import Settings
 from . import health
 from .counters import Counters
-from .preflight import check_worker
+from .preflight import check_transactions, check_worker
 from .tables import JoinTables
 from .transport import BatchHandler, Transport
 from .web import views
 from .web.security import middlewares, quiet_malformed_requests
 
 if TYPE_CHECKING:
+    from .transactions import Transactions
     from .web.rechecks import Rechecks
     from .web.views import TopicCounts
 
@@ -119,6 +120,8 @@ class StreamappApp(faust.App):
     topic_counts: TopicCounts
     #: The guard and the doctor run again when keyed records arrive, or on demand (:mod:`streamapp.worker.web.rechecks`).
     rechecks: Rechecks
+    #: Under ``processing_guarantee=exactly_once``, the orders partitions' transactions (:mod:`streamapp.worker.transactions`).
+    transactions: Transactions | None = None
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings.app_id, **faust_config(settings))
@@ -158,6 +161,8 @@ class StreamappApp(faust.App):
             check_worker(settings)
             # A wrong password, CA or protocol is one line naming the setting, not aiokafka's "Unable to bootstrap".
             await asyncio.get_running_loop().run_in_executor(None, check_access_once, settings.kafka)
+            if settings.processing_guarantee == "exactly_once":  # never a quiet fall-back to at-least-once
+                await check_transactions(settings)
         except StreamappError as exc:
             logger.error("Worker not started: %s", exc)
             raise SystemExit(GUARD_EXIT_CODE) from None

@@ -8,8 +8,9 @@ for the middlewares, the web driver's ``production_blueprints`` for the page at
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Awaitable, Callable, Mapping
 
+from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 
 #: (class, private attribute) the functions below reach; ``tests/test_faust_internals.py`` checks each one.
@@ -19,6 +20,11 @@ PRIVATE_NAMES = (
     ("faust.transport.consumer:Consumer", "_n_acked"),
     ("faust.stores.rocksdb:Store", "_db_for_partition"),
     ("faust.transport.drivers.aiokafka:Producer", "_ensure_producer"),
+    # exactly_once (streamapp.worker.transactions): the fence's hook, and the consumer's isolation level.
+    ("faust.transport.consumer:ThreadDelegateConsumer", "seek_to_committed"),
+    ("faust.transport.consumer:ThreadDelegateConsumer", "_new_consumer_thread"),
+    ("faust.transport.drivers.aiokafka:AIOKafkaConsumerThread", "_create_worker_consumer"),
+    ("aiokafka.consumer.consumer:AIOKafkaConsumer", "_isolation_level"),
 )
 
 
@@ -68,3 +74,51 @@ def aiokafka_producer(app: Any) -> Any:
     the next commit like any ``send``.
     """
     return app.producer._ensure_producer()
+
+
+def read_committed(consumer: Any) -> Any:
+    """An aiokafka consumer not started yet, set to read only committed records (``isolation.level``).
+
+    Faust chooses ``read_committed`` only for its own exactly_once, which streamapp
+    never sets (docs/research/exactly-once.md); the fetcher reads the level at start.
+    """
+    consumer._isolation_level = "read_committed"
+    return consumer
+
+
+class ReadCommittedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """Faust's aiokafka consumer thread whose consumer reads ``read_committed`` (see :func:`read_committed`)."""
+
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        return read_committed(super()._create_worker_consumer(transport))
+
+
+def new_consumer_thread(consumer: Any) -> Any:
+    """The consumer thread Faust's aiokafka ``Consumer._new_consumer_thread`` builds, reading ``read_committed``."""
+    return ReadCommittedConsumerThread(consumer, loop=consumer.loop, beacon=consumer.beacon)
+
+
+async def seek_fenced(consumer: Any, seek: Callable[[], Awaitable[Mapping[TP, int]]]) -> Mapping[TP, int]:
+    """Faust's ``seek_to_committed`` (``seek``), with the exactly-once fence first when the app has one.
+
+    Faust seeks every assigned partition to its committed offset through this
+    method, and hands no record of a new assignment to a stream before it; so the
+    orders partitions are fenced (InitProducerId, :mod:`streamapp.worker.transactions`)
+    right before their committed offsets are read.  A partition with no committed
+    offset (or 0) is sought to its start explicitly: aiokafka leaves such a
+    partition where an early fetch left it.
+    """
+    transactions = getattr(consumer.app, "transactions", None)
+    if transactions is None:
+        return await seek()
+    topic = transactions.topic
+    async with transactions.lock:
+        ours = [tp.partition for tp in consumer.assignment() if tp.topic == topic]
+        await transactions.before_seek(ours)
+        committed = await seek()
+        offsets = {tp.partition: offset for tp, offset in committed.items() if tp.topic == topic}
+        for partition in ours:
+            if not offsets.get(partition):
+                await consumer.seek(TP(topic, partition), 0)
+        transactions.based({p: offsets.get(p) for p in ours})
+        return committed

@@ -5,9 +5,11 @@ ends in a traceback from aiohttp, a data directory that is a file in one from Ro
 """
 from __future__ import annotations
 
+import asyncio
 import errno
 import socket
 from pathlib import Path
+from typing import Any
 
 from ..errors import StreamappError
 from ..settings import Settings, ensure_directory, env_name
@@ -46,3 +48,48 @@ def check_data_dir(path: Path) -> None:
 def check_worker(settings: Settings) -> None:
     check_data_dir(settings.data_path)
     check_web_address(settings.web_host, settings.web_port)
+
+
+#: Seconds the probe transaction may take; a healthy broker answers in about 0.5 s (docs/research/exactly-once.md).
+TRANSACTIONS_TIMEOUT = 10.0
+
+
+async def check_transactions(settings: Settings, timeout: float = TRANSACTIONS_TIMEOUT) -> None:
+    """``processing_guarantee=exactly_once`` needs a broker that can do transactions: no silent downgrade.
+
+    A probe transactional producer with an id of its own (never a partition's: that
+    would fence the partition's owner) starts (InitProducerId, which needs the
+    transaction coordinator and its state log) and runs one empty transaction.
+    """
+    import uuid
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError
+
+    from ..kafka.security import aiokafka_options
+
+    named = f"{env_name('processing_guarantee')}=exactly_once"
+    producer = AIOKafkaProducer(**aiokafka_options(settings.kafka),
+                                transactional_id=f"{settings.app_id}-preflight-{uuid.uuid4().hex[:12]}")
+    try:
+        await asyncio.wait_for(_probe(producer), timeout)
+    except asyncio.TimeoutError:
+        raise PreflightError(
+            f"{named}: the brokers at {settings.kafka} did not start a transaction within {timeout:.0f}s (is the "
+            f"transaction state log available? transaction.state.log.replication.factor must not exceed the "
+            f"brokers); use at_least_once or fix the cluster") from None
+    except (KafkaError, OSError) as exc:
+        raise PreflightError(
+            f"{named}: the brokers at {settings.kafka} cannot do transactions ({type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:200]}); use at_least_once or fix the cluster") from None
+    finally:
+        try:
+            await asyncio.wait_for(producer.stop(), 5.0)
+        except Exception:  # noqa: BLE001 - the probe's connections only
+            pass
+
+
+async def _probe(producer: Any) -> None:
+    await producer.start()
+    await producer.begin_transaction()
+    await producer.abort_transaction()

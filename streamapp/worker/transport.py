@@ -156,6 +156,16 @@ def rounds(fetched: Mapping[TP, Sequence[Message]], handlers: Mapping[str, Batch
 
 
 class Consumer(faust_aiokafka.Consumer):
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        """Under exactly_once the consumer reads ``read_committed`` (docs/RELIABILITY.md)."""
+        if self.app.settings.processing_guarantee == "exactly_once":
+            return faust_internals.new_consumer_thread(self)
+        return super()._new_consumer_thread()
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        """Faust's seek, after the exactly-once fence of the orders partitions (:mod:`streamapp.worker.transactions`)."""
+        return await faust_internals.seek_fenced(self, super().seek_to_committed)
+
     async def subscribe(self, topics: Iterable[str]) -> None:
         """Faust's subscribe, once the broker lists every topic (see the module's docstring)."""
         names = set(topics)

@@ -1,0 +1,386 @@
+"""Exactly-once join output (``processing_guarantee=exactly_once``): one Kafka transaction per orders partition.
+
+Why this shape (measured in docs/research/exactly-once.md, explained in docs/RELIABILITY.md):
+
+* **One transactional producer per orders partition**, transactional id
+  ``{app_id}-orders-{p}`` (:func:`transactional_id`).  aiokafka commits offsets
+  in a transaction with ``TxnOffsetCommit`` v0 only, so the broker cannot fence
+  a zombie by consumer-group generation (KIP-447).  The transactional id does it
+  instead, under one rule: **the new owner's InitProducerId for ``tid-p``
+  completes before its OffsetFetch for ``orders-p``**.  InitProducerId aborts the
+  old owner's open transaction (or waits for one being committed) and refuses
+  every later request of it (``ProducerFenced``), so the offset the new owner
+  reads holds every commit the old owner made, and the old owner can make no more.
+  :meth:`Transactions.fence` is called from the consumer's ``seek_to_committed``
+  (:func:`streamapp.worker.faust_internals.fence_before_seek`), before Faust's
+  own seek reads the committed offsets.
+* **Outputs, dead letters and the orders offset in one transaction**: the
+  partition's join outputs and dead letters go through its producer, and the
+  offset after its last processed order goes with ``send_offsets_to_transaction``.
+  Faust never commits the orders topic (its messages are not acked under
+  exactly_once); the users topics keep Faust's at-least-once commits, which is
+  enough (docs/RELIABILITY.md).
+* **Commit every :data:`COMMIT_INTERVAL` seconds** (or :data:`MAX_ORDERS` orders):
+  a commit round costs 10-25 ms here, so 250 ms keeps its cost near 7% while a
+  crash redoes at most a quarter second of work (benchmarks/README.md).
+* **Never crash on a fence**: a ``ProducerFenced`` (a zombie, or a transaction
+  the broker timed out) drops the partition's open work; the partition is fenced
+  again (and read again from its committed offset) if it is still ours.
+* A batch the broker refuses fails only its own future; committing would commit
+  the offsets without its records.  Every batch's future is checked before the
+  commit, and a refused batch's orders become dead letters in the same transaction.
+
+Only partitions with an open transaction are processed (:meth:`Transactions.get`):
+aiokafka can hand out records of a newly assigned partition before the rebalance
+callbacks finish, and those records must wait for the fence (the seek after it
+reads them again).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
+
+from aiokafka import AIOKafkaProducer
+from aiokafka import TopicPartition as AioTopicPartition
+from aiokafka.errors import KafkaError, ProducerFenced
+
+from ..kafka.security import aiokafka_options
+from ..settings import Settings
+
+logger = logging.getLogger(__name__)
+
+#: Seconds an open transaction may run before it is committed (see the module's docstring).
+COMMIT_INTERVAL = 0.25
+#: Orders after which a transaction is committed whatever its age (bounds the work a crash redoes).
+MAX_ORDERS = 20_000
+#: The broker aborts a transaction left open this long (a worker that stalls is fenced, not waited for).
+TRANSACTION_TIMEOUT_MS = 15_000
+#: Seconds one InitProducerId may take: aiokafka retries a missing coordinator for ever.
+FENCE_TIMEOUT = 10.0
+#: Attempts at fencing a partition before the rebalance gives up (the worker is then restarted by its supervisor).
+FENCE_ATTEMPTS = 6
+#: Seconds stopping a producer may take (a fenced one may have nothing left to say to the broker).
+STOP_TIMEOUT = 5.0
+
+#: (producer, output topic, output partition, the refused batch's source messages, the error) -> dead letters sent.
+OnRefused = Callable[[Any, str, int, list[Any], BaseException], Awaitable[None]]
+#: Builds a started-later aiokafka transactional producer for a transactional id.
+MakeProducer = Callable[[str], Any]
+
+
+class FenceError(KafkaError):
+    """A partition could not be fenced (InitProducerId failed or timed out): its records are not processed."""
+
+
+def transactional_id(app_id: str, partition: int) -> str:
+    """The transactional id of one orders partition: the same for every worker of the app (that is the fence)."""
+    return f"{app_id}-orders-{partition}"
+
+
+def is_due(age: float, orders: int, interval: float = COMMIT_INTERVAL, max_orders: int = MAX_ORDERS) -> bool:
+    """Whether a transaction ``age`` seconds old holding ``orders`` orders is committed now."""
+    return orders > 0 and (age >= interval or orders >= max_orders)
+
+
+def producer_factory(settings: Settings) -> MakeProducer:
+    """aiokafka transactional producers for ``settings``' brokers and security (acks=all, idempotent)."""
+    options = aiokafka_options(settings.kafka)
+
+    def make(tid: str) -> AIOKafkaProducer:
+        return AIOKafkaProducer(**options, transactional_id=tid, transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+                                enable_idempotence=True, acks="all", linger_ms=5, max_batch_size=1_048_576,
+                                max_request_size=1_048_576)
+    return make
+
+
+@dataclass
+class OpenTransaction:
+    """One orders partition's transaction: what it holds so far."""
+
+    partition: int
+    producer: Any
+    started: float = field(default_factory=time.monotonic)
+    #: Orders processed in it.
+    orders: int = 0
+    #: Offset after its last processed order: what its commit stores for the group.
+    next_offset: int | None = None
+    #: Committed offset it started from (where its work is read again from if it is dropped).
+    base_offset: int | None = None
+    #: Batches the broker refused: (topic, partition, source messages, error), dead-lettered before the commit.
+    refused: list[tuple[str, int, list[Any], BaseException]] = field(default_factory=list)
+
+    def unprocessed(self, messages: Sequence[Any]) -> Sequence[Any]:
+        """The messages at or after the offset this transaction has reached (its base before its first order).
+
+        A fetch can hand over records read from a position older than the seek
+        that followed the fence (aiokafka reads the committed offsets before the
+        rebalance callbacks run, and the handler waits for the fence's lock), and
+        the seek makes the consumer fetch again what a handled batch held: neither
+        may be processed twice.
+        """
+        start = self.next_offset if self.next_offset is not None else self.base_offset
+        if start is None or not messages or messages[0].offset >= start:
+            return messages
+        return [m for m in messages if m.offset >= start]
+
+    def processed(self, next_offset: int, orders: int) -> None:
+        self.next_offset = next_offset
+        self.orders += orders
+
+    def on_failure(self, topic: str, partition: int, sources: list[Any], error: BaseException) -> None:
+        """BatchSender's ``on_failure``: remember the refused batch for the commit to dead-letter."""
+        self.refused.append((topic, partition, sources, error))
+
+
+class Transactions:
+    """The transactions of the orders partitions this worker holds (see the module's docstring).
+
+    One :attr:`lock` covers processing, commits, fences and revokes: a
+    transaction is never committed or aborted while a batch is half in it.
+    """
+
+    def __init__(self, topic: str, group_id: str, app_id: str, make_producer: MakeProducer,
+                 on_refused: OnRefused, seek: Callable[[int, int], Awaitable[None]] | None = None,
+                 assigned: Callable[[], Iterable[int]] = tuple, rebalancing: Callable[[], bool] = lambda: False,
+                 committed: Callable[[int], Awaitable[int | None]] | None = None,
+                 interval: float = COMMIT_INTERVAL) -> None:
+        self.topic, self.group_id, self.app_id = topic, group_id, app_id
+        self._make_producer = make_producer
+        self._on_refused = on_refused
+        self._seek = seek
+        self._assigned = assigned
+        self._rebalancing = rebalancing
+        self._committed = committed
+        self.interval = interval
+        self.lock = asyncio.Lock()
+        self.open: dict[int, OpenTransaction] = {}
+        #: Counts for /stats and the tests: transactions committed, aborted, partitions fenced, fences suffered.
+        self.counts = {"committed": 0, "aborted": 0, "fenced": 0, "producer_fenced": 0}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- ownership ---------------------------------------------------------------------------------
+
+    def get(self, partition: int) -> OpenTransaction | None:
+        """The partition's open transaction; None while it is not fenced (its records must wait)."""
+        return self.open.get(partition)
+
+    async def before_seek(self, assigned: Iterable[int]) -> None:
+        """Before the consumer seeks to the committed offsets (call under the lock): the fence's half of the rule.
+
+        Open partitions no longer assigned are released; those still assigned
+        commit what they hold (the seek would otherwise read it again into the
+        same open transaction); every assigned partition not open is fenced.
+        """
+        ours = set(assigned)
+        await self._release(set(self.open) - ours)
+        for partition in sorted(ours & set(self.open)):
+            txn = self.open[partition]
+            try:
+                await self._commit(txn)
+            except KafkaError as exc:
+                logger.warning("Transaction of %s[%d] not committed before a seek (%r): fenced again",
+                               self.topic, partition, exc)
+                self.open.pop(partition)
+                await self._abort(txn)
+                await _stop(txn.producer)
+        await self.fence(ours)
+
+    async def fence(self, partitions: Iterable[int]) -> None:
+        """Fence each partition not yet open here: InitProducerId, then an open transaction (call under the lock).
+
+        Must complete before the committed offsets of these partitions are read
+        (the rule in the module's docstring).
+        """
+        for partition in sorted(set(partitions) - set(self.open)):
+            self.open[partition] = await self._start(partition)
+            self.counts["fenced"] += 1
+
+    async def _start(self, partition: int) -> OpenTransaction:
+        tid = transactional_id(self.app_id, partition)
+        error: BaseException | None = None
+        for attempt in range(FENCE_ATTEMPTS):
+            producer = self._make_producer(tid)
+            try:
+                await asyncio.wait_for(producer.start(), FENCE_TIMEOUT)
+                await asyncio.wait_for(producer.begin_transaction(), FENCE_TIMEOUT)
+                return OpenTransaction(partition, producer)
+            except (KafkaError, asyncio.TimeoutError, OSError) as exc:
+                error = exc
+                logger.warning("Fencing %s (attempt %d of %d) failed: %r", tid, attempt + 1, FENCE_ATTEMPTS, exc)
+                await _stop(producer)
+        raise FenceError(f"transactional id {tid}: InitProducerId failed {FENCE_ATTEMPTS} times ({error!r})")
+
+    def based(self, committed: Mapping[int, int | None]) -> None:
+        """Record where each open transaction's work starts: the committed offsets the seek after the fence read."""
+        for partition, offset in committed.items():
+            txn = self.open.get(partition)
+            if txn is not None and txn.orders == 0:
+                txn.base_offset = offset if offset is not None and offset > 0 else 0
+
+    async def release(self, partitions: Iterable[int]) -> None:
+        """Partitions revoked: commit what each holds (we still own them), then stop its producer."""
+        async with self.lock:
+            await self._release(partitions)
+
+    async def _release(self, partitions: Iterable[int]) -> None:
+        for partition in sorted(set(partitions) & set(self.open)):
+            txn = self.open.pop(partition)
+            try:
+                await self._commit(txn, begin_next=False)
+            except Exception as exc:  # noqa: BLE001 - the next owner redoes it; never crash a rebalance
+                logger.warning("Transaction of %s[%d] not committed at revoke (%r): its next owner redoes it",
+                               self.topic, partition, exc)
+                await self._abort(txn)
+            await _stop(txn.producer)
+
+    # -- committing --------------------------------------------------------------------------------
+
+    async def commit_due(self, force: bool = False) -> None:
+        """Commit every open transaction that is due (:func:`is_due`), or every one holding work with ``force``."""
+        async with self.lock:
+            now = time.monotonic()
+            for partition, txn in list(self.open.items()):
+                if not (txn.orders > 0 if force else is_due(now - txn.started, txn.orders, self.interval)):
+                    continue
+                try:
+                    await self._commit(txn)
+                except ProducerFenced:
+                    await self._fenced(txn)
+                except KafkaError as exc:
+                    logger.warning("Transaction of %s[%d] failed (%r): aborted, its orders are read again",
+                                   self.topic, partition, exc)
+                    await self._redo(txn)
+
+    async def _commit(self, txn: OpenTransaction, begin_next: bool = True) -> None:
+        producer = txn.producer
+        if txn.orders:
+            await producer.flush()
+            await asyncio.sleep(0)  # the delivery callbacks of the last batches
+            while txn.refused:  # their orders become dead letters, in this transaction
+                refused, txn.refused = txn.refused, []
+                for topic, partition, sources, error in refused:
+                    await self._on_refused(producer, topic, partition, sources, error)
+                await producer.flush()
+                await asyncio.sleep(0)
+            await producer.send_offsets_to_transaction(
+                {AioTopicPartition(self.topic, txn.partition): txn.next_offset}, self.group_id)
+            await producer.commit_transaction()
+            self.counts["committed"] += 1
+            txn.base_offset = txn.next_offset
+            txn.orders = 0
+            if begin_next:
+                await producer.begin_transaction()
+        txn.started = time.monotonic()
+
+    async def _abort(self, txn: OpenTransaction) -> bool:
+        try:
+            await asyncio.wait_for(txn.producer.abort_transaction(), FENCE_TIMEOUT)
+            self.counts["aborted"] += 1
+            return True
+        except Exception as exc:  # noqa: BLE001 - the broker aborts it at the timeout, or the next fence does
+            logger.warning("Abort of the transaction of %s[%d] failed: %r", self.topic, txn.partition, exc)
+            return False
+
+    async def _redo(self, txn: OpenTransaction) -> None:
+        """Abort the transaction and read its orders again from where it started (a new transaction)."""
+        if await self._abort(txn):
+            try:
+                await txn.producer.begin_transaction()
+                txn.orders, txn.next_offset, txn.refused, txn.started = 0, None, [], time.monotonic()
+                if txn.base_offset is not None and self._seek is not None:
+                    await self._seek(txn.partition, txn.base_offset)
+                    return
+            except ProducerFenced:
+                pass
+        await self._fenced(txn)
+
+    async def _fenced(self, txn: OpenTransaction) -> None:
+        """Another producer took the transactional id (or the broker timed our transaction out): drop the work.
+
+        Never a crash.  If the partition is still ours and no rebalance is under
+        way (a timed-out transaction), it is fenced again and read again from its
+        committed offset; otherwise the rebalance's seek fences it if it comes back.
+        """
+        self.counts["producer_fenced"] += 1
+        self.open.pop(txn.partition, None)
+        logger.warning("Producer of %s[%d] fenced: its open work is dropped (read again by the partition's owner)",
+                       self.topic, txn.partition)
+        await _stop(txn.producer)
+        if txn.partition in set(self._assigned()) and not self._rebalancing() and self._committed is not None:
+            try:
+                self.open[txn.partition] = await self._start(txn.partition)
+                offset = await self._committed(txn.partition) or 0  # none committed: from the log's start
+                self.open[txn.partition].base_offset = offset
+                if self._seek is not None:
+                    await self._seek(txn.partition, offset)
+            except Exception as exc:  # noqa: BLE001 - left unfenced: the next rebalance fences it
+                self.open.pop(txn.partition, None)
+                logger.warning("Fencing %s[%d] again failed (%r): left to the next rebalance", self.topic,
+                               txn.partition, exc)
+
+    async def close(self) -> None:
+        """Worker stopping: commit what is open, stop every producer."""
+        await self.release(list(self.open))
+
+
+async def _stop(producer: Any) -> None:
+    try:
+        await asyncio.wait_for(producer.stop(), STOP_TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - a producer we are done with: nothing to lose
+        logger.debug("Stopping a transactional producer: %r", exc)
+
+
+def committed_offset(kafka: Any, group_id: str, topic: str, partition: int) -> int | None:
+    """The group's committed offset of one partition (OffsetFetch, stable offsets only); None when none is."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from ..kafka.security import librdkafka_config
+
+    consumer = Consumer({**librdkafka_config(kafka), "group.id": group_id, "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(topic, partition)], timeout=30)[0].offset
+        return found if found >= 0 else None
+    finally:
+        consumer.close()
+
+
+def install(app: Any, on_refused: OnRefused) -> Transactions:
+    """The app's :class:`Transactions` for its orders topic: revokes release, a timer commits, shutdown commits.
+
+    The consumer's ``seek_to_committed`` fences (:func:`streamapp.worker.faust_internals.seek_fenced`).
+    """
+    from faust.types import TP
+
+    settings: Settings = app.settings
+    topic, group_id = settings.orders_topic, app.conf.id
+
+    async def seek(partition: int, offset: int) -> None:
+        await app.consumer.seek(TP(topic, partition), offset)
+
+    def assigned() -> list[int]:
+        return [tp.partition for tp in app.consumer.assignment() if tp.topic == topic]
+
+    async def committed(partition: int) -> int | None:
+        return await asyncio.get_running_loop().run_in_executor(
+            None, committed_offset, settings.kafka, group_id, topic, partition)
+
+    transactions = Transactions(topic, group_id, settings.app_id, producer_factory(settings), on_refused, seek,
+                                assigned, lambda: bool(app.rebalancing), committed)
+
+    async def on_revoked(sender: Any, revoked: Iterable[Any], **kwargs: Any) -> None:
+        await transactions.release(tp.partition for tp in revoked if tp.topic == topic)
+
+    async def on_shutdown(sender: Any, **kwargs: Any) -> None:
+        await transactions.close()
+
+    app.on_partitions_revoked.connect(on_revoked, weak=False)
+    app.on_before_shutdown.connect(on_shutdown, weak=False)
+    @app.timer(interval=transactions.interval, name="streamapp.worker.transactions.commit_due")
+    async def commit_due() -> None:
+        await transactions.commit_due()
+
+    app.transactions = transactions
+    return transactions
