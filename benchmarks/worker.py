@@ -95,7 +95,7 @@ class Rate:
 
 
 def live_rate(
-    settings: Settings, orders: list[tuple[bytes, bytes]], outputs: list[str], pid: int
+    settings: Settings, orders: list[tuple[bytes, bytes]], outputs: list[str], pid: int | list[int]
 ) -> tuple[Rate, int]:
     """From the first order produced to the last one out of every output, the processor already running.
 
@@ -105,8 +105,8 @@ def live_rate(
     which copies).  A counting consumer in the timed loop once stopped seeing records
     the broker held, and the round waited for it.
     """
-    process = psutil.Process(pid)
-    start, cpu_start = time.monotonic(), cpu_seconds(process)
+    processes = [psutil.Process(p) for p in ([pid] if isinstance(pid, int) else pid)]  # a group: CPU summed
+    start, cpu_start = time.monotonic(), sum(map(cpu_seconds, processes))
     produce_many(settings.bootstrap_servers, settings.orders_topic, orders)
     watermarks = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"bench-{uuid.uuid4().hex}"})
     deadline = time.monotonic() + 900
@@ -119,7 +119,8 @@ def live_rate(
             if time.monotonic() > deadline:
                 raise RuntimeError(f"timed out: {held} of {len(orders)}")
             time.sleep(0.1)
-        rate = Rate(len(orders) / (time.monotonic() - start), len(orders) / (cpu_seconds(process) - cpu_start))
+        cpu = sum(map(cpu_seconds, processes)) - cpu_start
+        rate = Rate(len(orders) / (time.monotonic() - start), len(orders) / cpu)
     finally:
         watermarks.close()
     misses = 0
