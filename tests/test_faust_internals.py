@@ -33,7 +33,10 @@ def owner(path: str) -> type:
 @pytest.mark.parametrize("path, name", faust_internals.PRIVATE_NAMES, ids=[f"{p}.{n}" for p, n in faust_internals.PRIVATE_NAMES])
 def test_each_private_name_is_still_there(path: str, name: str, tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=str(tmp_path / "data")))
-    instances = {"Consumer": app.consumer, "Store": app.join_tables.users.data, "Producer": app.producer}
+    instances = {"Consumer": app.consumer, "Store": app.join_tables.users.data, "Producer": app.producer,
+                 "ThreadDelegateConsumer": app.consumer, "AIOKafkaConsumerThread": app.consumer._thread}
+    if path.startswith("aiokafka."):
+        instances["AIOKafkaConsumer"] = aiokafka_consumer()
     cls = owner(path)
     found = getattr(instances[cls.__name__], name, None)
     if found is None:
@@ -77,3 +80,33 @@ def test_the_batch_path_commits_every_broker_commit_every_acks(broker_settings: 
             assert time.monotonic() < deadline, f"committed {done} of {ORDERS} orders: {worker.tail()}"
             done = sum(max(offset, 0) for offset in committed_offsets(settings, settings.orders_topic).values())
             time.sleep(0.3)
+
+
+def aiokafka_consumer() -> object:
+    """An aiokafka consumer, built (not started) on a loop as aiokafka requires: its per-object attributes exist."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+
+    async def build() -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(bootstrap_servers="127.0.0.1:1")
+
+    return asyncio.run(build())
+
+
+def test_exactly_once_consumer_reads_committed_and_seeks_through_the_fence(tmp_path: Path) -> None:
+    """Under exactly_once the consumer thread builds a read_committed aiokafka consumer, and the consumer's
+    ``seek_to_committed`` is streamapp's (the fence's hook); under at_least_once both stay Faust's."""
+    from faust.transport.drivers import aiokafka as faust_aiokafka
+
+    from streamapp.worker.transport import Consumer
+
+    eos = create_app(Settings(data_dir=str(tmp_path / "eos"), processing_guarantee="exactly_once"))
+    assert isinstance(eos.consumer._thread, faust_internals.ReadCommittedConsumerThread)
+    assert type(eos.consumer).seek_to_committed is Consumer.seek_to_committed
+    assert eos.transactions is not None and eos.transactions.topic == eos.settings.orders_topic
+    built = faust_internals.read_committed(aiokafka_consumer())
+    assert built._isolation_level == "read_committed"
+    plain = create_app(Settings(data_dir=str(tmp_path / "alo")))
+    assert type(plain.consumer._thread) is faust_aiokafka.AIOKafkaConsumerThread
+    assert plain.transactions is None

@@ -193,6 +193,8 @@ class EmbeddedBroker(ChildProcess):
     heap: str = "512m"
     cluster_id: str | None = None
     secured: bool = False
+    #: Server properties on top of the single node's (a test's broker that lacks something, e.g. transactions).
+    config: dict[str, str] = field(default_factory=dict)
     controller_port: int = field(default=0, init=False)
     #: A secured node's :data:`OTHER_LISTENERS` -> their ports.
     listener_ports: dict[str, int] = field(default_factory=dict, init=False)
@@ -351,6 +353,7 @@ class EmbeddedBroker(ChildProcess):
         }
         if self.secured:
             config.update(self._secured_config(root))
+        config.update(self.config)
         properties = root / "server.properties"
         _write_private(properties, "".join(f"{k}={v}\n" for k, v in config.items()))
         (root / "log4j2.yaml").write_text(LOG4J2_YAML, encoding="utf-8")
