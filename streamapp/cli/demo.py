@@ -36,7 +36,7 @@ from ..demo.report import FAUST, JOINS, KAFKA_STREAMS, join_title
 from ..demo.run import ProduceOptions, ProduceRun
 from ..kafka.admin import ensure_topics
 from ..kafka.broker import EmbeddedBroker, free_port
-from ..settings import Settings
+from ..settings import Settings, add_arguments
 from ..worker.process import WorkerProcess, settings_env
 from .produce import people_console, produce_with_progress, render_run
 
@@ -62,6 +62,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--no-reconcile", dest="reconcile", action="store_false",
                         help="skip the Spark reconciliation at the end")
     parser.add_argument("--json", action="store_true", help="print the runs' reports as JSON for programs")
+    add_arguments(parser, only=("processing_guarantee",))  # the demo's worker runs with it
     parser.set_defaults(func=run)
 
 

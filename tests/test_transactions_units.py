@@ -1,0 +1,52 @@
+"""The exactly-once pieces that need no broker: the setting, the transactional ids, when a transaction commits,
+and which fetched orders a transaction may still take (the end-to-end proof is tests/test_exactly_once.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from streamapp.cli import main as cli_main
+from streamapp.settings import Settings, SettingsError
+from streamapp.worker.transactions import COMMIT_INTERVAL, MAX_ORDERS, OpenTransaction, is_due, transactional_id
+
+
+def test_the_setting_takes_two_values_from_the_environment_and_refuses_others_in_one_line() -> None:
+    assert Settings().processing_guarantee == "at_least_once"
+    assert Settings.from_env({"STREAMAPP_PROCESSING_GUARANTEE": "exactly_once"}).processing_guarantee == "exactly_once"
+    with pytest.raises(SettingsError, match=r"^processing_guarantee='exactly-once': expected one of at_least_once, "
+                                            r"exactly_once$"):
+        Settings(processing_guarantee="exactly-once")
+
+
+def test_the_demo_flag_is_one_line_when_wrong(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["demo", "--processing-guarantee", "exactly-once"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["streamapp demo: processing_guarantee='exactly-once': expected one of at_least_once, exactly_once"]
+
+
+def test_one_transactional_id_per_orders_partition_shared_by_every_worker_of_the_app() -> None:
+    assert [transactional_id("app", p) for p in range(3)] == ["app-orders-0", "app-orders-1", "app-orders-2"]
+
+
+def test_a_transaction_commits_when_old_enough_or_full_and_never_empty() -> None:
+    assert not is_due(COMMIT_INTERVAL * 10, 0)
+    assert not is_due(COMMIT_INTERVAL / 2, 1)
+    assert is_due(COMMIT_INTERVAL, 1)
+    assert is_due(0.0, MAX_ORDERS)
+
+
+@dataclass
+class Msg:
+    offset: int
+
+
+def test_a_transaction_takes_no_order_below_where_it_stands() -> None:
+    """A batch fetched before the fence's seek (older offsets) or fetched again after it is not processed twice."""
+    txn = OpenTransaction(0, producer=None, base_offset=100)
+    assert [m.offset for m in txn.unprocessed([Msg(o) for o in range(95, 103)])] == [100, 101, 102]
+    txn.processed(103, 3)
+    assert [m.offset for m in txn.unprocessed([Msg(o) for o in range(100, 106)])] == [103, 104, 105]
+    batch = [Msg(o) for o in range(103, 106)]
+    assert txn.unprocessed(batch) is batch  # the usual case costs no copy
+    assert OpenTransaction(1, producer=None).unprocessed(batch) is batch  # no base known: all
