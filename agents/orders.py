@@ -73,7 +73,8 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
                 counters.record_join(output, partition, matched)
 
         if transactions is None:
-            await dead_letters.handle(batches, join, write, dead_letters.sender())
+            sender = dead_letters.sender()
+            await dead_letters.handle(batches, join, write, sender)
             return
         async with transactions.lock:  # each partition's outputs, dead letters and offset in its transaction
             for tp, messages in batches.items():
