@@ -1,31 +1,48 @@
-"""Reconciliation speed and memory: the job vs a bare Spark full outer join + aggregation vs DuckDB.
+"""How the reconciliation's cost grows: the job vs a bare Spark join, and datacompy's Spark comparison as a peer.
 
-Generates N orders per side (Faust output, ksqlDB output) as decoded Parquet
-exports with DuckDB, plus the orders and users inputs, then in ONE run and one
-local[2] SparkSession measures:
+For each size N (orders per side, ``--sizes``) it generates the Faust and the ksqlDB
+output as decoded Parquet exports with DuckDB, plus the orders and users inputs, then
+for each master (``--masters``: ``local`` is ``local[2]``; ``cluster`` is a Spark
+standalone master and two one-core workers on loopback, started here from PySpark's own
+``spark-class`` and stopped by PID) runs, in a fresh Spark application of its own process:
 
-- the reconciliation job (``--source files``: statuses, root causes, detail Parquet, summary, report);
 - the baseline: a bare Spark full outer join of the two sides on the order identity + count by status;
-- the same comparison in DuckDB (2 threads).
+- the reconciliation job (``--source files``: statuses, root causes, detail Parquet, summary, report),
+  its ``main`` in the same SparkSession, so its wall time excludes the JVM's start;
+- the peer, at the sizes in ``--datacompy-sizes``: datacompy's ``SparkSQLCompare`` on the same two
+  Parquet sides with the same join columns (the order identity), plus its ``report()``;
+- the same comparison in DuckDB (2 threads), on ``local`` only.
 
-Prints wall times as ratios against the bare Spark join, and the driver's peak
-memory (the local-mode JVM, which is also the executor, and the Python driver).
+Peak JVM heap is sampled by ``jstat -gc PID 250`` (S0U + S1U + EU + OU, every 250 ms) on each
+JVM doing the work: the driver (under ``local[2]`` also the executor) and the cluster's executors.
+Each phase reports the highest sample inside its window.
 
-    .venv/bin/python benchmarks/reconcile.py              # 10 M orders per side
-    .venv/bin/python benchmarks/reconcile.py --orders 1000000
+datacompy stays out of the product's virtualenv; install it (and only it: its pandas, numpy and
+jinja2 are the ones already in ``.venv``) into a directory of its own, which the benchmark appends
+to ``sys.path`` (``--datacompy-path``)::
+
+    .venv/bin/pip install --no-deps --target /tmp/datacompy-lib \\
+        datacompy==1.1.0 ordered-set==4.1.0 polars==1.44.2 polars-runtime-32==1.44.2
+
+    .venv/bin/python benchmarks/reconcile.py                      # 1 M, 10 M, 30 M; local[2] and the cluster
+    .venv/bin/python benchmarks/reconcile.py --sizes 1000000 --masters local --data /tmp/reconcile-data
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 import duckdb
 import psutil
@@ -34,6 +51,7 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from streamapp.kafka.broker import free_port  # noqa: E402
 from streamapp.partitioners import partition_batch  # noqa: E402
 
 DAY = "2026-11-20"
@@ -43,42 +61,103 @@ TOPICS = {"users": "demo_user", "orders": "demo_user_orders", "faust_direct": "f
           "ksqldb_direct": "ksqldb_direct", "faust_repartition": "faust_repartition",
           "ksqldb_repartition": "ksqldb_repartition"}
 IDENTITY = "user_id, ts, product_id, qty, unit_price, channel"
+DATACOMPY_INSTALL = (".venv/bin/pip install --no-deps --target /tmp/datacompy-lib datacompy==1.1.0 ordered-set==4.1.0 "
+                     "polars==1.44.2 polars-runtime-32==1.44.2")
 
 
-class PeakMemory:
-    """Samples the RSS of this process and of its JVM child, and the JVM's used heap, every 50 ms.
+class HeapSampler:
+    """``jstat -gc PID 250`` on each JVM: (monotonic time, used heap bytes) samples, read by a thread per JVM."""
 
-    RSS never shrinks once the JVM has grown its heap, so the used heap is the per-phase figure.
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.samples: dict[str, list[tuple[float, float]]] = {name: [] for name in pids}
+        self.processes = [subprocess.Popen(["jstat", "-gc", str(pid), "250"], stdout=subprocess.PIPE, text=True)
+                          for pid in pids.values()]
+        for name, process in zip(pids, self.processes):
+            threading.Thread(target=self._read, args=(name, process), daemon=True).start()
+
+    def _read(self, name: str, process: subprocess.Popen) -> None:
+        header: list[str] = []
+        for line in process.stdout:  # type: ignore[union-attr]
+            fields = line.split()
+            if "S0U" in fields:
+                header = fields
+            elif header and len(fields) == len(header):
+                row = dict(zip(header, fields))
+                used = sum(float(row[k]) for k in ("S0U", "S1U", "EU", "OU")) * 1024
+                self.samples[name].append((time.monotonic(), used))
+
+    def peak(self, name: str, started: float, ended: float) -> float:
+        """The highest used heap sampled between two monotonic times (0 when none was)."""
+        return max((used for at, used in self.samples[name] if started <= at <= ended + 0.3), default=0.0)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+            process.wait(10)
+
+
+class StandaloneCluster:
+    """A Spark standalone master and ``workers`` one-core workers on loopback, from PySpark's own ``spark-class``.
+
+    Ready when the master's ``/json`` says ALIVE with every worker; stopped by the PIDs it started (workers
+    first: each stops its executors). The daemons' environment has no ``PYSPARK_*``/``VIRTUAL_ENV``.
     """
 
-    runtime = None  # the JVM's java.lang.Runtime, once Spark is up
+    def __init__(self, work_dir: Path, workers: int, memory: str) -> None:
+        import pyspark
 
-    def __init__(self) -> None:
-        self.python = self.jvm = self.heap = 0
-        self.cpu = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.spark_class = Path(pyspark.__file__).resolve().parent / "bin" / "spark-class"
+        self.work_dir, self.workers, self.memory = work_dir, workers, memory
+        self.port, self.ui_port = free_port(), free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.processes: list[subprocess.Popen] = []
 
-    def _run(self) -> None:
-        me = psutil.Process()
-        while not self._stop.is_set():
+    def _start(self, name: str, *args: str) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_") and k != "VIRTUAL_ENV"}
+        env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY="256m", SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
+        with (self.work_dir / f"{name}.log").open("wb") as log:
+            self.processes.append(subprocess.Popen([str(self.spark_class), *args], cwd=self.work_dir, env=env,
+                                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+
+    def __enter__(self) -> "StandaloneCluster":
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                        "--port", str(self.port), "--webui-port", str(self.ui_port))
+            for n in range(1, self.workers + 1):
+                self._start(f"worker-{n}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", "0",
+                            "--webui-port", "0", "--cores", "1", "--memory", self.memory,
+                            "--work-dir", str(self.work_dir / f"worker-{n}"), self.url)
+            deadline = time.monotonic() + 180
+            while True:
+                if any(p.poll() is not None for p in self.processes):
+                    raise RuntimeError(f"a Spark daemon exited: see {self.work_dir}/*.log")
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=10) as response:
+                        state = json.load(response)
+                    if state.get("status") == "ALIVE" and state.get("aliveworkers") == self.workers:
+                        return self
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the Spark cluster was not up after 180 s: see {self.work_dir}/*.log")
+                time.sleep(0.5)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.terminate()
             try:
-                self.python = max(self.python, me.memory_info().rss)
-                jvms = [c for c in me.children(recursive=True) if "java" in c.name()]
-                self.jvm = max(self.jvm, sum(c.memory_info().rss for c in jvms))
-                if PeakMemory.runtime is not None:
-                    self.heap = max(self.heap, PeakMemory.runtime.totalMemory() - PeakMemory.runtime.freeMemory())
-            except (psutil.Error, Exception):
-                pass
-            time.sleep(0.05)
-
-    def __enter__(self) -> "PeakMemory":
-        self._thread.start()
-        return self
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        self.processes.clear()
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        self.stop()
 
 
 def generate(directory: Path, orders: int, users: int) -> None:
@@ -94,6 +173,8 @@ def generate(directory: Path, orders: int, users: int) -> None:
         "timestamp_ms": pa.array([DAY_START_MS - 86_400_000] * users, pa.int64()),
     })
     db = duckdb.connect()
+    db.execute("SET threads = 2")
+    db.execute("SET memory_limit = '3GB'")  # the machine is shared: DuckDB's default is 80 % of its RAM
     db.register("user_table", user_table)
     db.execute(f"""
         CREATE TABLE orders AS
@@ -141,6 +222,7 @@ def bare_spark(spark, directory: Path) -> dict[str, int]:
 def bare_duckdb(directory: Path) -> dict[str, int]:
     db = duckdb.connect()
     db.execute("SET threads = 2")
+    db.execute("SET memory_limit = '3GB'")
     f, k = directory / "faust_direct.parquet", directory / "ksqldb_direct.parquet"
     rows = db.execute(
         f"SELECT {BARE_STATUS} AS status, count(*) FROM read_parquet('{f}') f FULL OUTER JOIN read_parquet('{k}') k "
@@ -150,89 +232,219 @@ def bare_duckdb(directory: Path) -> dict[str, int]:
     return dict(rows)
 
 
+def datacompy_compare(spark, directory: Path, report_file: Path) -> dict[str, float]:
+    """datacompy as a new user runs it: ``SparkSQLCompare`` on the two sides, then ``report()``."""
+    from datacompy.spark import SparkSQLCompare
+
+    started = time.monotonic()
+    compare = SparkSQLCompare(spark, spark.read.parquet(str(directory / "faust_direct.parquet")),
+                              spark.read.parquet(str(directory / "ksqldb_direct.parquet")),
+                              join_columns=IDENTITY.split(", "), df1_name="faust", df2_name="ksqldb")
+    compared = time.monotonic()
+    report_file.write_text(compare.report())
+    reported = time.monotonic()
+    spark.catalog.clearCache()  # its cached intermediates would otherwise stay in the next phases' heap
+    return {"compare_s": compared - started, "report_s": reported - compared}
+
+
+def jvms() -> list[psutil.Process]:
+    return [c for c in psutil.Process().children(recursive=True) if "java" in c.name()]
+
+
 def jvm_cpu_seconds() -> float:
-    """User + system CPU time of this process's JVM child(ren): less disturbed than wall time by other users' load."""
-    return sum(sum(c.cpu_times()[:2]) for c in psutil.Process().children(recursive=True) if "java" in c.name())
+    """User + system CPU time of every JVM under this process (driver, and the cluster's daemons and executors)."""
+    total = 0.0
+    for jvm in jvms():
+        try:
+            total += sum(jvm.cpu_times()[:2])
+        except psutil.Error:
+            pass
+    return total
 
 
-def timed(label: str, fn):
-    started, cpu = time.perf_counter(), jvm_cpu_seconds()
-    with PeakMemory() as peak:
-        result = fn()
-    seconds, cpu = time.perf_counter() - started, jvm_cpu_seconds() - cpu
-    peak.cpu = cpu
-    print(f"{label:<40} {seconds:8.1f} s   JVM CPU {cpu:7.1f} s   JVM heap peak {peak.heap / 2**20:6.0f} MiB   "
-          f"JVM RSS {peak.jvm / 2**20:6.0f} MiB   Python RSS {peak.python / 2**20:5.0f} MiB", flush=True)
-    return seconds, peak, result
+def work_jvms(app_id: str | None, executors: int) -> dict[str, int]:
+    """The PIDs of the JVMs doing the work: the driver, and (on a cluster) this application's executors."""
+    deadline = time.monotonic() + 120
+    while True:
+        found: dict[str, int] = {}
+        for jvm in jvms():
+            line = " ".join(jvm.cmdline())
+            if "org.apache.spark.deploy.SparkSubmit" in line:
+                found["driver"] = jvm.pid
+            elif app_id and "CoarseGrainedExecutorBackend" in line and app_id in line:
+                found[f"executor-{sum(k.startswith('executor') for k in found) + 1}"] = jvm.pid
+        if len(found) == 1 + executors or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--orders", type=int, default=10_000_000, help="orders per side (default 10 M)")
-    parser.add_argument("--users", type=int, default=200_000)
-    parser.add_argument("--driver-memory", default="4g")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; the best of each is reported")
-    parser.add_argument("--data", help="keep the generated data in this directory and reuse it on the next run")
-    args = parser.parse_args()
+def run_one(args: argparse.Namespace, size: int, data: Path) -> dict:
+    """One size on one master, in this process's own Spark application; returns the figures."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     from spark_batch.reconcile import main as reconcile_main
 
-    work = Path(tempfile.mkdtemp(prefix="reconcile-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="reconcile-growth-"))
+    cluster = StandaloneCluster(work / "cluster", 2, args.executor_memory) if args.master == "cluster" else None
+    load = [os.getloadavg()[0]]
     try:
-        data = Path(args.data) if args.data else work / "data"
-        stamp = data / f".generated-{args.orders}-{args.users}"
-        if not stamp.exists():
-            shutil.rmtree(data, ignore_errors=True)
-            data.mkdir(parents=True)
-            started = time.perf_counter()
-            generate(data, args.orders, args.users)
-            stamp.touch()
-            print(f"Generated {args.orders:,} orders per side, {args.users:,} users in {time.perf_counter() - started:.1f} s")
-        spark = (
-            SparkSession.builder.master("local[2]").appName("reconcile-bench")
-            .config("spark.driver.memory", args.driver_memory).config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.shuffle.partitions", "16").getOrCreate()
-        )
+        builder = (SparkSession.builder.appName(f"reconcile-growth-{size}").config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
+                   .config("spark.sql.shuffle.partitions", "16"))
+        if cluster is not None:
+            cluster.__enter__()
+            builder = (builder.master(cluster.url).config("spark.driver.memory", args.cluster_driver_memory)
+                       .config("spark.executor.memory", args.executor_memory).config("spark.executor.cores", "1")
+                       .config("spark.cores.max", "2").config("spark.scheduler.minRegisteredResourcesRatio", "1")
+                       .config("spark.pyspark.python", sys.executable)
+                       .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1"))
+        else:
+            builder = builder.master("local[2]").config("spark.driver.memory", args.driver_memory)
+        spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-        PeakMemory.runtime = spark._jvm.java.lang.Runtime.getRuntime()
-        timed("warm-up (bare Spark join)", lambda: bare_spark(spark, data))
+        pids = work_jvms(spark.sparkContext.applicationId if cluster else None, 2 if cluster else 0)
+        print(f"JVMs sampled by jstat: {pids}", flush=True)
+        sampler = HeapSampler(pids)
+        phases: dict[str, list[dict]] = {}
+
+        def phase(kind: str, label: str, fn: Callable[[], object]) -> object:
+            cpu, started = jvm_cpu_seconds(), time.monotonic()
+            result = fn()
+            ended = time.monotonic()
+            time.sleep(0.3)  # one more jstat sample after the phase's end
+            record = {"seconds": ended - started, "cpu": jvm_cpu_seconds() - cpu,
+                      "heap": {name: sampler.peak(name, started, ended) for name in pids}}
+            if isinstance(result, dict) and kind == "datacompy":
+                record.update(result)
+            phases.setdefault(kind, []).append(record)
+            heap = ", ".join(f"{name} {used / 2**20:.0f}" for name, used in record["heap"].items())
+            print(f"{label:<44} {record['seconds']:8.1f} s   JVM CPU {record['cpu']:7.1f} s   peak heap MiB: {heap}",
+                  flush=True)
+            return result
+
+        phase("warm-up", "warm-up (bare Spark join, not counted)", lambda: bare_spark(spark, data))
         argv = ["--source", "files", "--input", str(data), "--output", str(work / "out"), "--date", DAY,
                 "--max-mismatch-rate", "1", "--partitions", str(PARTITIONS),
                 *[x for role, topic in TOPICS.items() for x in (f"--{_flag(role)}", topic)]]
-        runs: dict[str, list[tuple[float, PeakMemory, object]]] = {"bare": [], "job": [], "duck": []}
-        for round_ in range(args.rounds):  # alternating, best of each: the machine is shared
-            runs["bare"].append(timed(f"bare Spark full outer join + agg #{round_ + 1}", lambda: bare_spark(spark, data)))
-            runs["job"].append(timed(f"reconcile job #{round_ + 1}", lambda: reconcile_main(argv)))
-            runs["duck"].append(timed(f"DuckDB full outer join + agg #{round_ + 1}", lambda: bare_duckdb(data)))
-        (base_s, base_peak, base), (job_s, job_peak, code), (duck_s, duck_peak, duck) = (
-            min(runs[k], key=lambda r: r[0]) for k in ("bare", "job", "duck"))
+        codes = []
+        for round_ in range(1, args.rounds + 1):  # alternating; the best of each is reported: the machine is shared
+            phase("bare", f"bare Spark full outer join + agg #{round_}", lambda: bare_spark(spark, data))
+            codes.append(phase("job", f"reconcile job #{round_}", lambda: reconcile_main(argv)))
+            shutil.rmtree(work / "out", ignore_errors=True)
+            if args.datacompy:
+                phase("datacompy", f"datacompy SparkSQLCompare + report() #{round_}",
+                      lambda: datacompy_compare(spark, data, work / "datacompy-report.txt"))
+            if cluster is None:
+                phase("duckdb", f"DuckDB full outer join + agg #{round_}", lambda: bare_duckdb(data))
+            load.append(os.getloadavg()[0])
+        if args.datacompy:
+            print("datacompy's report (first lines):\n" + "\n".join(
+                (work / "datacompy-report.txt").read_text().splitlines()[:40]), flush=True)
         spark.stop()
-        print(f"\nBaseline statuses: {dict(sorted(base.items()))}")
-        print(f"DuckDB statuses:   {dict(sorted(duck.items()))}")
-        print(f"\n{'what':<36}{'seconds':>9}{'x bare Spark':>14}")
-        for label, seconds in (("bare Spark join + agg (baseline)", base_s), ("reconcile job", job_s), ("DuckDB join + agg", duck_s)):
-            print(f"{label:<36}{seconds:9.1f}{seconds / base_s:13.2f}x")
-        cpu = {k: min(r[1].cpu for r in v) for k, v in runs.items() if k != "duck"}
-        print(f"JVM CPU seconds (least of the rounds): reconcile {cpu['job']:.1f}, bare join {cpu['bare']:.1f} "
-              f"({cpu['job'] / cpu['bare']:.2f}x)")
-        jvm = {k: max(r[1].jvm for r in v) / 2**20 for k, v in runs.items()}
-        heap = {k: max(r[1].heap for r in v) / 2**20 for k, v in runs.items()}
-        print(f"JVM used-heap peak: reconcile {heap['job']:.0f} MiB, bare join {heap['bare']:.0f} MiB")
-        print(f"\nDriver peak RSS (local mode: the JVM is driver and executor; -Xmx {args.driver_memory}): "
-              f"reconcile {jvm['job']:.0f} MiB, bare join {jvm['bare']:.0f} MiB; "
-              f"Python driver {max(r[1].python for r in runs['job']) / 2**20:.0f} MiB; "
-              f"DuckDB (this process) {max(r[1].python for r in runs['duck']) / 2**20:.0f} MiB")
-        return 0 if code in (0, 1) else 1
+        sampler.stop()
+        if any(code not in (0, 1) for code in codes):
+            raise RuntimeError(f"the reconciliation job exited {codes}")
+        heap_limit = args.executor_memory if cluster else args.driver_memory
+        return {"size": size, "master": args.master, "heap_limit": heap_limit, "load": load,
+                "phases": {kind: min(runs, key=lambda r: r["seconds"]) for kind, runs in phases.items()},
+                "rounds": phases}
     finally:
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
 def _flag(role: str) -> str:
     return {"users": "users-topic", "orders": "orders-topic", "faust_direct": "faust-topic", "ksqldb_direct": "ksqldb-topic",
             "faust_repartition": "faust-repartition-topic", "ksqldb_repartition": "ksqldb-repartition-topic"}[role]
+
+
+def busiest(record: dict) -> float:
+    """The highest peak among the JVMs doing the work (local: the driver; cluster: an executor), MiB."""
+    heaps = {k: v for k, v in record["heap"].items() if k != "driver"} or record["heap"]
+    return max(heaps.values()) / 2**20
+
+
+def print_table(results: list[dict]) -> None:
+    print(f"\n{'master':<8}{'orders':>12}{'bare s':>9}{'job s':>9}{'job÷bare':>10}{'job s/M':>9}{'job heap':>10}"
+          f"{'datacompy s':>13}{'dc÷bare':>9}{'job÷dc':>8}{'load':>12}")
+    for r in results:
+        if "error" in r:
+            print(f"{r['master']:<8}{r['size']:>12,}  failed: {r['error']}")
+            continue
+        p = r["phases"]
+        bare, job = p["bare"]["seconds"], p["job"]["seconds"]
+        dc = p.get("datacompy", {}).get("seconds")
+        dc_cols = f"{dc:13.1f}{dc / bare:8.1f}×{job / dc:8.3f}" if dc else f"{'':>13}{'':>9}{'':>8}"
+        print(f"{r['master']:<8}{r['size']:>12,}{bare:9.1f}{job:9.1f}{job / bare:9.2f}×{job / r['size'] * 1e6:9.2f}"
+              f"{busiest(p['job']):7.0f} Mi{dc_cols}  {min(r['load']):.1f}-{max(r['load']):.1f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000000,10000000,30000000", help="orders per side, comma-separated")
+    parser.add_argument("--masters", default="local,cluster", help="local (local[2]) and/or cluster (2 workers)")
+    parser.add_argument("--datacompy-sizes", default="1000000,10000000",
+                        help="sizes at which datacompy runs too ('' for none): 605 s at 10 M before")
+    parser.add_argument("--datacompy-path", default="/tmp/datacompy-lib", help="where datacompy was installed")
+    parser.add_argument("--users", type=int, default=200_000)
+    parser.add_argument("--driver-memory", default="4g", help="local[2]'s JVM heap (driver and executor)")
+    parser.add_argument("--executor-memory", default="2g", help="each cluster executor's heap (one per worker)")
+    parser.add_argument("--cluster-driver-memory", default="2g")
+    parser.add_argument("--rounds", type=int, default=1, help="alternating rounds after a warm-up; best of each")
+    parser.add_argument("--data", help="keep the generated data under this directory and reuse it on the next run")
+    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--child", nargs=2, metavar=("SIZE", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--master", help=argparse.SUPPRESS)
+    parser.add_argument("--datacompy", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        if args.datacompy:
+            sys.path.append(args.datacompy_path)  # last: .venv's pandas and numpy stay the ones imported
+        print("RESULT " + json.dumps(run_one(args, int(args.child[0]), Path(args.child[1]))), flush=True)
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",")]
+    datacompy_sizes = {int(s) for s in args.datacompy_sizes.split(",") if s}
+    if datacompy_sizes & set(sizes) and not (Path(args.datacompy_path) / "datacompy").is_dir():
+        print(f"reconcile benchmark: error: no datacompy in --datacompy-path {args.datacompy_path}: {DATACOMPY_INSTALL}",
+              file=sys.stderr)
+        return 2
+    base = Path(args.data) if args.data else Path(tempfile.mkdtemp(prefix="reconcile-growth-data-"))
+    results: list[dict] = []
+    try:
+        for size in sizes:
+            data = base / f"{size}-{args.users}"
+            if not (data / ".generated").exists():
+                shutil.rmtree(data, ignore_errors=True)
+                data.mkdir(parents=True)
+                started = time.perf_counter()
+                generate(data, size, args.users)
+                (data / ".generated").touch()
+                print(f"Generated {size:,} orders per side, {args.users:,} users in {time.perf_counter() - started:.1f} s")
+            for master in args.masters.split(","):
+                print(f"\n=== {size:,} orders per side on {master} (load {os.getloadavg()[0]:.1f}) ===", flush=True)
+                command = [sys.executable, __file__, "--child", str(size), str(data), "--master", master,
+                           "--rounds", str(args.rounds), "--driver-memory", args.driver_memory,
+                           "--executor-memory", args.executor_memory, "--cluster-driver-memory",
+                           args.cluster_driver_memory, "--datacompy-path", args.datacompy_path,
+                           *(["--datacompy"] if size in datacompy_sizes else [])]
+                child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+                result = None
+                for line in child.stdout:  # type: ignore[union-attr]
+                    if line.startswith("RESULT "):
+                        result = json.loads(line[len("RESULT "):])
+                    else:
+                        print(line, end="", flush=True)
+                child.wait()
+                results.append(result or {"size": size, "master": master, "error": f"exit {child.returncode}"})
+                if args.json:
+                    Path(args.json).write_text(json.dumps(results, indent=1))
+        print_table(results)
+        return 0 if all("error" not in r for r in results) else 1
+    finally:
+        if not args.data:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
