@@ -49,6 +49,8 @@ class Options:
     partitions: int
     partitioner: str
     re_resolve: bool
+    #: Start Spark first, read nothing until a line arrives on standard input (``main``).
+    start_then_wait: bool = False
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,6 +97,9 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
                         help="--source files: partition count of the orders topic (default: %(default)s)")
     parser.add_argument("--re-resolve", action="store_true",
                         help="resolve offsets again instead of reusing the date's offsets.json")
+    parser.add_argument("--start-then-wait", action="store_true",
+                        help="start Spark, then wait for a line on standard input before checking or reading the "
+                        "topics: a caller still writing the window's records starts the JVM alongside (the demo)")
     return parser
 
 
@@ -154,5 +159,5 @@ def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Optio
         max_mismatch_rate=args.max_mismatch_rate, detail=args.detail, kafka_reader=args.kafka_reader,
         offset_lookup=args.offset_lookup, grace_ms=int(args.grace_minutes * 60_000), partitions=args.partitions,
         partitioner=args.partitioner,
-        re_resolve=args.re_resolve,
+        re_resolve=args.re_resolve, start_then_wait=args.start_then_wait,
     )

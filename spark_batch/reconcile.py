@@ -34,7 +34,7 @@ from streamapp.errors import StreamappError
 from spark_batch import causes, compare, decode, report
 from spark_batch.errors import ReconcileError, one_line
 from spark_batch.files_source import check_exports, read_export
-from spark_batch.kafka_source import choose_reader, connector_jars, range_error, read_ranges
+from spark_batch.kafka_source import RAW_SCHEMA, choose_reader, connector_jars, range_error, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import Options, parse
 from spark_batch.roles import FLAGS, OUTPUT_ROLES
@@ -310,12 +310,35 @@ def preflight(options: Options) -> None:
         partition_counts(options.bootstrap, options.topics, FLAGS)
 
 
+def warm_up(spark: SparkSession, scratch: Path) -> None:
+    """One tiny query through what the job runs (the inputs' decoding and its Python worker, a shuffle,
+    Parquet out and back), so that the JVM loads and compiles it while the caller is still writing the
+    records (``--start-then-wait``)."""
+    raw = spark.createDataFrame([(b"u", b'{"ts": 1, "qty": "x"}', "t", 0, 0, 1), (b"u", b'{"name": "a"}', "t", 0, 1, 1)],
+                                RAW_SCHEMA)
+    kinds = decode.all_orders(raw).select("kind").unionByName(decode.all_users(raw).select("kind"))
+    kinds.groupBy("kind").agg(*decode.kind_counts()).write.mode("overwrite").parquet(str(scratch))
+    spark.read.parquet(str(scratch)).where(F.col("rows") > 0).count()
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def wait_for_go() -> None:
+    """Block until the caller writes a line: its records are then all in the topics."""
+    if not sys.stdin.readline():
+        raise ReconcileError("--start-then-wait: standard input closed before the line that starts the reading")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = parse(argv)
-        preflight(options)
+        if not options.start_then_wait:
+            preflight(options)
         spark, owned = spark_session(options)
         try:
+            if options.start_then_wait:  # the topics may not exist yet: checked once the caller says go
+                warm_up(spark, options.output / f".warm-up-{uuid.uuid4().hex[:8]}")
+                wait_for_go()
+                preflight(options)
             started = time.monotonic()
             summary = reconcile(spark, options)
         finally:

@@ -9,6 +9,7 @@ tests/reconcile_scenario.py (ksqlDB cannot run here; its output format is reprod
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -157,3 +158,21 @@ def test_spark_failure_is_one_line_that_names_the_cause(spark, tmp_path: Path) -
     line = one_line(raised.value)
     assert "\n" not in line and "An error occurred while calling" not in line
     assert "garbage.parquet" in line, line
+
+
+def test_start_then_wait_reads_only_once_told(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """``--start-then-wait`` (the demo starts Spark beside the engines): nothing is checked or read until a
+    line arrives on stdin; stdin closed first is one line, exit 2; told to go, the summary is the plain run's."""
+    directory = exports(tmp_path / "in")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert main(files_args(directory, tmp_path / "closed", "--start-then-wait")) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "reconcile: error: --start-then-wait: standard input closed before the line that starts the reading"]
+    assert not list((tmp_path / "closed").glob("*dt=*")), "read before it was told to"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("go\n"))
+    assert main(files_args(directory, tmp_path / "told", "--start-then-wait")) == 0
+    assert main(files_args(directory, tmp_path / "plain")) == 0
+    told, plain = (json.loads((tmp_path / run / f"dt={sc.DAY}" / "summary.json").read_text()) for run in ("told", "plain"))
+    assert told == plain
+    assert sorted(p.name for p in (tmp_path / "told").iterdir()) == [f"dt={sc.DAY}"], "the warm-up left files behind"

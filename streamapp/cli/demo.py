@@ -22,7 +22,8 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -80,24 +81,27 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         demo_settings = broker.settings(settings).replace(
             data_dir=str(Path(tmp) / "data"), web_port=free_port(), ksqldb_endpoint="", partitioner="murmur2"
         )
-        with engines(demo_settings, Path(tmp), console, started):
-            for number, partitioner in enumerate(RUNS, start=1):
-                seed = None if args.seed is None else args.seed + number - 1
-                console.rule(f"Run {number}: users with {partitioner}, orders with murmur2 (Java, ksqlDB)")
-                options = ProduceOptions(partitioner=partitioner, messages=args.messages, client_id="streamapp-demo",
-                                         seed=seed, wait=30.0)
-                run_started = time.monotonic()
-                result = produce_with_progress(demo_settings, options, console)
-                results.append(result)
-                render_run(console, result)
-                console.print(f"Run {number} took {time.monotonic() - run_started:.1f}s")
-        console.print("Faust worker and Kafka Streams stopped.")
-        console.rule("Summary")
-        console.print(summary_table(results))
-        if args.reconcile:
-            reconcile_started = time.monotonic()
-            reconciliation = reconcile(demo_settings, Path(tmp), window_start, console)
-            console.print(f"Reconciliation took {time.monotonic() - reconcile_started:.1f}s")
+        # Spark's JVM starts now, beside the engines and the runs, and reads once they are done
+        with ReconcileJob.start(demo_settings, Path(tmp), window_start, console) if args.reconcile else nullcontext() as job:
+            with engines(demo_settings, Path(tmp), console, started):
+                for number, partitioner in enumerate(RUNS, start=1):
+                    seed = None if args.seed is None else args.seed + number - 1
+                    console.rule(f"Run {number}: users with {partitioner}, orders with murmur2 (Java, ksqlDB)")
+                    options = ProduceOptions(partitioner=partitioner, messages=args.messages,
+                                             client_id="streamapp-demo", seed=seed, wait=30.0)
+                    run_started = time.monotonic()
+                    result = produce_with_progress(demo_settings, options, console)
+                    results.append(result)
+                    render_run(console, result)
+                    console.print(f"Run {number} took {time.monotonic() - run_started:.1f}s")
+            console.print("Faust worker and Kafka Streams stopped.")
+            console.rule("Summary")
+            console.print(summary_table(results))
+            if job is not None:
+                reconcile_started = time.monotonic()
+                reconciliation = job.finish(console)
+                console.print(f"Reconciliation took {time.monotonic() - reconcile_started:.1f}s "
+                              f"(its Spark started {job.started - started:.1f}s into the demo, beside the engines)")
     console.print(f"Broker stopped; demo finished in {time.monotonic() - started:.1f}s")
     if args.json:
         print(json.dumps({"runs": [r.to_dict() for r in results], "reconciliation": reconciliation}, indent=2))
@@ -148,41 +152,84 @@ def summary_table(results: list[ProduceRun]) -> Table:
     return table
 
 
-def reconcile(settings: Settings, tmp: Path, window_start: datetime, console: Console) -> dict[str, Any]:
-    """Run ``python -m spark_batch.reconcile`` over the demo's window, if that job is installed.
+@dataclass
+class ReconcileJob:
+    """``python -m spark_batch.reconcile --start-then-wait`` over the demo's window, started before the data.
 
-    Both sides are read from Kafka by Spark's Kafka source: the Faust worker's
-    outputs against the Kafka Streams program's, in the topics ksqlDB would write.
+    Its JVM starts while the engines start and the runs produce (Spark's start is most of a small
+    job's time); it reads nothing until ``finish`` writes its go line, once every record is written.
+    Both sides are read from Kafka by Spark's Kafka source: the Faust worker's outputs against the
+    Kafka Streams program's, in the topics ksqlDB would write.  ``proc`` is None when the job is not
+    installed (``reason`` says why); a job still running when the demo leaves is ended.
     """
-    console.rule("Reconciliation (Spark): the Faust worker against Kafka Streams")
-    missing = [name for name in ("spark_batch", "pyspark") if importlib.util.find_spec(name) is None]
-    if missing:  # the job is a program of its own: streamapp runs it, never imports it
-        reason = f"{', '.join(missing)} not installed"
-        console.print(f"Reconciliation skipped: {reason}")
-        return {"ran": False, "reason": reason}
-    console.print(f"No ksqlDB here: its side is ksqlDB's join semantics executed by Kafka Streams "
-                  f"({settings.ksqldb_merged_topic}, {settings.ksqldb_merged_repartition_topic}), compared with the "
-                  f"Faust worker's ({settings.merged_topic}, {settings.merged_repartition_topic}); both read from "
-                  f"Kafka by Spark's Kafka source.")
-    output = tmp / "reconcile"
-    window_end = datetime.now(timezone.utc) + timedelta(minutes=1)
-    cmd = [sys.executable, "-m", "spark_batch.reconcile", "--from", window_start.isoformat(),
-           "--to", window_end.isoformat(), "--output", str(output), "--master", "local[2]",
-           "--source", "kafka", "--kafka-reader", "spark"]
-    env = {**os.environ, **settings_env(settings), "PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS}
-    try:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RECONCILE_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        console.print(f"Reconciliation did not finish within {RECONCILE_TIMEOUT:.0f}s")
-        return {"ran": True, "exit_code": None, "reason": "timeout"}
-    console.print(done.stdout.rstrip(), markup=False)
-    if done.returncode == 2:
-        console.print(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "reconcile failed", markup=False)
-    meaning = {0: "within the threshold",
-               1: "mismatch rate above the threshold: run 1's orders that both direct joins missed "
-                  "(cause copartition_violation)",
-               2: "error"}.get(done.returncode, "unexpected")
-    console.print(f"Reconciliation exit code {done.returncode}: {meaning}")
-    summaries = sorted(output.glob("dt=*/summary.json"))
-    summary = json.loads(summaries[-1].read_text()) if summaries else None
-    return {"ran": True, "exit_code": done.returncode, "summary": summary}
+
+    proc: subprocess.Popen[str] | None
+    output: Path
+    logs: tuple[Path, Path]
+    started: float
+    #: The two engines' output topics, as the reconciliation names them.
+    sides: str
+    reason: str = ""
+
+    @classmethod
+    def start(cls, settings: Settings, tmp: Path, window_start: datetime, console: Console) -> "ReconcileJob":
+        output, logs, started = tmp / "reconcile", (tmp / "reconcile.out", tmp / "reconcile.err"), time.monotonic()
+        sides = (f"ksqlDB's join semantics executed by Kafka Streams ({settings.ksqldb_merged_topic}, "
+                 f"{settings.ksqldb_merged_repartition_topic}), compared with the Faust worker's "
+                 f"({settings.merged_topic}, {settings.merged_repartition_topic})")
+        missing = [name for name in ("spark_batch", "pyspark") if importlib.util.find_spec(name) is None]
+        if missing:  # the job is a program of its own: streamapp runs it, never imports it
+            return cls(None, output, logs, started, sides, f"{', '.join(missing)} not installed")
+        # the window ends well after the demo can: the job resolves its offsets only once told to read
+        window_end = datetime.now(timezone.utc) + timedelta(seconds=RECONCILE_TIMEOUT + 600)
+        cmd = [sys.executable, "-m", "spark_batch.reconcile", "--from", window_start.isoformat(),
+               "--to", window_end.isoformat(), "--output", str(output), "--master", "local[2]",
+               "--source", "kafka", "--kafka-reader", "spark", "--start-then-wait"]
+        env = {**os.environ, **settings_env(settings), "PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS}
+        with logs[0].open("w") as out, logs[1].open("w") as err:  # files, not pipes: nobody reads them until the end
+            proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err, text=True)
+        console.print(f"Spark (the reconciliation's JVM) starting beside the engines (pid {proc.pid})")
+        return cls(proc, output, logs, started, sides)
+
+    def __enter__(self) -> "ReconcileJob":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()  # PySpark's JVM exits when its Python driver does
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def finish(self, console: Console) -> dict[str, Any]:
+        """Tell the job to read, wait for it, print what it printed; its summary as the demo's JSON shows it."""
+        console.rule("Reconciliation (Spark): the Faust worker against Kafka Streams")
+        if self.proc is None:
+            console.print(f"Reconciliation skipped: {self.reason}")
+            return {"ran": False, "reason": self.reason}
+        console.print(f"No ksqlDB here: its side is {self.sides}; both read from Kafka by Spark's Kafka source.")
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.close()
+        except BrokenPipeError:  # it already stopped: its error is in its output
+            pass
+        try:
+            code = self.proc.wait(timeout=RECONCILE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            console.print(f"Reconciliation did not finish within {RECONCILE_TIMEOUT:.0f}s")
+            return {"ran": True, "exit_code": None, "reason": "timeout"}
+        stdout, stderr = (path.read_text(errors="replace") for path in self.logs)
+        console.print(stdout.rstrip(), markup=False)
+        if code == 2:
+            console.print(stderr.strip().splitlines()[-1] if stderr.strip() else "reconcile failed", markup=False)
+        meaning = {0: "within the threshold",
+                   1: "mismatch rate above the threshold: run 1's orders that both direct joins missed "
+                      "(cause copartition_violation)",
+                   2: "error"}.get(code, "unexpected")
+        console.print(f"Reconciliation exit code {code}: {meaning}")
+        summaries = sorted(self.output.glob("dt=*/summary.json"))
+        summary = json.loads(summaries[-1].read_text()) if summaries else None
+        return {"ran": True, "exit_code": code, "summary": summary}
