@@ -22,7 +22,6 @@ broker refuses.
 """
 from __future__ import annotations
 
-import json
 import time
 from typing import Mapping, Sequence
 
@@ -30,7 +29,7 @@ from faust.types import TP, Message
 
 from streamapp.model.records import decode_user
 from streamapp.worker.app import StreamappApp
-from streamapp.worker.tables import RowWrites
+from streamapp.worker.tables import RowWrites, dumps_spaced
 from streamapp.worker.transport import Handler, record_time
 
 from .dead_lettering import DeadLettering, OutputChecks
@@ -60,7 +59,7 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
                 checks.check_size(users.changelog, key, None, "changelog tombstone")
                 return timestamp, None, None
             row = user.to_table_value()
-            repartition_value, row_value = json.dumps(row).encode(), users.value(row)
+            repartition_value, row_value = dumps_spaced(row), users.value(row)
             checks.check_size(repartition, key, repartition_value, "repartition row")
             # the repartitioned table stores the same row: its changelog gets the same bytes
             checks.check_size(users.changelog, key, row_value, "changelog row")

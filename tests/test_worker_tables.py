@@ -4,6 +4,7 @@ Real RocksDB databases of a real app's tables; no broker needed.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from faust.types import TP
 
 from streamapp.settings import Settings
 from streamapp.worker.app import create_app
-from streamapp.worker.tables import RowWrites, partition_row
+from streamapp.worker.tables import RowWrites, dumps_compact, dumps_spaced, partition_row
 
 ROWS = [{"name": "Ann", "age": 30}, {"name": None, "age": None}, {"name": "é \u2028 \"q\" \\ \x00", "age": -2**63},
         {"name": "😀", "age": 2**63 - 1}, {"age": 1, "name": ""}]
@@ -23,6 +24,12 @@ def test_a_row_is_stored_as_fausts_json_codec_writes_it(row: dict[str, object], 
     app = create_app(Settings(data_dir=str(tmp_path / "data")))
     table = app.join_tables.users
     assert RowWrites(table).value(row) == codecs.dumps(table.value_serializer, row)
+
+
+@pytest.mark.parametrize("value", [*ROWS, {"x": float("nan"), "y": [1.5, float("-inf"), True, {"k": None}]}])
+def test_the_encoders_built_once_write_what_json_dumps_writes(value: dict[str, object]) -> None:
+    assert dumps_spaced(value) == json.dumps(value).encode()
+    assert dumps_compact(value) == json.dumps(value, separators=(",", ":")).encode()
 
 
 def test_rows_go_to_their_partitions_database_in_one_write_and_deletes_remove_them(tmp_path: Path) -> None:

@@ -156,6 +156,10 @@ def rounds(fetched: Mapping[TP, Sequence[Message]], handlers: Mapping[str, Batch
 
 
 class Consumer(faust_aiokafka.Consumer):
+    #: The ``commit_every`` commit under way, if any, and whether batches were acked since it began (:meth:`_commit_if_due`).
+    _due_commit: asyncio.Future[None] | None = None
+    _acked_while_committing = False
+
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         """Under exactly_once the consumer reads ``read_committed`` (docs/RELIABILITY.md)."""
         if self.app.settings.processing_guarantee == "exactly_once":
@@ -181,7 +185,8 @@ class Consumer(faust_aiokafka.Consumer):
 
         Each message's offset is kept as Faust's own fetch loop keeps it
         (:func:`~streamapp.worker.faust_internals.accept`), and after each batch
-        Faust's ``commit_every`` rule applies as it does after each message there.
+        Faust's ``commit_every`` rule applies as it does after each message there,
+        its commit running beside the loop (:meth:`_commit_if_due`).
         A batch that a rebalance overtakes is dropped unhandled: the rebalance seeks
         back to the committed offsets, so it is fetched again by its next owner.
         """
@@ -201,8 +206,39 @@ class Consumer(faust_aiokafka.Consumer):
                     if not self.flow_active or self.app.consumer_generation_id != generation:
                         return
                     await handlers[topic](piece)
-                    await faust_internals.commit_if_due(self)
+                    self._commit_if_due()
                     await asyncio.sleep(0)  # let the web views and heartbeats in between
+
+    def _commit_if_due(self) -> None:
+        """Faust's ``commit_every`` rule after a batch, with the commit beside the fetch loop instead of in it.
+
+        Faust's commit flushes the producer (waits until the broker has acknowledged
+        everything queued so far), then commits the acked offsets.  Awaited in the
+        fetch loop, as Faust does, nothing is fetched, handled or queued during each
+        flush, and the producer has nothing in flight right after it.  Here one commit
+        at a time runs as a task of its own while the loop goes on (the producer's
+        own queue, one pending batch per partition, bounds what is in flight).  It
+        stays at-least-once: a message is acked once its outputs are queued, and the
+        flush covers everything queued before it, so every offset the commit takes
+        is covered.  Batches handled while a commit runs are judged by the rule again
+        when it ends (:meth:`_commit_due`), so none waits for the commit interval.
+        A commit that failed raises here, in the fetch loop, at the next batch.
+        """
+        task = self._due_commit
+        if task is not None:
+            if not task.done():
+                self._acked_while_committing = True
+                return
+            self._due_commit = None
+            task.result()
+        self._due_commit = asyncio.ensure_future(self._commit_due())
+
+    async def _commit_due(self) -> None:
+        """Faust's ``commit_every`` commit, again as long as batches were acked while the last one ran."""
+        self._acked_while_committing = True
+        while self._acked_while_committing:
+            self._acked_while_committing = False
+            await faust_internals.commit_if_due(self)
 
 
 class Transport(faust_aiokafka.Transport):
