@@ -67,7 +67,7 @@ def test_reconcile_kafka_known_answers_and_rerun(spark, bootstrap, topics, tmp_p
     assert predicted and all(sc.crc32_partition(k[1].encode(), 6) != sc.murmur2_partition(k[1].encode(), 6) for k in predicted)
     assert scenario.statuses("repartition")["enriched_only_in_faust"] == 0
     plan = json.loads((output / f"dt={sc.DAY}" / "offsets.json").read_text())
-    assert plan["topics"]["users"]["records_in_ranges"] == len(scenario.records["users"])
+    assert plan["topics"]["users"]["offsets_in_ranges"] == len(scenario.records["users"])
     assert summary["offsets"] == plan
     html = (output / f"dt={sc.DAY}" / "report.html").read_text()
     assert "<svg" in html and "copartition_violation" in html
@@ -273,7 +273,7 @@ def test_a_window_without_records_reports_no_orders(spark, bootstrap, topics, tm
             argv[argv.index("--date"):argv.index("--date") + 2] = window
             assert main(argv) == 0, (name, reader)
             summary = json.loads(next(output.glob("dt=*/summary.json")).read_text())
-            ranges = summary["offsets"]["topics"]["faust_direct"]["records_in_ranges"]
+            ranges = summary["offsets"]["topics"]["faust_direct"]["offsets_in_ranges"]
             assert (ranges == 0) == (name == "empty"), (name, ranges)
             assert {pair: t["orders"] for pair, t in summary["totals"].items()} == {"direct": 0, "repartition": 0}
             assert {r["rows"] for r in summary["output_records"].values()} == {0}
