@@ -6,9 +6,9 @@ for the repartitioned pair it is where the worker's repartition puts it: the
 the batch API, vectorised over Arrow).
 
 Two causes are the engines' documented, legitimate differences (README, "Decoding"), read
-off the order's own key whatever the status: ``null_key`` (Kafka Streams 3.7+ joins a
-null-key order with NULL user columns and writes it with a null key; the worker
-dead-letters it) and ``non_utf8_key`` (Kafka Streams reads the key with U+FFFD for each bad
+off the order's own key whatever the status: ``null_key`` (ksqlDB on Kafka Streams 3.7+,
+KIP-962, and so the Kafka Streams program, joins a null-key order with NULL user columns and
+writes it with a null key; the worker dead-letters it) and ``non_utf8_key`` (Kafka Streams reads the key with U+FFFD for each bad
 byte; the worker dead-letters it).  Both show as ``missing_in_faust``.
 """
 from __future__ import annotations
@@ -144,7 +144,7 @@ def _cause_and_detail() -> tuple[Column, Column]:
     not_in_orders = F.when(~located, F.lit("; the order is not in the orders topic")).otherwise(F.lit(""))
     detail = (
         F.when(key == NULL_KEY, F.concat(
-            F.lit("the order's key is null: Kafka Streams (KIP-962) joins it with NULL user columns, "
+            F.lit("the order's key is null: ksqlDB on Kafka Streams 3.7+ (KIP-962) joins it with NULL user columns, "
                   "the worker dead-letters it; "), _status_words()))
         .when(key == NON_UTF8_KEY, F.concat(F.format_string(
             "the order's key is not UTF-8: Kafka Streams reads it as '%s' (U+FFFD for each bad byte), "

@@ -18,7 +18,8 @@ README's "Decoding" section explains each):
 
 - records the worker dead-letters and Kafka Streams reads: a key that is not UTF-8
   (Java's String decoder replaces the bytes with U+FFFD) and an order with a null key
-  (Kafka Streams 3.7+ joins it with NULL user columns; ksqlDB's docs say a join ignores it);
+  (Kafka Streams 3.7+, KIP-962, joins it with NULL user columns and a null key, as ksqlDB does: its
+  stream-table join is Kafka Streams' leftJoin with no null-key filter of its own; README, "Decoding");
 - the concurrent phase: whether an order finds a user written at the same moment
   depends on each engine's fetches; both write every order once, with the same order
   columns, and the user columns differ only by being NULL on one side.
@@ -252,6 +253,9 @@ def assert_outputs_agree(engines: Engines) -> None:
         mine, theirs = engines.output(faust), engines.output(ks)
         only_ks = Counter({r: n for r, n in theirs.items() if r[1] in (None, BAD_KEY_AS_JAVA_READS_IT)})
         assert sorted(r[1] or b"" for r in only_ks.elements()) == [b"", BAD_KEY_AS_JAVA_READS_IT], (ks, only_ks)
+        # ksqlDB's rule for a null-key order (README, "Decoding"): joined, with NULL user columns, not dropped
+        null_key = [json.loads(r[2]) for r in only_ks if r[1] is None]
+        assert [(row["NAME"], row["AGE"], row["TS"] is not None) for row in null_key] == [(None, None, True)], null_key
         theirs -= only_ks
         assert mine == theirs, (f"{faust} vs {ks}:\n only the worker: {sorted((mine - theirs).items(), key=repr)[:8]}\n"
                                 f" only Kafka Streams: {sorted((theirs - mine).items(), key=repr)[:8]}")

@@ -319,7 +319,7 @@ def test_null_and_non_utf8_keys_are_named_as_the_engines_legitimate_differences(
     got = {r["user_id"]: r for r in causes.explain(mismatches, orders(raw_orders), users(raw_users), 6, "murmur2").collect()}
     assert {u: (r["status"], r["cause"]) for u, r in got.items()} == {
         None: ("missing_in_faust", "null_key"), bad: ("missing_in_faust", "non_utf8_key"), "u1": ("missing_in_faust", "other")}
-    assert got[None]["cause_detail"] == ("the order's key is null: Kafka Streams (KIP-962) joins it with NULL user columns, "
+    assert got[None]["cause_detail"] == ("the order's key is null: ksqlDB on Kafka Streams 3.7+ (KIP-962) joins it with NULL user columns, "
                                          "the worker dead-letters it; no record in the Faust output")
     assert got[bad]["cause_detail"].startswith(f"the order's key is not UTF-8: Kafka Streams reads it as '{bad}'")
     assert got[None]["order_partition"] == 2 and got[bad]["order_partition"] == 3
