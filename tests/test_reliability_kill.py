@@ -3,8 +3,9 @@
 Real ``faust -A streamapp worker`` child, real Apache Kafka broker, real Spark.
 The worker runs at-least-once (its default; no transactions), so after kill -9
 it reprocesses what it had not committed: an order may appear twice, never zero
-times.  ksqlDB cannot run here, so its two output topics are written by this test
-in ksqlDB's exact format from the users and orders it produced; the
+times.  ksqlDB cannot run here: its two output topics are written by ksqlDB's
+joins executed by Kafka Streams (``streamapp ksql-equivalent``, not ksqlDB), which
+reads the same users and orders throughout and is never killed; the
 reconciliation must then call every extra Faust record a ``duplicate`` and
 report nothing else.
 """
@@ -12,19 +13,25 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from spark_batch.reconcile import main as reconcile_main
+from streamapp.demo.ksql_equivalent import KsqlEquivalent
 from streamapp.kafka.admin import ensure_topics
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
 from workerkit import (
-    BackgroundProducer, Dataset, DAY, TopicTail, check_output, isolated, make_dataset, produce, wait_for_outputs,
-    wait_for_users, worker_settings,
+    BackgroundProducer, Dataset, DAY, DAY_START_MS, TopicTail, check_output, isolated, make_dataset, produce, read_all,
+    wait_for_outputs, wait_for_users, worker_settings,
 )
+
+#: Users are stamped the day before the orders: Kafka Streams, which picks the oldest record first, then
+#: holds each user in both tables before any order's time (the worker does not look at the stamps).
+USERS_TS = DAY_START_MS - 86_400_000
 
 
 def kill_and_restart(settings: Settings, tmp_path: Path, dataset: Dataset, kill_at: float,
@@ -37,8 +44,10 @@ def kill_and_restart(settings: Settings, tmp_path: Path, dataset: Dataset, kill_
     outputs = (settings.merged_topic, settings.merged_repartition_topic)
     tails = [TopicTail(settings.bootstrap_servers, topic, n) for topic in outputs]
     try:
-        produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
+        produce(settings.bootstrap_servers, settings.users_topic, [(*r, USERS_TS) for r in dataset.user_records()])
         wait_for_users([first], len(dataset.users), timeout=120)
+        # Kafka Streams' repartitioned users table is read back from the topic it writes: all there first
+        read_all(settings.bootstrap_servers, settings.ksqldb_users_repartition_topic, n, len(dataset.users), timeout=120)
         stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, dataset.order_records(),
                                     chunk=chunk, pause=chunk / rate, hold_at=int(len(dataset.orders) * (kill_at + 0.2)))
         stream.start()
@@ -80,13 +89,11 @@ def kill_and_restart(settings: Settings, tmp_path: Path, dataset: Dataset, kill_
             first.stop()
 
 
-def write_ksqldb_outputs(settings: Settings, dataset: Dataset) -> None:
-    """ksqlDB's two join outputs for these users and orders (ksqlDB cannot run here): exact format, murmur2."""
-    topics = (settings.ksqldb_merged_topic, settings.ksqldb_merged_repartition_topic)
-    ensure_topics(settings.bootstrap_servers, {t: settings.partitions for t in topics})
-    records = [(o.user_id.encode(), dataset.expected_value(o), o.ts) for o in dataset.orders]
-    for topic in topics:
-        produce(settings.bootstrap_servers, topic, records)
+def wait_for_ksql_outputs(settings: Settings, dataset: Dataset, timeout: float) -> None:
+    """Until Kafka Streams' two join outputs hold one record per order (it is never killed: no more)."""
+    for topic in (settings.ksqldb_merged_topic, settings.ksqldb_merged_repartition_topic):
+        got = read_all(settings.bootstrap_servers, topic, settings.partitions, len(dataset.orders), timeout=timeout)
+        assert len(got) == len(dataset.orders), f"{topic}: {len(got)} records, expected {len(dataset.orders)}"
 
 
 def reconcile(settings: Settings, output: Path) -> dict:
@@ -103,7 +110,6 @@ def reconcile(settings: Settings, output: Path) -> dict:
 
 
 def assert_reconciled_as_duplicates(settings: Settings, dataset: Dataset, figures: dict, output: Path) -> dict:
-    write_ksqldb_outputs(settings, dataset)
     summary = reconcile(settings, output)
     pairs = {"direct": settings.merged_topic, "repartition": settings.merged_repartition_topic}
     for pair, topic in pairs.items():
@@ -121,17 +127,26 @@ def run(settings: Settings, tmp_path: Path, users: int, orders: int, chunk: int,
     rest of the stream is produced after the crash on a fast or a loaded machine.
     """
     dataset = make_dataset(users, orders, seed=orders)
-    figures = kill_and_restart(settings, tmp_path, dataset, kill_at=0.4, chunk=chunk, rate=rate, timeout=timeout)
+    ensure_topics(settings.bootstrap_servers, {settings.users_topic: settings.partitions,
+                                               settings.orders_topic: settings.partitions})
+    with KsqlEquivalent(settings, state_dir=tmp_path / "streams").start():  # ksqlDB's side, beside the worker
+        figures = kill_and_restart(settings, tmp_path, dataset, kill_at=0.4, chunk=chunk, rate=rate, timeout=timeout)
+        wait_for_ksql_outputs(settings, dataset, timeout)
     started = time.monotonic()
     assert_reconciled_as_duplicates(settings, dataset, figures, tmp_path / "reconcile")
     figures["reconcile_seconds"] = round(time.monotonic() - started, 1)
     print(f"kill -9 scenario: {json.dumps(figures)}")
 
 
+def kill_settings(broker_settings: Settings) -> Settings:
+    """This test's topics and app ids, Kafka Streams' repartitioned users topic included."""
+    return isolated(broker_settings, "kill", ksqldb_users_repartition_topic=f"kill_users_repartition_{uuid.uuid4().hex[:8]}")
+
+
 def test_kill9_mid_stream_5k_orders(broker_settings: Settings, tmp_path: Path, spark) -> None:
-    run(isolated(broker_settings, "kill"), tmp_path, users=500, orders=5_000, chunk=250, rate=500, timeout=300)
+    run(kill_settings(broker_settings), tmp_path, users=500, orders=5_000, chunk=250, rate=500, timeout=300)
 
 
 @pytest.mark.slow
 def test_kill9_mid_stream_100k_orders(broker_settings: Settings, tmp_path: Path, spark) -> None:
-    run(isolated(broker_settings, "kill"), tmp_path, users=5_000, orders=100_000, chunk=2_000, rate=5_000, timeout=1_800)
+    run(kill_settings(broker_settings), tmp_path, users=5_000, orders=100_000, chunk=2_000, rate=5_000, timeout=1_800)
