@@ -10,6 +10,9 @@ JVM_POMS  := jvm/pom.xml $(wildcard jvm/*/pom.xml) $(shell find jvm/ksql-equival
 # The real Go clients (Sarama, kafka-go, franz-go) as oracles and producers: tests/go, pinned by its go.sum.
 GO_STAMP  := tests/go/bin/.installed
 GO_SRCS   := tests/go/go.mod tests/go/go.sum $(wildcard tests/go/*.go)
+# Airflow (the nightly DAG's test) in a virtualenv of its own: its pins never touch .venv.
+AIRFLOW_VENV  := .venv-airflow
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 
 .PHONY: demo test test-slow bench install check-java check-mvn check-cc check-node check-go test-deps clean
 
@@ -17,7 +20,7 @@ demo: $(STAMP) $(JVM_STAMP)
 	$(BIN)/streamapp demo
 
 # The whole suite, the full-volume reliability scenarios (`-m slow`) included: CI runs this.
-test: $(STAMP) $(JVM_STAMP) $(GO_STAMP) test-deps
+test: $(STAMP) $(JVM_STAMP) $(GO_STAMP) $(AIRFLOW_STAMP) test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The web views' browser test drives Debian's headless Chromium (CI runs as root).
@@ -33,7 +36,7 @@ test-slow: $(STAMP) $(JVM_STAMP) $(GO_STAMP)
 bench: $(STAMP) $(JVM_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
-install: $(STAMP) $(JVM_STAMP) $(GO_STAMP)
+install: $(STAMP) $(JVM_STAMP) $(GO_STAMP) $(AIRFLOW_STAMP)
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "Java 17 or newer is required (for Spark and the Java partitioner oracle): install it, e.g. 'apt-get install openjdk-17-jdk-headless'." >&2; exit 1; }
@@ -76,5 +79,12 @@ $(GO_STAMP): $(GO_SRCS) | check-go
 	cd tests/go && go build -mod=readonly -buildvcs=false -o bin/goclients .
 	touch $(GO_STAMP)
 
+# apache-airflow and the Spark provider, pinned in deploy/airflow/requirements.txt (660 MB; 2 min 10 s here at load 10).
+$(AIRFLOW_STAMP): deploy/airflow/requirements.txt
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install --quiet --upgrade pip
+	$(AIRFLOW_VENV)/bin/pip install --quiet -r deploy/airflow/requirements.txt
+	touch $(AIRFLOW_STAMP)
+
 clean:
-	rm -rf jvm/lib $(VENV) build *.egg-info data .pytest_cache streamapp/partitioners/*.so tests/kafkajs/node_modules tests/go/bin
+	rm -rf jvm/lib $(VENV) $(AIRFLOW_VENV) build *.egg-info data .pytest_cache streamapp/partitioners/*.so tests/kafkajs/node_modules tests/go/bin
