@@ -230,7 +230,8 @@ class Consumer(faust_aiokafka.Consumer):
                 self._acked_while_committing = True
                 return
             self._due_commit = None
-            task.result()
+            if not task.cancelled():  # cancelled only when the app stops
+                task.result()
         self._due_commit = asyncio.ensure_future(self._commit_due())
 
     async def _commit_due(self) -> None:
