@@ -46,11 +46,15 @@ def _headers(app: AppT, request: web.Request) -> dict[str, str]:
 SETTLE_POLL = 0.25
 #: Beyond the session timeout (the time the group takes to notice a dead worker): the rebalance itself.
 SETTLE_MARGIN = 15.0
+#: What a worker that is shutting down answers to a lookup it would have to forward.
+STOPPING = "this worker is stopping; ask another worker of the group"
 
 
 async def forward(app: AppT, request: web.Request, owner: str) -> web.Response:
     """Ask ``owner`` the same question and return its answer unchanged."""
     target = URL(owner).with_path(request.path).with_query(request.query)
+    if app.should_stop:  # Faust closes its HTTP client as it stops
+        raise web.HTTPServiceUnavailable(reason=STOPPING)
     try:
         async with app.http_client.get(target, headers=_headers(app, request), timeout=FORWARD_TIMEOUT) as response:
             return web.Response(body=await response.read(), status=response.status, content_type=response.content_type)
@@ -71,6 +75,8 @@ async def route(app: AppT, request: web.Request, owner_of: Callable[[], str | No
     deadline = loop.time() + float(app.conf.broker_session_timeout) + SETTLE_MARGIN
     me = self_url(app)
     while True:
+        if app.should_stop:
+            raise web.HTTPServiceUnavailable(reason=STOPPING)
         owner = owner_of()
         if owner is not None and same_url(owner, me):
             return await here()
@@ -107,6 +113,18 @@ async def gather(app: AppT, request: web.Request, urls: Iterable[str], path: str
     """``GET path?query`` on each of ``urls`` at once; a worker that fails answers ``{"error": ...}``."""
     answers = await asyncio.gather(*(_ask(app, request, url, path, query) for url in urls))
     return dict(answers)
+
+
+async def answer_forwarded(app: AppT, owner_of: Callable[[], str | None],
+                           here: Callable[[], Awaitable[web.Response]], what: str) -> web.Response:
+    """A request another worker forwarded here: answer it if ``what`` is still ours, else 503 so that worker asks again."""
+    if app.should_stop:
+        raise web.HTTPServiceUnavailable(reason=STOPPING)
+    owner = owner_of()
+    if owner is None or not same_url(owner, self_url(app)):
+        raise web.HTTPServiceUnavailable(reason=f"{what} moved between workers while the request was routed; "
+                                                "retry in a few seconds")
+    return await here()
 
 
 def other_workers(app: AppT) -> list[str]:

@@ -153,9 +153,7 @@ class UserView(web.View):
         what = f"user {user_id!r}"
         if routing.routed_from(request) is None:
             return await routing.route(app, request, owner, here, what)
-        if not routing.same_url(owner() or "", routing.self_url(app)):  # forwarded once: the sender asks again
-            raise NotReady(f"{what} moved between workers while the request was routed")
-        return await here()
+        return await routing.answer_forwarded(app, owner, here, what)
 
 
 class UsersView(web.View):
@@ -191,9 +189,7 @@ class UsersView(web.View):
         what = f"partition {partition} of {table.name}"
         if routing.routed_from(request) is None:
             return await routing.route(app, request, owner, here, what)
-        if not routing.same_url(owner() or "", me):  # forwarded once: the sender asks its router again
-            raise NotReady(f"{what} moved between workers while the request was routed")
-        return await here()
+        return await routing.answer_forwarded(app, owner, here, what)
 
 
 class PartitionView(web.View):
