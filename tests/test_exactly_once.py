@@ -19,13 +19,34 @@ import pytest
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
-from test_reliability_kill import kill_and_restart, reconcile, write_ksqldb_outputs
+from spark_batch.reconcile import main as reconcile_main
+from streamapp.kafka.admin import ensure_topics
+from streamapp.kafka.broker import free_port
 from workerkit import (
-    BackgroundProducer, Dataset, TopicTail, check_output, isolated, make_dataset, produce, stats, wait_for_outputs,
-    wait_for_users, wait_until, worker_settings,
+    DAY, BackgroundProducer, Dataset, TopicTail, check_output, isolated, make_dataset, produce, stats,
+    wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
 
 EXACTLY_ONCE = {"processing_guarantee": "exactly_once"}
+
+
+def write_ksqldb_outputs(settings: Settings, dataset: Dataset) -> None:
+    """ksqlDB's two join outputs for these users and orders (ksqlDB cannot run here): exact format, murmur2."""
+    topics = (settings.ksqldb_merged_topic, settings.ksqldb_merged_repartition_topic)
+    ensure_topics(settings.bootstrap_servers, {t: settings.partitions for t in topics})
+    records = [(o.user_id.encode(), dataset.expected_value(o), o.ts) for o in dataset.orders]
+    for topic in topics:
+        produce(settings.bootstrap_servers, topic, records)
+
+
+def reconcile(settings: Settings, output: Path) -> dict:
+    args = ["--date", DAY, "--bootstrap-server", settings.bootstrap_servers, "--users-topic", settings.users_topic,
+            "--orders-topic", settings.orders_topic, "--faust-topic", settings.merged_topic,
+            "--ksqldb-topic", settings.ksqldb_merged_topic, "--faust-repartition-topic", settings.merged_repartition_topic,
+            "--ksqldb-repartition-topic", settings.ksqldb_merged_repartition_topic, "--output", str(output),
+            "--max-mismatch-rate", "1"]
+    assert reconcile_main(args) == 0
+    return json.loads((output / f"dt={DAY}" / "summary.json").read_text())
 
 
 def assert_reconciled_as_matches(settings: Settings, dataset: Dataset, output: Path) -> dict:
@@ -52,15 +73,46 @@ def assert_exactly_once(dataset: Dataset, tails: list[TopicTail], partitions: in
 
 @pytest.mark.slow
 def test_kill9_mid_stream_100k_orders_exactly_once(broker_settings: Settings, tmp_path: Path, spark) -> None:
-    """kill -9 with transactions open at 40% of 100,000 orders, then a restart: each order once in each output."""
+    """kill -9 with transactions open at 40% of 100,000 orders, then a restart: each order once in each output.
+
+    The producer holds at 60% of the orders until the kill, so the rest is produced after the crash.
+    """
     settings = isolated(broker_settings, "eos_kill", **EXACTLY_ONCE)
-    dataset = make_dataset(5_000, 100_000, seed=100_018)
+    n, total = settings.partitions, 100_000
+    dataset = make_dataset(5_000, total, seed=100_018)
     started = time.monotonic()
-    figures = kill_and_restart(settings, tmp_path, dataset, kill_at=0.4, chunk=2_000, rate=5_000, timeout=1_800)
-    for topic, output in figures["outputs"].items():
-        assert output["duplicates"] == 0 and output["records"] == len(dataset.orders), (topic, output)
+    first = WorkerProcess(worker_settings(settings, tmp_path, "w"), tmp_path / "worker.log")
+    second = WorkerProcess(first.settings.replace(web_port=free_port()), tmp_path / "worker-restarted.log")
+    tails = [TopicTail(settings.bootstrap_servers, t, n) for t in (settings.merged_topic, settings.merged_repartition_topic)]
+    try:
+        first.start(timeout=120)
+        produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
+        wait_for_users([first], len(dataset.users), timeout=120)
+        stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, dataset.order_records(),
+                                    chunk=2_000, pause=0.4, hold_at=int(total * 0.6))
+        stream.start()
+        wait_until(lambda: tails[1].poll(0.2) >= 0 and len(tails[1].records) >= total * 0.4, 1_800,
+                   "40% of the orders joined", [first])
+        produced_at_kill, joined_at_kill = stream.produced, len(tails[1].records)
+        first.kill()
+        stream.resume()
+        second.start(timeout=120)
+        stream.finish(1_800)
+        assert produced_at_kill < total, "the stream ended before the kill: not a mid-stream crash"
+        wait_for_outputs(tails, dataset, [second], 1_800)
+        assert second.stop() == 0, second.tail()
+        for tail in tails:
+            tail.drain()
+        records = assert_exactly_once(dataset, tails, n)
+    finally:
+        for tail in tails:
+            tail.close()
+        first.kill()
+        second.stop()
+    worker_seconds = round(time.monotonic() - started, 1)
     assert_reconciled_as_matches(settings, dataset, tmp_path / "reconcile")
-    figures["seconds_with_reconcile"] = round(time.monotonic() - started, 1)
+    figures = {"orders": total, "produced_at_kill": produced_at_kill, "joined_at_kill": joined_at_kill,
+               "records": records, "seconds": worker_seconds, "seconds_with_reconcile": round(time.monotonic() - started, 1)}
     print(f"exactly_once kill -9 scenario: {json.dumps(figures)}")
 
 
@@ -121,3 +173,63 @@ def test_takeover_and_a_worker_joining_mid_stream_exactly_once(broker_settings: 
                "produced_at_kill": produced_at_kill, "records": records,
                "seconds": round(time.monotonic() - started, 1)}
     print(f"exactly_once takeover and join: {json.dumps(figures)}")
+
+
+def test_a_paused_worker_is_fenced_and_resumes_without_duplicates_or_crash(broker_settings: Settings,
+                                                                           tmp_path: Path) -> None:
+    """A zombie: one of two workers is paused (SIGSTOP) with transactions open, past its session and transaction
+    timeouts; the other takes its partitions over (its fence aborts them), then the paused one resumes (SIGCONT).
+    Its late commits are refused (``ProducerFenced``): it drops that work, does not crash, and every order is in
+    each output exactly once."""
+    import os
+    import signal
+
+    settings = isolated(broker_settings, "eos_zombie", **EXACTLY_ONCE)
+    n = settings.partitions
+    dataset = make_dataset(200, 3_000, seed=3_018)
+    survivor, zombie = (WorkerProcess(worker_settings(settings, tmp_path, name), tmp_path / f"{name}.log")
+                        for name in ("survivor", "zombie"))
+    tails = [TopicTail(settings.bootstrap_servers, t, n) for t in (settings.merged_topic, settings.merged_repartition_topic)]
+    paused = False
+    try:
+        survivor.start(timeout=120)
+        zombie.start(timeout=120)
+        produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
+        wait_for_users([survivor, zombie], len(dataset.users), timeout=120)
+        total = len(dataset.orders)
+        stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, dataset.order_records(),
+                                    chunk=100, pause=0.2, hold_at=int(total * 0.4))
+        stream.start()
+
+        def joined_at_least(count: int) -> bool:
+            tails[1].poll(0.2)
+            return len(tails[1].records) >= count
+
+        wait_until(lambda: joined_at_least(int(total * 0.2)), 300, "20% of the orders joined", [survivor, zombie])
+        assert stats(zombie)["orders"] > 0, "the zombie-to-be processed no order"
+        assert zombie.proc is not None
+        os.kill(zombie.proc.pid, signal.SIGSTOP)
+        paused = True
+        stream.resume()  # the rest arrives while the zombie is paused: the survivor takes its partitions over
+
+        def survivor_holds_all() -> bool:
+            return len(survivor.get("/stats?scope=local").json()["counters"]["orders"]) == n
+
+        wait_until(survivor_holds_all, 300, "the survivor processing orders of every partition", [survivor])
+        os.kill(zombie.proc.pid, signal.SIGCONT)
+        paused = False
+        stream.finish(600)
+        wait_for_outputs(tails, dataset, [survivor, zombie], 600)
+        for tail in tails:
+            tail.drain()
+        records = assert_exactly_once(dataset, tails, n)
+        for worker in (survivor, zombie):
+            assert "Traceback" not in worker.log(), worker.tail(40)
+    finally:
+        for tail in tails:
+            tail.close()
+        if paused and zombie.proc is not None:
+            os.kill(zombie.proc.pid, signal.SIGCONT)
+        codes = [survivor.stop(), zombie.stop()]
+    assert codes == [0, 0], (codes, survivor.tail(), zombie.tail())
+    print(f"exactly_once zombie: {json.dumps({'orders': total, 'records': records})}")

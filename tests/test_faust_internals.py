@@ -37,6 +37,7 @@ def test_each_private_name_is_still_there(path: str, name: str, tmp_path: Path) 
                  "ThreadDelegateConsumer": app.consumer, "AIOKafkaConsumerThread": app.consumer._thread}
     if path.startswith("aiokafka."):
         instances["AIOKafkaConsumer"] = aiokafka_consumer()
+        instances["AIOKafkaProducer"] = aiokafka_transactional_producer()
     cls = owner(path)
     found = getattr(instances[cls.__name__], name, None)
     if found is None:
@@ -110,3 +111,37 @@ def test_exactly_once_consumer_reads_committed_and_seeks_through_the_fence(tmp_p
     plain = create_app(Settings(data_dir=str(tmp_path / "alo")))
     assert type(plain.consumer._thread) is faust_aiokafka.AIOKafkaConsumerThread
     assert plain.transactions is None
+
+
+def aiokafka_transactional_producer() -> object:
+    """A transactional aiokafka producer, built (not started) on a loop: its transaction manager exists."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def build() -> AIOKafkaProducer:
+        return AIOKafkaProducer(bootstrap_servers="127.0.0.1:1", transactional_id="streamapp-test")
+
+    return asyncio.run(build())
+
+
+def test_a_fenced_transactions_error_is_taken_so_asyncio_does_not_log_it() -> None:
+    """What aiokafka does to a fenced producer's transaction (``fatal_error``), then the adapter takes the error:
+    asyncio logs a future's exception with a traceback only while nobody took it (``_log_traceback``)."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import ProducerFenced
+
+    async def fenced() -> tuple[bool, bool]:
+        producer = AIOKafkaProducer(bootstrap_servers="127.0.0.1:1", transactional_id="streamapp-test")
+        manager = producer._txn_manager
+        manager.set_pid_and_epoch(1, 0)
+        manager.begin_transaction()
+        manager.fatal_error(ProducerFenced())
+        waiter = manager.wait_for_transaction_end()
+        before = waiter._log_traceback
+        faust_internals.retrieve_transaction_error(producer)
+        return before, waiter._log_traceback
+
+    assert asyncio.run(fenced()) == (True, False)

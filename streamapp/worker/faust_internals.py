@@ -25,6 +25,7 @@ PRIVATE_NAMES = (
     ("faust.transport.consumer:ThreadDelegateConsumer", "_new_consumer_thread"),
     ("faust.transport.drivers.aiokafka:AIOKafkaConsumerThread", "_create_worker_consumer"),
     ("aiokafka.consumer.consumer:AIOKafkaConsumer", "_isolation_level"),
+    ("aiokafka.producer.producer:AIOKafkaProducer", "_txn_manager"),
 )
 
 
@@ -122,3 +123,17 @@ async def seek_fenced(consumer: Any, seek: Callable[[], Awaitable[Mapping[TP, in
                 await consumer.seek(TP(topic, partition), 0)
         transactions.based({p: offsets.get(p) for p in ours})
         return committed
+
+
+def retrieve_transaction_error(producer: Any) -> None:
+    """Take the error a fenced transactional producer's transaction ended with, so asyncio does not log it.
+
+    aiokafka sets it on the transaction's end future, which only ``commit_transaction``
+    or ``abort_transaction`` await; a producer dropped after ``ProducerFenced`` awaits
+    neither, and asyncio would log "Future exception was never retrieved" with a
+    traceback for a worker that did exactly what it should.
+    """
+    manager = getattr(producer, "_txn_manager", None)
+    waiter = manager.wait_for_transaction_end() if manager is not None else None
+    if waiter is not None and waiter.done() and not waiter.cancelled():
+        waiter.exception()

@@ -49,6 +49,7 @@ from aiokafka.errors import KafkaError, ProducerFenced
 
 from ..kafka.security import aiokafka_options
 from ..settings import Settings
+from .faust_internals import retrieve_transaction_error
 
 logger = logging.getLogger(__name__)
 
@@ -331,6 +332,7 @@ async def _stop(producer: Any) -> None:
         await asyncio.wait_for(producer.stop(), STOP_TIMEOUT)
     except Exception as exc:  # noqa: BLE001 - a producer we are done with: nothing to lose
         logger.debug("Stopping a transactional producer: %r", exc)
+    retrieve_transaction_error(producer)
 
 
 def committed_offset(kafka: Any, group_id: str, topic: str, partition: int) -> int | None:
