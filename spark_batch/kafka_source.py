@@ -55,6 +55,11 @@ STALL_SECONDS = 30.0
 RETRIES = 4
 #: Seconds before the n-th retry: n times this.
 RETRY_BACKOFF = 0.25
+#: A read of at most this many offsets (the demo's: a few hundred) is this many tasks, not one per
+#: topic-partition range: a task's own cost (scheduling, its Python worker for the decoding) is then
+#: most of its time, and every step of the job reads inputs.
+SMALL_READ_RECORDS = 50_000
+SMALL_READ_TASKS = 2
 
 _ARROW_SCHEMA = pa.schema(
     [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
@@ -267,7 +272,8 @@ def choose_reader(spark: SparkSession, wanted: str) -> str:
 
 
 def read_ranges(spark: SparkSession, bootstrap: Kafka, planned: list[TopicRange], reader: str) -> DataFrame:
-    """The records of the planned topics, as ``RAW_SCHEMA`` rows: one Spark read, one task per non-empty range."""
+    """The records of the planned topics, as ``RAW_SCHEMA`` rows: one Spark read, one task per non-empty range
+    (``SMALL_READ_TASKS`` for a small read)."""
     ranges = [(t.topic, p, s, e) for t in planned for p, (s, e) in sorted(t.ranges.items()) if e > s]
     if not ranges:
         return spark.createDataFrame([], RAW_SCHEMA)
@@ -286,7 +292,11 @@ def read_ranges(spark: SparkSession, bootstrap: Kafka, planned: list[TopicRange]
             .option("endingOffsets", json.dumps({t: {p: r[1] for p, r in parts.items()} for t, parts in by_topic.items()}))
             .load()
         )
-        return frame.select("key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("timestamp_ms"))
-    spark.dataSource.register(KafkaRangeDataSource)
-    return spark.read.format(SOURCE_NAME).options(**datasource_options(bootstrap)).option("ranges", json.dumps(ranges)).load()
+        frame = frame.select("key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("timestamp_ms"))
+    else:
+        spark.dataSource.register(KafkaRangeDataSource)
+        frame = spark.read.format(SOURCE_NAME).options(**datasource_options(bootstrap)).option("ranges", json.dumps(ranges)).load()
+    if sum(e - s for _, _, s, e in ranges) <= SMALL_READ_RECORDS and len(ranges) > SMALL_READ_TASKS:
+        frame = frame.coalesce(SMALL_READ_TASKS)  # each task reads several ranges, one after the other
+    return frame
 
