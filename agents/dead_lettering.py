@@ -189,7 +189,10 @@ class DeadLettering:
 
     async def refused_in(self, producer: Any, topic: str, partition: int, sources: list[Message],
                          error: BaseException) -> None:
-        """exactly_once: the orders of a refused batch become dead letters in the transaction of ``producer``."""
+        """exactly_once: the orders of a refused batch become dead letters in the transaction of ``producer``;
+        a batch refused for the cluster's reason (not its records') raises it: the transaction is redone."""
+        if not is_record_fault(error):
+            raise error
         await self._send_all(sources, _refused_error(topic, partition, error), producer)
 
     async def _send_all(self, sources: list[Message], error: RecordError, producer: Any = None) -> None:

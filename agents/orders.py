@@ -83,7 +83,11 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
                 if not messages:  # not fenced yet (the seek after its fence reads them again), or done already
                     continue
                 sender = dead_letters.sender(producer=txn.producer, on_failure=txn.on_failure)
-                await dead_letters.handle({tp: messages}, join, write, sender, producer=txn.producer)
+                try:
+                    await dead_letters.handle({tp: messages}, join, write, sender, producer=txn.producer)
+                except Exception as exc:  # noqa: BLE001 - not the records' (they are netted): the transaction's
+                    await transactions.failed(tp.partition, exc)
+                    continue
                 txn.processed(messages[-1].offset + 1, len(messages))
         await transactions.commit_due()
 

@@ -45,7 +45,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 from aiokafka import AIOKafkaProducer
 from aiokafka import TopicPartition as AioTopicPartition
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
 
 from ..kafka.security import aiokafka_options
 from ..settings import Settings
@@ -248,12 +248,28 @@ class Transactions:
                     continue
                 try:
                     await self._commit(txn)
-                except ProducerFenced:
+                except (ProducerFenced, IllegalOperation):  # fenced, or aiokafka's transaction is broken for good
                     await self._fenced(txn)
                 except KafkaError as exc:
                     logger.warning("Transaction of %s[%d] failed (%r): aborted, its orders are read again",
                                    self.topic, partition, exc)
                     await self._redo(txn)
+                except Exception as exc:  # noqa: BLE001 - never crash the worker: the work is read again
+                    logger.warning("Transaction of %s[%d] failed (%r): dropped, its orders are read again",
+                                   self.topic, partition, exc)
+                    await self._fenced(txn)
+
+    async def failed(self, partition: int, exc: BaseException) -> None:
+        """Processing a partition's batch failed in its transaction (call under the lock): drop its open work.
+
+        A fenced producer refuses every send (aiokafka raises ``IllegalOperation``
+        once its transaction is fatally broken); the worker must not crash for it.
+        """
+        txn = self.open.get(partition)
+        if txn is not None:
+            logger.warning("Batch of %s[%d] failed in its transaction (%r): the open work is dropped",
+                           self.topic, partition, exc)
+            await self._fenced(txn)
 
     async def _commit(self, txn: OpenTransaction, begin_next: bool = True) -> None:
         producer = txn.producer
@@ -262,6 +278,9 @@ class Transactions:
             await asyncio.sleep(0)  # the delivery callbacks of the last batches
             while txn.refused:  # their orders become dead letters, in this transaction
                 refused, txn.refused = txn.refused, []
+                for *_, error in refused:  # refused because the transaction is dead: nothing to dead-letter
+                    if isinstance(error, (ProducerFenced, IllegalOperation)):
+                        raise ProducerFenced()
                 for topic, partition, sources, error in refused:
                     await self._on_refused(producer, topic, partition, sources, error)
                 await producer.flush()
