@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from streamapp.kafka.admin import ensure_topics
+from streamapp.kafka.broker import free_port
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
-from spark_batch.reconcile import main as reconcile_main
-from streamapp.kafka.admin import ensure_topics
-from streamapp.kafka.broker import free_port
+from test_reliability_kill import reconcile
 from workerkit import (
-    DAY, BackgroundProducer, Dataset, TopicTail, check_output, isolated, make_dataset, produce, stats,
+    BackgroundProducer, Dataset, TopicTail, check_output, isolated, make_dataset, produce, stats,
     wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
 
@@ -37,16 +37,6 @@ def write_ksqldb_outputs(settings: Settings, dataset: Dataset) -> None:
     records = [(o.user_id.encode(), dataset.expected_value(o), o.ts) for o in dataset.orders]
     for topic in topics:
         produce(settings.bootstrap_servers, topic, records)
-
-
-def reconcile(settings: Settings, output: Path) -> dict:
-    args = ["--date", DAY, "--bootstrap-server", settings.bootstrap_servers, "--users-topic", settings.users_topic,
-            "--orders-topic", settings.orders_topic, "--faust-topic", settings.merged_topic,
-            "--ksqldb-topic", settings.ksqldb_merged_topic, "--faust-repartition-topic", settings.merged_repartition_topic,
-            "--ksqldb-repartition-topic", settings.ksqldb_merged_repartition_topic, "--output", str(output),
-            "--max-mismatch-rate", "1"]
-    assert reconcile_main(args) == 0
-    return json.loads((output / f"dt={DAY}" / "summary.json").read_text())
 
 
 def assert_reconciled_as_matches(settings: Settings, dataset: Dataset, output: Path) -> dict:
