@@ -51,7 +51,7 @@ def test_offset_plan_round_trips_and_matches_only_its_window_and_topics(tmp_path
     plan = OffsetPlan(window, {"orders": TopicRange("orders", "o", {0: (3, 9), 1: (0, 0)}, True)}, "index")
     plan.write(tmp_path / "offsets.json")
     again = OffsetPlan.read(tmp_path / "offsets.json")
-    assert again == plan and again.topics["orders"].records == 6
+    assert again == plan and again.topics["orders"].offsets == 6
     assert again.matches(window, {"orders": "o"})
     assert not again.matches(TimeWindow(1000, 2001), {"orders": "o"})
     assert not again.matches(window, {"orders": "other"})
