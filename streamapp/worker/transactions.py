@@ -206,7 +206,7 @@ class Transactions:
             producer = self._make_producer(tid)
             try:
                 await asyncio.wait_for(producer.start(), FENCE_TIMEOUT)
-                await asyncio.wait_for(producer.begin_transaction(), FENCE_TIMEOUT)
+                await asyncio.wait_for(_begin(producer), FENCE_TIMEOUT)
                 return OpenTransaction(partition, producer)
             except (KafkaError, asyncio.TimeoutError, OSError) as exc:
                 error = exc
@@ -292,7 +292,7 @@ class Transactions:
             txn.base_offset = txn.next_offset
             txn.orders = 0
             if begin_next:
-                await producer.begin_transaction()
+                await _begin(producer)
         txn.started = time.monotonic()
 
     async def _abort(self, txn: OpenTransaction) -> bool:
@@ -308,7 +308,7 @@ class Transactions:
         """Abort the transaction and read its orders again from where it started (a new transaction)."""
         if await self._abort(txn):
             try:
-                await txn.producer.begin_transaction()
+                await _begin(txn.producer)
                 txn.orders, txn.next_offset, txn.refused, txn.started = 0, None, [], time.monotonic()
                 if txn.base_offset is not None and self._seek is not None:
                     await self._seek(txn.partition, txn.base_offset)
@@ -344,6 +344,12 @@ class Transactions:
     async def close(self) -> None:
         """Worker stopping: commit what is open, stop every producer."""
         await self.release(list(self.open))
+
+
+async def _begin(producer: Any) -> None:
+    """Begin a transaction whose end error, should a fence come, is taken (never logged as unretrieved)."""
+    await producer.begin_transaction()
+    retrieve_transaction_error(producer)
 
 
 async def _stop(producer: Any) -> None:
