@@ -50,3 +50,30 @@ def test_a_transaction_takes_no_order_below_where_it_stands() -> None:
     batch = [Msg(o) for o in range(103, 106)]
     assert txn.unprocessed(batch) is batch  # the usual case costs no copy
     assert OpenTransaction(1, producer=None).unprocessed(batch) is batch  # no base known: all
+
+
+def test_a_fence_error_left_on_a_future_nobody_awaits_is_not_logged_as_a_traceback(caplog) -> None:
+    """aiokafka sets a fenced sender's error on each queued batch's drain waiter, which nobody awaits: those are
+    one debug line; any other unretrieved error still reaches asyncio's handler (seen in the zombie scenario)."""
+    import asyncio
+    import gc
+    import logging
+
+    from aiokafka.errors import ProducerFenced
+
+    from streamapp.worker.transactions import quiet_fenced_futures
+
+    async def leave_errors() -> None:
+        quiet_fenced_futures(asyncio.get_running_loop())
+        quiet_fenced_futures(asyncio.get_running_loop())  # once is enough: not wrapped twice
+        for error in (ProducerFenced(), ValueError("not a fence")):
+            future = asyncio.get_running_loop().create_future()
+            future.set_exception(error)
+            del future
+            gc.collect()
+
+    with caplog.at_level(logging.DEBUG):
+        asyncio.run(leave_errors())
+    unretrieved = [r for r in caplog.records if "never retrieved" in r.getMessage()]
+    assert [type(r.exc_info[1]).__name__ for r in unretrieved if r.exc_info] == ["ValueError"]
+    assert any("fenced producer's error" in r.getMessage() for r in caplog.records)

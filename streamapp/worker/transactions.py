@@ -200,6 +200,7 @@ class Transactions:
             self.counts["fenced"] += 1
 
     async def _start(self, partition: int) -> OpenTransaction:
+        quiet_fenced_futures(asyncio.get_running_loop())
         tid = transactional_id(self.app_id, partition)
         error: BaseException | None = None
         for attempt in range(FENCE_ATTEMPTS):
@@ -344,6 +345,32 @@ class Transactions:
     async def close(self) -> None:
         """Worker stopping: commit what is open, stop every producer."""
         await self.release(list(self.open))
+
+
+def quiet_fenced_futures(loop: asyncio.AbstractEventLoop) -> None:
+    """A fence's error that aiokafka leaves on futures nobody awaits is one debug line, not a logged traceback.
+
+    When a fenced producer's sender fails, aiokafka sets the error on every queued
+    batch's drain waiter too, which only a sender waiting for buffer space awaits;
+    asyncio then logs "Future exception was never retrieved" with a traceback for
+    each, from a worker that did what it should.  Any other unretrieved error still
+    goes to the loop's previous handler.
+    """
+    previous = loop.get_exception_handler()
+    if getattr(previous, "streamapp_fenced", False):
+        return
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        if isinstance(error, (ProducerFenced, IllegalOperation)) and "never retrieved" in context.get("message", ""):
+            logger.debug("A fenced producer's error left on a future nobody awaits: %r", error)
+        elif previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    handler.streamapp_fenced = True  # type: ignore[attr-defined]
+    loop.set_exception_handler(handler)
 
 
 async def _begin(producer: Any) -> None:
