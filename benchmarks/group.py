@@ -64,8 +64,7 @@ def bench_group(base: Settings, tmp: Path, size: int, users: list[tuple[bytes, b
         for worker in workers:
             worker.start(timeout=180)
         deadline = time.monotonic() + 300
-        while not (group_assigned(settings.bootstrap_servers, settings.app_id)
-                   and len(members(settings.bootstrap_servers, settings.app_id)) == size):
+        while not group_assigned(settings.bootstrap_servers, settings.app_id, members=size):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{size} workers did not form a stable group: {workers[-1].tail(5)}")
             time.sleep(0.5)
@@ -81,16 +80,6 @@ def bench_group(base: Settings, tmp: Path, size: int, users: list[tuple[bytes, b
     finally:
         for worker in workers:
             worker.stop()
-
-
-def members(bootstrap: str, group: str) -> list[object]:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    try:
-        return list(admin.describe_consumer_groups([group])[group].result(10).members)
-    except Exception:  # noqa: BLE001 - not there yet
-        return []
 
 
 def run(args: argparse.Namespace) -> None:

@@ -229,8 +229,9 @@ def rss_with_users(base: Settings, tmp: Path, count: int) -> tuple[float, float,
         worker.stop()
 
 
-def group_assigned(bootstrap: str, group: str) -> bool:
-    """True once ``group`` is stable and each of its members holds partitions (joined: only its work is left)."""
+def group_assigned(bootstrap: str, group: str, members: int | None = None) -> bool:
+    """True once ``group`` is stable and each of its members (``members`` of them, if given) holds partitions
+    (joined: only its work is left)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the answer is in
@@ -239,7 +240,7 @@ def group_assigned(bootstrap: str, group: str) -> bool:
     except Exception:  # noqa: BLE001 - not there yet
         return False
     return described.state.name == "STABLE" and bool(described.members) and all(
-        m.assignment.topic_partitions for m in described.members)
+        m.assignment.topic_partitions for m in described.members) and members in (None, len(described.members))
 
 
 def bench_quix(base: Settings, tmp: Path, python: str, users: list[tuple[bytes, bytes]],

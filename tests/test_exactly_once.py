@@ -23,8 +23,8 @@ from streamapp.worker.process import WorkerProcess
 
 from test_reliability_kill import reconcile
 from workerkit import (
-    BackgroundProducer, Dataset, TopicTail, check_output, isolated, make_dataset, produce, stats,
-    wait_for_outputs, wait_for_users, wait_until, worker_settings,
+    BackgroundProducer, Dataset, TopicTail, check_output, holds_at_least, isolated, make_dataset, output_tails,
+    produce, stats, wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
 
 EXACTLY_ONCE = {"processing_guarantee": "exactly_once"}
@@ -73,7 +73,7 @@ def test_kill9_mid_stream_100k_orders_exactly_once(broker_settings: Settings, tm
     started = time.monotonic()
     first = WorkerProcess(worker_settings(settings, tmp_path, "w"), tmp_path / "worker.log")
     second = WorkerProcess(first.settings.replace(web_port=free_port()), tmp_path / "worker-restarted.log")
-    tails = [TopicTail(settings.bootstrap_servers, t, n) for t in (settings.merged_topic, settings.merged_repartition_topic)]
+    tails = output_tails(settings)
     try:
         first.start(timeout=120)
         produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
@@ -120,7 +120,7 @@ def test_takeover_and_a_worker_joining_mid_stream_exactly_once(broker_settings: 
     started = time.monotonic()
     first, victim, joiner = (WorkerProcess(worker_settings(settings, tmp_path, name), tmp_path / f"{name}.log")
                              for name in ("first", "victim", "joiner"))
-    tails = [TopicTail(settings.bootstrap_servers, t, n) for t in (settings.merged_topic, settings.merged_repartition_topic)]
+    tails = output_tails(settings)
     try:
         first.start(timeout=120)
         victim.start(timeout=120)
@@ -131,14 +131,10 @@ def test_takeover_and_a_worker_joining_mid_stream_exactly_once(broker_settings: 
                                     chunk=250, pause=0.5, hold_at=int(total * 0.7))
         stream.start()
 
-        def joined_at_least(count: int) -> bool:
-            tails[1].poll(0.2)
-            return len(tails[1].records) >= count
-
-        wait_until(lambda: joined_at_least(int(total * 0.2)), 300, "20% of the orders joined", [first, victim])
+        wait_until(lambda: holds_at_least(tails[1], int(total * 0.2)), 300, "20% of the orders joined", [first, victim])
         joiner.start(timeout=180)  # the group rebalances while the others' transactions are open
         joined_at_join = len(tails[1].records)
-        wait_until(lambda: joined_at_least(int(total * 0.5)), 300, "50% of the orders joined", [first, victim, joiner])
+        wait_until(lambda: holds_at_least(tails[1], int(total * 0.5)), 300, "50% of the orders joined", [first, victim, joiner])
         victim_orders = stats(victim)["orders"]
         victim.kill()
         produced_at_kill = stream.produced
@@ -179,7 +175,7 @@ def test_a_paused_worker_is_fenced_and_resumes_without_duplicates_or_crash(broke
     dataset = make_dataset(200, 3_000, seed=3_018)
     survivor, zombie = (WorkerProcess(worker_settings(settings, tmp_path, name), tmp_path / f"{name}.log")
                         for name in ("survivor", "zombie"))
-    tails = [TopicTail(settings.bootstrap_servers, t, n) for t in (settings.merged_topic, settings.merged_repartition_topic)]
+    tails = output_tails(settings)
     paused = False
     try:
         survivor.start(timeout=120)
@@ -191,11 +187,7 @@ def test_a_paused_worker_is_fenced_and_resumes_without_duplicates_or_crash(broke
                                     chunk=100, pause=0.2, hold_at=int(total * 0.4))
         stream.start()
 
-        def joined_at_least(count: int) -> bool:
-            tails[1].poll(0.2)
-            return len(tails[1].records) >= count
-
-        wait_until(lambda: joined_at_least(int(total * 0.2)), 300, "20% of the orders joined", [survivor, zombie])
+        wait_until(lambda: holds_at_least(tails[1], int(total * 0.2)), 300, "20% of the orders joined", [survivor, zombie])
         assert stats(zombie)["orders"] > 0, "the zombie-to-be processed no order"
         assert zombie.proc is not None
         os.kill(zombie.proc.pid, signal.SIGSTOP)

@@ -18,7 +18,7 @@ from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
 from workerkit import (
-    BackgroundProducer, TopicTail, check_output, isolated, make_dataset, produce, stats, wait_for_outputs,
+    BackgroundProducer, check_output, isolated, output_tails, make_dataset, produce, stats, wait_for_outputs,
     wait_for_users, worker_settings,
 )
 
@@ -35,7 +35,7 @@ def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float
     started = time.monotonic()
     survivor, victim = (WorkerProcess(worker_settings(settings, tmp_path, name), tmp_path / f"{name}.log")
                         for name in ("survivor", "victim"))
-    tails = [TopicTail(settings.bootstrap_servers, t, n) for t in (settings.merged_topic, settings.merged_repartition_topic)]
+    tails = output_tails(settings)
     try:
         survivor.start(timeout=120)
         victim.start(timeout=120)

@@ -27,8 +27,8 @@ from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
 from workerkit import (
-    BackgroundProducer, Dataset, TopicTail, check_output, isolated, make_dataset, produce, wait_for_outputs,
-    wait_for_users, worker_settings,
+    BackgroundProducer, Dataset, check_output, holds_at_least, isolated, make_dataset, output_tails, produce,
+    wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
 
 
@@ -71,7 +71,7 @@ def test_a_worker_joins_and_another_leaves_under_a_steady_stream(broker_settings
     made = {name: WorkerProcess(worker_settings(settings, tmp_path, name), tmp_path / f"{name}.log")
             for name in ("a", "b", "c")}
     live: dict[str, WorkerProcess] = {}
-    tails = [TopicTail(settings.bootstrap_servers, t, n) for t in (settings.merged_topic, settings.merged_repartition_topic)]
+    tails = output_tails(settings)
     lookups = Lookups(dataset, live)
     started = time.monotonic()
     try:
@@ -83,14 +83,8 @@ def test_a_worker_joins_and_another_leaves_under_a_steady_stream(broker_settings
         stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, dataset.order_records(),
                                     chunk=200, pause=0.5, hold_at=len(dataset.orders) // 3)
         stream.start()
-
-        def joined() -> int:
-            tails[1].poll(0.2)
-            return len(tails[1].records)
-
-        deadline = time.monotonic() + 300
-        while joined() < len(dataset.orders) // 6:
-            assert time.monotonic() < deadline, made["a"].tail()
+        wait_until(lambda: holds_at_least(tails[1], len(dataset.orders) // 6), 300, "a sixth of the orders joined",
+                   list(live.values()))
         lookups.phase = "third joining"
         live["c"] = made["c"].start(timeout=120)
         lookups.phase = "three workers"

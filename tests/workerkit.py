@@ -195,6 +195,18 @@ class TopicTail:
         self.reader.close()
 
 
+def output_tails(settings: Settings) -> list[TopicTail]:
+    """A tail on each join output, the direct one first, then the repartitioned one."""
+    return [TopicTail(settings.bootstrap_servers, topic, settings.partitions)
+            for topic in (settings.merged_topic, settings.merged_repartition_topic)]
+
+
+def holds_at_least(tail: TopicTail, count: int) -> bool:
+    """Read what arrives for a moment, then whether ``tail`` holds ``count`` records (for :func:`wait_until`)."""
+    tail.poll(0.2)
+    return len(tail.records) >= count
+
+
 def output_identity(record: Record) -> Identity:
     value = json.loads(record.value or b"null")
     return (record.key.decode() if record.key else "", value["TS"], value["PRODUCT_ID"], value["QTY"],
