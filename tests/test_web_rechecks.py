@@ -195,6 +195,9 @@ def test_recheck_reason() -> None:
     prefix = {"checks": [{"name": "partitioner of users_repartition", "ok": None, "message": ""}]}
     assert undecided_topics(prefix, None, ["users", "users_repartition"]) == ["users_repartition"]
     assert recheck_reason(decided, doctor, {"o": 2, "u": 4}, {"o": 2, "u": 3}) == "keyed records of u were read"
+    assert recheck_reason(decided, doctor, {"o": 0, "u": 4}, {"o": 0, "u": 3}) is None  # the pair's other side is empty
+    one_side = {"checks": [{"name": "partitioner of u", "ok": None, "message": ""}]}
+    assert recheck_reason(one_side, doctor, {"o": 0, "u": 4}, {"o": 0, "u": 3}) == "keyed records of u were read"
 
 
 def test_placement_matrix_and_picture_escape_names() -> None:

@@ -47,17 +47,24 @@ def keyed_read(settings: Settings, counters: Mapping[str, Any]) -> dict[str, int
     }
 
 
+def undecided_checks(guard_report: Mapping[str, Any] | None, doctor_report: Mapping[str, Any] | None,
+                     topics: list[str]) -> list[frozenset[str]]:
+    """The ``topics`` each undecided check reads: a guard check that could not run, a joined doctor pair whose verdict is unknown."""
+    wanted = set(topics)
+    checks: list[frozenset[str]] = []
+    for check in (guard_report or {}).get("checks", []):
+        if check["ok"] is None:
+            checks.append(frozenset(set(check["name"].split()) & wanted))  # topic names have no spaces
+    for pair in (doctor_report or {}).get("pairs", []):
+        if pair["joined_by"] and pair["status"] == "unknown":
+            checks.append(frozenset({pair["left"], pair["right"]} & wanted))
+    return [names for names in checks if names]
+
+
 def undecided_topics(guard_report: Mapping[str, Any] | None, doctor_report: Mapping[str, Any] | None,
                      topics: list[str]) -> list[str]:
     """The ``topics`` that a guard check which could not run, or a doctor pair whose verdict is unknown, names."""
-    names: set[str] = set()
-    for check in (guard_report or {}).get("checks", []):
-        if check["ok"] is None:
-            names |= set(check["name"].split()) & set(topics)  # topic names have no spaces
-    for pair in (doctor_report or {}).get("pairs", []):
-        if pair["joined_by"] and pair["status"] == "unknown":
-            names |= {pair["left"], pair["right"]} & set(topics)
-    return sorted(names)
+    return sorted(set().union(*undecided_checks(guard_report, doctor_report, topics)))
 
 
 def recheck_reason(guard_report: Mapping[str, Any] | None, doctor_report: Mapping[str, Any] | None,
@@ -65,16 +72,21 @@ def recheck_reason(guard_report: Mapping[str, Any] | None, doctor_report: Mappin
     """Why the checks should run again now, or None; pure.
 
     ``keyed_then`` is what had been read at the last run (None: the doctor has not run yet).
-    Nothing runs before the guard's own start-up check.
+    Nothing runs before the guard's own start-up check.  A check runs again once
+    one of its topics has more keyed records and none of them has none: a pair left
+    undecided because one side is still empty learns nothing from the other side
+    growing, and each run samples both topics (seconds of the worker's CPU, again and
+    again, while it loads its users).
     """
     if guard_report is None:
         return None
     if keyed_then is None:
         return "the worker started"
-    grown = [t for t in undecided_topics(guard_report, doctor_report, list(keyed_now))
-             if keyed_now.get(t, 0) > keyed_then.get(t, 0)]
-    if grown:
-        return "keyed records of " + ", ".join(grown) + " were read"
+    grown = {t for t, count in keyed_now.items() if count > keyed_then.get(t, 0)}
+    ready = [names for names in undecided_checks(guard_report, doctor_report, list(keyed_now))
+             if names & grown and all(keyed_now.get(t, 0) for t in names)]
+    if ready:
+        return "keyed records of " + ", ".join(sorted(set().union(*ready) & grown)) + " were read"
     return None
 
 
