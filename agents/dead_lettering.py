@@ -60,9 +60,9 @@ class OutputChecks:
             refused = [self.limits.bad_timestamp(topic, timestamp_ms, self.now_ms) for topic in self.topics]
             raise RecordError(next(r for r in refused if r is not None), field)
 
-    def check_size(self, topic: str, key: bytes, value: bytes | None, what: str) -> None:
-        """Refuse (RecordError) an output that ``topic`` or the producer would refuse."""
-        if len(key) + (len(value) if value else 0) > self.budgets[topic]:
+    def check_size(self, topic: str, key: bytes | None, value: bytes | None, what: str) -> None:
+        """Refuse (RecordError) an output that ``topic`` or the producer would refuse (``key`` None: a null key)."""
+        if (len(key) if key else 0) + (len(value) if value else 0) > self.budgets[topic]:
             reason = self.limits.too_large(topic, key, value, what=what)
             if reason is not None:
                 raise RecordError(reason, "value")

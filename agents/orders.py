@@ -15,6 +15,11 @@ are acked once their outputs (or dead letters) are queued; Faust flushes the
 producer before it commits, so a crash at any point loses no order
 (at-least-once).
 
+An order with a null key is joined too, as ksqlDB joins it (Kafka Streams 3.7+, KIP-962): it
+looks no user up, and goes to each output with NULL user columns, a null key, its ``ts`` as
+timestamp, in the partition the Java producer's sticky partitioner would pick
+(:class:`~streamapp.model.join.NullKeyPartitions`), under either processing guarantee.
+
 An order is joined into both outputs or into neither: both values are built and
 checked first (size, and ``ts`` as a record timestamp the outputs take), and any
 failure of the record (see :mod:`agents.dead_lettering`) makes it a dead letter instead
@@ -29,7 +34,7 @@ from typing import Mapping, Sequence
 
 from faust.types import TP, Message
 
-from streamapp.model.join import join_value, order_tail
+from streamapp.model.join import NullKeyPartitions, join_value, order_tail
 from streamapp.model.records import Order, decode_order
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.tables import partition_row
@@ -48,6 +53,7 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
     counters = app.counters
     exactly_once = app.settings.processing_guarantee == "exactly_once"
     transactions = transactions_install(app, dead_letters.refused_in) if exactly_once else None
+    null_keys = NullKeyPartitions()  # sticky across fetches, as one producer's partitioner is
 
     async def join_orders(batches: Mapping[TP, Sequence[Message]]) -> None:
         checks = OutputChecks(await dead_letters.size_limits(), [output for _, output in joins], int(time.time() * 1000))
@@ -59,7 +65,7 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
             tail = order_tail(order)
             joined = []
             for table, output in joins:
-                row = partition_row(table, partition, key)
+                row = None if key is None else partition_row(table, partition, key)  # a null key finds no user
                 value = join_value(tail, row)
                 checks.check_size(output, key, value, "joined record")
                 joined.append((output, value, row is not None))
@@ -69,7 +75,11 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
             order, joined = checked
             counters.orders[partition] += 1
             for output, value, matched in joined:
-                sender.add(output, msg.key, value, order.ts, msg)
+                if msg.key is None:  # the producer's choice for a null key, not the partitioner's for a key
+                    where = null_keys.partition(output, app.partition_counts[output], len(value))
+                    sender.add_to(output, where, None, value, order.ts, msg)
+                else:
+                    sender.add(output, msg.key, value, order.ts, msg)
                 counters.record_join(output, partition, matched)
 
         if transactions is None:

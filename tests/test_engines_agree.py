@@ -16,10 +16,14 @@ ksqlDB's JSON format, malformed records, and users and orders produced concurren
 Where the engines legitimately differ, the test states the difference exactly (the
 README's "Decoding" section explains each):
 
-- records the worker dead-letters and Kafka Streams reads: a key that is not UTF-8
-  (Java's String decoder replaces the bytes with U+FFFD) and an order with a null key
-  (Kafka Streams 3.7+, KIP-962, joins it with NULL user columns and a null key, as ksqlDB does: its
-  stream-table join is Kafka Streams' leftJoin with no null-key filter of its own; README, "Decoding");
+- a record the worker dead-letters and Kafka Streams reads: a key that is not UTF-8
+  (Java's String decoder replaces the bytes with U+FFFD);
+- where an order with a null key goes: both engines join it with NULL user columns and write it with
+  a null key (Kafka Streams 3.7+, KIP-962, as ksqlDB does: its stream-table join is Kafka Streams'
+  leftJoin with no null-key filter of its own; README, "Decoding"), each in a partition its producer
+  draws at random and keeps for a batch (the Java producer's sticky partitioner; the worker's
+  ``NullKeyPartitions``), so those records are compared without their partition, and each engine's
+  are checked to share one partition per output (a few small records: one sticky batch);
 - the concurrent phase: whether an order finds a user written at the same moment
   depends on each engine's fetches; both write every order once, with the same order
   columns, and the user columns differ only by being NULL on one side.
@@ -225,7 +229,7 @@ def orders_for(keys: Iterable[bytes | None], ts: Iterable[int]) -> list[tuple[by
 def odd_orders(ts: Iterable[int]) -> list[tuple[bytes | None, bytes | None, int]]:
     """Orders of every decoding class: coerced, nullable, missing, case, malformed."""
     stamps = iter(ts)
-    t = [next(stamps) for _ in range(16)]
+    t = [next(stamps) for _ in range(17)]
     return [
         (b"j-ann", json.dumps({"TS": t[0], "PRODUCT_ID": 7, "QTY": "3", "UNIT_PRICE": "12.5", "CHANNEL": "store"}).encode(), t[0]),
         (b"j-gus", json.dumps({"ts": t[1], "product_id": 8, "qty": None, "unit_price": 5}).encode(), t[1]),
@@ -243,20 +247,30 @@ def odd_orders(ts: Iterable[int]) -> list[tuple[bytes | None, bytes | None, int]
         (b"j-ann", b"null", t[13]),                                                 # JSON null: the same
         (b"j-ann", order(t[14], qty=True), t[14]),                                  # BIGINT from a boolean: skipped
         (b"j-ann", order(t[15], extra=float("nan")), t[15]),                        # a NaN token: not JSON
+        (None, b"not json either", t[16]),                                          # a null key does not save it
     ]
 
 
-def assert_outputs_agree(engines: Engines) -> None:
-    """Each output equal to its counterpart, except for what only Kafka Streams joins: one order with a null
-    key (KIP-962) and one with a key that is not UTF-8 (read with U+FFFD), each once per output."""
+def assert_outputs_agree(engines: Engines, null_keys: int) -> None:
+    """Each output equal to its counterpart, except for what only Kafka Streams joins: an order with a key that
+    is not UTF-8 (read with U+FFFD), once per output; the ``null_keys`` null-key orders compared without their
+    partition (each engine's producer draws it at random), each engine's in one partition per output."""
     for faust, ks in engines.pairs:
         mine, theirs = engines.output(faust), engines.output(ks)
-        only_ks = Counter({r: n for r, n in theirs.items() if r[1] in (None, BAD_KEY_AS_JAVA_READS_IT)})
-        assert sorted(r[1] or b"" for r in only_ks.elements()) == [b"", BAD_KEY_AS_JAVA_READS_IT], (ks, only_ks)
-        # ksqlDB's rule for a null-key order (README, "Decoding"): joined, with NULL user columns, not dropped
-        null_key = [json.loads(r[2]) for r in only_ks if r[1] is None]
-        assert [(row["NAME"], row["AGE"], row["TS"] is not None) for row in null_key] == [(None, None, True)], null_key
+        only_ks = Counter({r: n for r, n in theirs.items() if r[1] == BAD_KEY_AS_JAVA_READS_IT})
+        assert [r[1] for r in only_ks.elements()] == [BAD_KEY_AS_JAVA_READS_IT], (ks, only_ks)
         theirs -= only_ks
+        # ksqlDB's rule for a null-key order (README, "Decoding"): joined with NULL user columns and a null key
+        nulls = {side: Counter({r: n for r, n in out.items() if r[1] is None}) for side, out in (("w", mine), ("k", theirs))}
+        rows = {side: Counter((value, ts) for (_, _, value, ts), n in found.items() for _ in range(n))
+                for side, found in nulls.items()}
+        assert rows["w"] == rows["k"] and sum(rows["k"].values()) == null_keys, (faust, ks, nulls)
+        assert all((json.loads(value)["NAME"], json.loads(value)["AGE"]) == (None, None) for value, _ in rows["k"])
+        for side, found in nulls.items():  # the sticky partition: a few small records stay in the one drawn
+            assert len({partition for partition, *_ in found}) == 1 and all(0 <= p < N for p, *_ in found), (side, found)
+        print(f"null-key orders in {faust}: partition {[p for p, *_ in nulls['w']]} (worker), "
+              f"{[p for p, *_ in nulls['k']]} (Kafka Streams)")
+        mine, theirs = mine - nulls["w"], theirs - nulls["k"]
         assert mine == theirs, (f"{faust} vs {ks}:\n only the worker: {sorted((mine - theirs).items(), key=repr)[:8]}\n"
                                 f" only Kafka Streams: {sorted((theirs - mine).items(), key=repr)[:8]}")
 
@@ -275,7 +289,7 @@ def test_the_worker_writes_what_kafka_streams_writes(engines: Engines, send: Pro
     orders = send.send(s.orders_topic, orders_for(dict.fromkeys(keys), clock))
     orders += send.send(s.orders_topic, orders_for([k for k, _ in CRC_USERS[:6]], clock), "consistent_random")
     orders += send.send(s.orders_topic, odd_orders(clock))
-    orders += send.send(s.orders_topic, orders_for([None, b""], clock))   # a null key, an empty key
+    orders += send.send(s.orders_topic, orders_for([None, b"", None], clock))   # null keys, an empty key
     engines.settle()
 
     # 3. The table changes under the stream: an update to null, deletes, a new user, then orders again.
@@ -286,10 +300,10 @@ def test_the_worker_writes_what_kafka_streams_writes(engines: Engines, send: Pro
     ])
     updates += send.send(s.users_topic, [(b"c-00", user("C0 B", 100), next(clock))], "consistent_random")
     engines.settle()
-    orders += send.send(s.orders_topic, orders_for([b"j-ann", b"j-bob", b"j-cy", b"j-new", b"c-00", b"j-nobody-yet"],
-                                                   clock))
+    orders += send.send(s.orders_topic, orders_for([b"j-ann", b"j-bob", b"j-cy", b"j-new", b"c-00", b"j-nobody-yet",
+                                                    None], clock))
     engines.settle()
-    assert_outputs_agree(engines)
+    assert_outputs_agree(engines, null_keys=3)
 
     # Spot checks of the classes on the worker's own output (the comparison alone would pass two equal mistakes).
     repartitioned = {(r.key, canonical(r.value)) for r in engines.records[s.merged_repartition_topic]}
@@ -315,7 +329,7 @@ def test_the_worker_writes_what_kafka_streams_writes(engines: Engines, send: Pro
     assert skipped <= letters, skipped - letters
     extra = {(s.users_topic if r in users + updates else s.orders_topic, r.partition, r.offset)
              for r in users + updates + orders
-             if r.key is None or r.key == BAD_KEY                                        # null or not UTF-8 key
+             if (r.key is None and r not in orders) or r.key == BAD_KEY       # a null-key user, a key not UTF-8
              or (r in orders and (r.value in (None, b"null") or b'"product_id": 1, "qty": 1}' in r.value
                                   or b'"ts": -5' in r.value))}                         # no usable ts, null order
     assert letters - skipped == extra, (sorted(letters - skipped - extra), sorted(extra - (letters - skipped)))

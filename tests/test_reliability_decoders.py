@@ -9,6 +9,7 @@ raw bytes) and nesting far past Python's recursion limit.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -16,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamapp.model.join import join_value, order_tail
+from streamapp.model.join import STICKY_BATCH_SIZE, NullKeyPartitions, join_record, join_value, order_tail
 from streamapp.model.records import MAX_NESTING, Order, RecordError, User, decode_order, decode_user, nesting_depth
 
 FIELDS = {"key", "value", "name", "age", "ts", "product_id", "qty", "unit_price", "channel"}
@@ -89,6 +90,35 @@ def test_one_wrong_field_is_named(user_id: str, order: dict, data: st.DataObject
     with pytest.raises(RecordError) as info:
         decode_order(user_id.encode(), json.dumps(broken).encode())
     assert info.value.field == name and repr(name) in info.value.reason
+
+
+@SETTINGS
+@given(order=valid_orders)
+def test_a_null_key_order_is_read_and_joined_with_null_user_columns_and_a_null_user_is_refused(order: dict) -> None:
+    """ksqlDB's LEFT JOIN (Kafka Streams 3.7+, KIP-962) joins a null-key order; its table skips a null-key user."""
+    value = json.dumps(order).encode()
+    decoded = decode_order(None, value)
+    assert decoded == dataclasses.replace(decode_order(b"u", value), user_id=None)
+    record = join_record(decoded, None)
+    assert (record.key, record.timestamp_ms, record.matched) == (None, order["ts"], False)
+    assert record.value == join_record(decode_order(b"u", value), None).value  # the bytes of a miss
+    with pytest.raises(RecordError) as info:
+        decode_user(None, b'{"name": "x", "age": 1}')
+    assert info.value.field == "key" and "key is null" in info.value.reason
+
+
+def test_null_keys_stick_to_a_random_partition_per_topic_for_a_batch_size_then_move() -> None:
+    """The Java producer's sticky partitioner (KIP-794): a partition drawn at random, kept for batch.size bytes."""
+    draws = iter([4, 1, 2, 0])
+    partitions = NullKeyPartitions(lambda n: next(draws))
+    per_record = 1_000
+    first = [partitions.partition("a", 6, per_record) for _ in range(STICKY_BATCH_SIZE // per_record + 1)]
+    assert first == [4] * 17  # 16,000 bytes < 16,384 after 16 records: the 17th still goes there
+    assert partitions.partition("b", 6, per_record) == 1  # each topic has its own
+    assert partitions.partition("a", 6, per_record) == 2  # 17,000 bytes went to 4: the next record moves
+    assert partitions.partition("a", 2, 10) == 0          # a sticky partition beyond the count is drawn again
+    seen = {NullKeyPartitions().partition("t", 6, 1) for _ in range(200)}
+    assert seen == set(range(6))                         # uniform over every partition, not the empty key's
 
 
 @SETTINGS
@@ -178,7 +208,7 @@ def test_decoders_raise_only_record_errors_on_hostile_json(key: bytes | None, va
             assert error.reason and "\n" not in error.reason and len(error.reason) < 300, error.reason
             continue
         if record is not None:
-            for text in (record.user_id, getattr(record, "name", None) or "", getattr(record, "channel", None) or ""):
+            for text in (record.user_id or "", getattr(record, "name", None) or "", getattr(record, "channel", None) or ""):
                 text.encode("utf-8")  # what ksqlDB cannot represent never gets through
             assert nesting_depth(value) <= MAX_NESTING
 

@@ -22,10 +22,13 @@ what ksqlDB reads but cannot write back (a string with a lone surrogate, which h
 form), what it would not read (invalid UTF-8, numbers longer than Jackson's limit), and
 nesting deeper than :data:`MAX_NESTING`.  The decoders raise nothing else, whatever the bytes.
 
-The key is ksqlDB's KAFKA STRING: an empty key is the user id ``""``, as in ksqlDB.  Where the
-worker departs from ksqlDB, it dead-letters: a null key (ksqlDB ignores the record), a key that
-is not UTF-8 (Java's decoder would replace the bad bytes with U+FFFD, so two keys could become
-one), an order whose ``ts`` is missing or negative (Kafka Streams drops it for its timestamp).
+The key is ksqlDB's KAFKA STRING: an empty key is the user id ``""``, as in ksqlDB.  A null key
+is NULL: an order with one is read (its ``user_id`` is None; the LEFT JOIN writes it with NULL
+user columns, as Kafka Streams 3.7+ and so ksqlDB do), a user with one is refused (a table has
+no NULL key: Kafka Streams' ``KTableSource`` skips the record).  Where the worker departs from
+ksqlDB, it dead-letters: a key that is not UTF-8 (Java's decoder would replace the bad bytes with
+U+FFFD, so two keys could become one), an order whose ``ts`` is missing or negative (Kafka Streams
+drops it for its timestamp).
 """
 from __future__ import annotations
 
@@ -81,10 +84,11 @@ class User:
 class Order:
     """A row of ``demo_user_orders``: ``ts`` is its record timestamp, so it is set; the rest nullable.
 
+    ``user_id`` is None for a record with a null key (joined with NULL user columns, see :func:`decode_order`).
     ``unit_price`` may be NaN or infinite (read from ``"NaN"``, ``"Infinity"`` or a number too large).
     """
 
-    user_id: str
+    user_id: str | None
     ts: int
     product_id: int | None
     qty: int | None
@@ -134,9 +138,14 @@ def has_lone_surrogate(text: str) -> bool:
 
 
 def decode_key(key: bytes | None) -> str:
-    """The user id: ksqlDB's KAFKA STRING key, the raw UTF-8 bytes (empty bytes are the id ``""``, as in ksqlDB)."""
+    """The user id: ksqlDB's KAFKA STRING key, the raw UTF-8 bytes (empty bytes are the id ``""``, as in ksqlDB).
+
+    A null key is refused here, for a user: a table row needs a key (Kafka Streams' ``KTableSource``
+    skips a null-key record, "Skipping record due to null key"; ksqlDB's docs: a NULL PRIMARY KEY is
+    ignored).  An order's null key is read as NULL by :func:`decode_order` instead.
+    """
     if key is None:
-        raise RecordError("key is null: a user id is required", "key")
+        raise RecordError("key is null: a table row needs a user id (ksqlDB ignores a null-key table record)", "key")
     try:
         return key.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -431,6 +440,10 @@ _ORDER_FIELDS = frozenset(("ts", "product_id", "qty", "unit_price", "channel"))
 def decode_order(key: bytes | None, value: bytes | None) -> Order:
     """An order; its ``ts`` becomes the output record's timestamp, so it must be a valid one.
 
+    A null key is read as NULL (``user_id`` None), not refused: ksqlDB's KAFKA key format reads it
+    as null, and its stream-table LEFT JOIN is Kafka Streams' ``leftJoin``, which since Kafka 3.7
+    (KIP-962, ``KStreamKTableJoinProcessor.maybeDropRecord``) joins such a record with no table row.
+
     The common valid record (the five fields in lower case, of their own types) takes a fast
     path of exact type checks; anything else goes through ksqlDB's rules field by field
     (:func:`_checked_order`), which give the same answer.  A value with many brackets always
@@ -465,7 +478,7 @@ def _checked_order(key: bytes | None, value: bytes | None) -> Order:
 
 
 def _checked_order_fields(key: bytes | None, value: bytes | None) -> Order:
-    user_id = decode_key(key)
+    user_id = None if key is None else decode_key(key)
     obj = decode_object(value)
     if obj is None:
         raise RecordError("value is null: an order needs a value (ksqlDB ignores a null stream record)", "value")
