@@ -161,13 +161,13 @@ class DeadLettering:
         topic = self.app.settings.dead_letter_topic
         limit, _ = (await self.size_limits()).limit(topic)
         for attempt in (letter.fitted(limit, record_size), letter.fitted(0, record_size)):
+            key, value = attempt.payload()  # a record with neither key nor value: an empty value (and a header)
             try:  # Faust's producer, flushed before every commit (or the transaction's, checked before its commit)
                 if producer is None:
-                    future = await self.app.join_tables.send_raw(topic, attempt.key, attempt.value,
-                                                                 headers=attempt.headers())
+                    future = await self.app.join_tables.send_raw(topic, key, value, headers=attempt.headers())
                 else:
-                    partition = self.app.join_tables.partitioner(attempt.key, self.app.partition_counts[topic])
-                    future = await producer.send(topic, attempt.value, key=attempt.key, partition=partition,
+                    partition = self.app.join_tables.partitioner(key, self.app.partition_counts[topic])
+                    future = await producer.send(topic, value, key=key, partition=partition,
                                                  headers=list(attempt.headers().items()))
             except Exception as exc:  # noqa: BLE001 - decided just below
                 if not is_record_fault(exc):

@@ -26,6 +26,7 @@ BAD_USERS: list[tuple[bytes | None, bytes | None, str]] = [
     (b"bad-user-2", b'{"name": "x", "age": "old"}', "'age' is 'old' (a string), expected a BIGINT"),
     (b"bad-user-3", b"{broken", "not valid JSON"),
     (None, b'{"name": "nobody", "age": 1}', "key is null"),
+    (None, None, "key is null"),  # neither key nor value: its dead letter is written all the same
     (b"bad-user-5", b'{"name": "x", "age": NaN}', "NaN is not a JSON number"),  # a missing field is NULL, an empty key ""
 ]
 BAD_ORDERS: list[tuple[bytes | None, bytes | None, str]] = [
@@ -36,6 +37,7 @@ BAD_ORDERS: list[tuple[bytes | None, bytes | None, str]] = [
     (b"bad-order-4", None, "value is null"),
     (b"bad-order-5", b"[1,2,3]", "JSON list, expected an object"),
     (None, b'{"ts": 5, "qty": 1', "not valid JSON"),  # a null-key order is read, its value is still checked
+    (None, None, "value is null"),  # neither key nor value (ksqlDB ignores a null order): a dead letter still
     (b"\xff\xfe\xfd", b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web"}', "not UTF-8"),
 ]
 

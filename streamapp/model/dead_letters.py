@@ -27,6 +27,10 @@ TRUNCATED = "streamapp.truncated"
 SIZE = "streamapp.{part}.size"
 SHA256 = "streamapp.{part}.sha256"
 
+#: Set on the dead letter of a record with neither key nor value: Kafka clients refuse to write such a
+#: record (aiokafka: "Need at least one: key or value"), so its letter's value is empty and this says it was null.
+NULL_VALUE = "streamapp.value.null"
+
 #: Bytes of each cut part a cut-down dead letter keeps.
 PREFIX_BYTES = 1024
 #: Longest reason a dead letter carries (the decoders' reasons are far shorter).
@@ -59,12 +63,19 @@ class DeadLetter:
         }
         if self.field is not None:
             headers[FIELD] = self.field.encode("utf-8", "backslashreplace")
+        if self.key is None and self.value is None:
+            headers[NULL_VALUE] = b"1"
         if self.truncated:
             headers[TRUNCATED] = ",".join(self.truncated).encode()
             for part in self.truncated:
                 headers[SIZE.format(part=part)] = str(self.original_sizes[part]).encode()
                 headers[SHA256.format(part=part)] = self.sha256[part].encode()
         return headers
+
+    def payload(self) -> tuple[bytes | None, bytes | None]:
+        """The key and value to write: the record's own, but an empty value for a record with neither
+        (a client cannot write it; the :data:`NULL_VALUE` header says so, and :func:`from_record` reads it back)."""
+        return self.key, b"" if self.key is None and self.value is None else self.value
 
     def fitted(self, limit: int, size: Sizer) -> "DeadLetter":
         """This dead letter, or one cut down to fit ``limit`` bytes: the value, then the key, to a prefix.
@@ -145,7 +156,7 @@ def from_record(
         source_partition=int(get(SOURCE_PARTITION) or -1),
         source_offset=int(get(SOURCE_OFFSET) or -1),
         key=key,
-        value=value,
+        value=None if key is None and not value and get(NULL_VALUE) else value,
         reason=get(REASON) or "",
         field=get(FIELD),
         truncated=truncated,
