@@ -153,8 +153,8 @@ class NullKeyPartitions:
     """Where each output's null-key records go: the Java producer's built-in sticky partitioner, as Kafka Streams
     (and so ksqlDB) uses it for a null key.
 
-    A Kafka Streams sink with no ``StreamPartitioner`` (ksqlDB's, and the Kafka Streams program's
-    ``Produced.with(key, value)``) leaves the partition to the producer; ``KafkaProducer.partition``
+    A Kafka Streams sink with no ``StreamPartitioner`` (ksqlDB's ``SinkBuilder``, and the Kafka Streams
+    program, write with ``Produced.with(key, value)``) leaves the partition to the producer; ``KafkaProducer.partition``
     hashes a key, and for a null one ``BuiltInPartitioner`` picks a partition at random and keeps it
     until :data:`STICKY_BATCH_SIZE` bytes have gone to it, then picks again (uniformly; with adaptive
     partitioning weighted by its queue lengths, which the worker does not measure).  Which partition a
