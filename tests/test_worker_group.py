@@ -6,9 +6,12 @@ partitions to it), then the second one stops cleanly (a rebalance that moves its
 partitions away). Throughout, a lookup thread asks every live worker's
 ``/users/{user_id}`` for random users: a lookup is answered by the worker that owns the
 key's join partition, whichever worker it was sent to (``table_route``-style forwarding).
-At the end every order has been joined into both outputs. Under at-least-once an order
-may appear more than once, and the duplicates are counted and printed, not hidden; under
-exactly-once a read_committed reader sees each order exactly once in each output.
+At the end every order has been joined into both outputs, each exactly once under both
+guarantees. Under exactly-once a read_committed reader sees no aborted work. Under
+at-least-once nothing is read twice because a clean rebalance commits every acked order
+before its partitions move (a revoke commits first; a stopping worker finishes its batch and
+commits), as Kafka Streams commits on revoke; before that, 137 to 927 orders came twice here
+(``streamapp.worker.transport.Consumer``). Only a crash leaves at-least-once duplicates.
 """
 from __future__ import annotations
 
@@ -113,8 +116,9 @@ def test_a_worker_joins_and_another_leaves_under_a_steady_stream(broker_settings
     checks = {tail.topic: check_output(dataset, tail.records, n) for tail in tails}
     for topic, check in checks.items():
         assert check.missing == [] and check.wrong == [] and check.distinct == len(dataset.orders), (topic, check)
-        if guarantee == "exactly_once":  # the tails read read_committed: aborted work is not there
-            assert check.duplicates == 0, (topic, check.duplicates)
+    # exactly_once: the tails read read_committed, aborted work is not there. at_least_once: each rebalance here is
+    # clean (a join, a SIGTERM), and commits every acked order before the partitions move.
+    assert {topic: check.duplicates for topic, check in checks.items()} == {tail.topic: 0 for tail in tails}
 
     outcomes = Counter((phase, status) for phase, _, status, _ in lookups.answers)
     answered = [(phase, body) for phase, _, status, body in lookups.answers if status == 200]

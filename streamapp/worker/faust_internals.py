@@ -8,6 +8,7 @@ for the middlewares, the web driver's ``production_blueprints`` for the page at
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Awaitable, Callable, Mapping
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -20,6 +21,13 @@ PRIVATE_NAMES = (
     ("faust.transport.consumer:Consumer", "_n_acked"),
     ("faust.stores.rocksdb:Store", "_db_for_partition"),
     ("faust.transport.drivers.aiokafka:Producer", "_ensure_producer"),
+    # A rebalance's commit (streamapp.worker.transport.Consumer): the commit under way, and the hooks whose
+    # order matters: Faust drops the acked offsets in on_partitions_revoked, and resumes stream partitions
+    # before its perform_seek has moved them.
+    ("faust.transport.consumer:Consumer", "_commit_fut"),
+    ("faust.transport.consumer:Consumer", "on_partitions_revoked"),
+    ("faust.transport.consumer:Consumer", "perform_seek"),
+    ("faust.transport.consumer:Consumer", "wait_empty"),
     # exactly_once (streamapp.worker.transactions): the fence's hook, and the consumer's isolation level.
     ("faust.transport.consumer:ThreadDelegateConsumer", "seek_to_committed"),
     ("faust.transport.consumer:ThreadDelegateConsumer", "_new_consumer_thread"),
@@ -57,6 +65,36 @@ async def commit_if_due(consumer: Any) -> None:
     if every and consumer._n_acked >= every:
         consumer._n_acked = 0
         await consumer.commit()
+
+
+async def commit_now(consumer: Any) -> bool:
+    """Faust's commit of every acked offset, now: after the commit under way, if any.
+
+    Faust's ``Consumer.commit`` returns without committing when another commit is under
+    way (``_commit_fut``), having only waited for it, so what was acked after that one
+    took its offsets stays uncommitted.  A rebalance and a stopping worker must commit
+    everything acked, so this waits (without cancelling it) for each commit under way
+    until none is, then commits; nothing yields between the check and Faust's commit
+    taking its turn.
+    """
+    while True:
+        running = consumer._commit_fut
+        if running is None:
+            return bool(await consumer.commit())
+        await asyncio.wait([running])
+
+
+async def seek_again(consumer: Any, partitions: Any) -> None:
+    """Seek each of ``partitions`` still assigned to the read offset Faust's last ``perform_seek`` gave it.
+
+    That is its committed offset (Faust keeps it as the read offset, so the next
+    record read there makes no gap), or the start when it has none (0, as
+    :func:`seek_fenced` does; Faust keeps it as None).
+    """
+    assigned = consumer.assignment()
+    for tp in partitions:
+        if tp in assigned:
+            await consumer.seek(tp, consumer._read_offset[tp] or 0)
 
 
 def partition_db(table: Any, partition: int) -> Any:
