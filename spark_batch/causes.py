@@ -7,9 +7,11 @@ the batch API, vectorised over Arrow).
 
 Two causes are the engines' documented, legitimate differences (README, "Decoding"), read
 off the order's own key whatever the status: ``null_key`` (ksqlDB on Kafka Streams 3.7+,
-KIP-962, and so the Kafka Streams program, joins a null-key order with NULL user columns and
-writes it with a null key; the worker dead-letters it) and ``non_utf8_key`` (Kafka Streams reads the key with U+FFFD for each bad
-byte; the worker dead-letters it).  Both show as ``missing_in_faust``.
+KIP-962, the Kafka Streams program and the worker all join a null-key order with NULL user
+columns, with a null key, in a partition their producer picks at random: such an order in both
+outputs is a ``match`` (:func:`~spark_batch.compare.classify`), so this cause names one that an
+engine lacks or wrote twice) and ``non_utf8_key`` (Kafka Streams reads the key with U+FFFD for each bad
+byte; the worker dead-letters it: ``missing_in_faust``).
 """
 from __future__ import annotations
 
@@ -144,8 +146,8 @@ def _cause_and_detail() -> tuple[Column, Column]:
     not_in_orders = F.when(~located, F.lit("; the order is not in the orders topic")).otherwise(F.lit(""))
     detail = (
         F.when(key == NULL_KEY, F.concat(
-            F.lit("the order's key is null: ksqlDB on Kafka Streams 3.7+ (KIP-962) joins it with NULL user columns, "
-                  "the worker dead-letters it; "), _status_words()))
+            F.lit("the order's key is null: ksqlDB on Kafka Streams 3.7+ (KIP-962) and the worker join it with NULL "
+                  "user columns in a random partition; "), _status_words()))
         .when(key == NON_UTF8_KEY, F.concat(F.format_string(
             "the order's key is not UTF-8: Kafka Streams reads it as '%s' (U+FFFD for each bad byte), "
             "the worker dead-letters it; ", "user_id"), _status_words()))

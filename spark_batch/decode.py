@@ -35,7 +35,7 @@ IDENTITY = ("user_id", "ts", "product_id", "qty", "unit_price", "channel")
 TYPES = {**{name.lower(): kind for name, kind in OUTPUT_FIELDS.items()},
          "partition": "int", "offset": "bigint", "timestamp_ms": "bigint"}
 OUTPUT_COLUMNS = (*IDENTITY, "name", "age", "partition", "offset")
-#: ``kind``: null, or why the worker refuses the order that Kafka Streams joins (``null_key``, ``non_utf8_key``).
+#: ``kind``: null, or what sets the order apart (``null_key``: no user to find; ``non_utf8_key``: the worker refuses it).
 ORDER_COLUMNS = (*IDENTITY, "partition", "offset", "kind")
 USER_COLUMNS = ("user_key", "name", "age", "partition", "offset", "timestamp_ms")
 #: Input kinds counted in summary.json (a row of null kind is an ordinary record).

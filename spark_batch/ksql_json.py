@@ -14,8 +14,9 @@ applies them in two ways, and a row takes exactly one:
 
 The Spark schema comes from the model's dataclasses (``User``, ``Order``), so a column added
 there is read here.  Each row carries ``kind``: null (a row both engines read), ``tombstone``
-(a user's null value or JSON ``null``: the user deleted), ``null_key`` or ``non_utf8_key`` (the
-value decoded; the worker dead-letters such a record, Kafka Streams reads it: a null key, or the
+(a user's null value or JSON ``null``: the user deleted), ``null_key`` (the value
+decoded; an order both engines join with NULL user columns, a user both ignore) or ``non_utf8_key`` (the
+value decoded; the worker dead-letters such a record, Kafka Streams reads the
 key with U+FFFD for each bad byte, as Java's ``String`` decoder does), or ``undecodable`` (neither engine can use it: a tombstone of an order, a value ksqlDB cannot read,
 an order without a valid ``ts``).  ``tests/test_reconcile_inputs.py`` checks both ways against
 the model on the same bytes.

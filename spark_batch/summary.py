@@ -44,8 +44,9 @@ class InputRecords:
     """Records read from an input (users, orders), and how the engines take them (``ksql_json``'s kinds).
 
     ``undecodable``: neither engine can use the record (a value ksqlDB cannot read, an order without a
-    valid ``ts`` or without a value); ``null_key``, ``non_utf8_key``: the worker dead-letters the record,
-    Kafka Streams reads it (a users table ignores a null key); ``tombstones``: users deleted.
+    valid ``ts`` or without a value); ``null_key``: an order both engines join with NULL user
+    columns, a user both ignore; ``non_utf8_key``: the worker dead-letters the record, Kafka Streams
+    reads it; ``tombstones``: users deleted.
     """
 
     rows: int

@@ -301,9 +301,19 @@ def test_input_records_are_counted_by_kind(spark):
         ("a", None, 41), ("b", None, None), ("c", None, None), ("\ufffde", "y", 1)]
 
 
+def test_a_null_key_order_both_engines_joined_matches_whatever_its_partitions(spark):
+    """Both engines write a null-key order with NULL user columns, each in a partition its producer picks at
+    random: that is agreement, not ``partition_mismatch`` or ``both_unenriched``; a keyed order is still judged."""
+    outputs = [("direct", side, user, 1001, 1, 1, 2.5, "web", None, None, partition, 0)
+               for side, partition in (("faust", 4), ("ksqldb", 0)) for user in (None, "u1")]
+    got = {r["user_id"]: (r["status"], r["mismatched_columns"]) for r in classify(spark.createDataFrame(outputs, OUT)).collect()}
+    assert got == {None: ("match", []), "u1": ("partition_mismatch", ["partition"])}
+
+
 def test_null_and_non_utf8_keys_are_named_as_the_engines_legitimate_differences(spark):
-    """Kafka Streams joins a null-key order and reads a non-UTF-8 key with U+FFFD; the worker dead-letters both
-    (README, Decoding): the job names each cause instead of 'other', whatever the users topic holds."""
+    """Kafka Streams reads a non-UTF-8 key with U+FFFD, the worker dead-letters it; both engines join a null-key
+    order (README, Decoding), so one missing from an output (a worker older than that) is named too:
+    the job names each cause instead of 'other', whatever the users topic holds."""
     from spark_batch import causes
     from spark_batch.decode import orders, users
 
@@ -319,7 +329,7 @@ def test_null_and_non_utf8_keys_are_named_as_the_engines_legitimate_differences(
     got = {r["user_id"]: r for r in causes.explain(mismatches, orders(raw_orders), users(raw_users), 6, "murmur2").collect()}
     assert {u: (r["status"], r["cause"]) for u, r in got.items()} == {
         None: ("missing_in_faust", "null_key"), bad: ("missing_in_faust", "non_utf8_key"), "u1": ("missing_in_faust", "other")}
-    assert got[None]["cause_detail"] == ("the order's key is null: ksqlDB on Kafka Streams 3.7+ (KIP-962) joins it with NULL user columns, "
-                                         "the worker dead-letters it; no record in the Faust output")
+    assert got[None]["cause_detail"] == ("the order's key is null: ksqlDB on Kafka Streams 3.7+ (KIP-962) and the worker join it "
+                                         "with NULL user columns in a random partition; no record in the Faust output")
     assert got[bad]["cause_detail"].startswith(f"the order's key is not UTF-8: Kafka Streams reads it as '{bad}'")
     assert got[None]["order_partition"] == 2 and got[bad]["order_partition"] == 3
