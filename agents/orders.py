@@ -18,7 +18,7 @@ producer before it commits, so a crash at any point loses no order
 An order with a null key is joined too, as ksqlDB joins it (Kafka Streams 3.7+, KIP-962): it
 looks no user up, and goes to each output with NULL user columns, a null key, its ``ts`` as
 timestamp, in the partition the Java producer's sticky partitioner would pick
-(:class:`~streamapp.model.join.NullKeyPartitions`), under either processing guarantee.
+(:class:`~streamapp.partitioners.sticky.NullKeyPartitions`), under either processing guarantee.
 
 An order is joined into both outputs or into neither: both values are built and
 checked first (size, and ``ts`` as a record timestamp the outputs take), and any
@@ -34,7 +34,8 @@ from typing import Mapping, Sequence
 
 from faust.types import TP, Message
 
-from streamapp.model.join import NullKeyPartitions, join_value, order_tail
+from streamapp.model.join import join_value, order_tail
+from streamapp.partitioners.sticky import NullKeyPartitions
 from streamapp.model.records import Order, decode_order
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.tables import partition_row

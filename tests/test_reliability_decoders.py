@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamapp.model.join import STICKY_BATCH_SIZE, NullKeyPartitions, join_record, join_value, order_tail
+from streamapp.model.join import join_record, join_value, order_tail
+from streamapp.partitioners.sticky import STICKY_BATCH_SIZE, NullKeyPartitions
 from streamapp.model.records import MAX_NESTING, Order, RecordError, User, decode_order, decode_user, nesting_depth
 
 FIELDS = {"key", "value", "name", "age", "ts", "product_id", "qty", "unit_price", "channel"}
