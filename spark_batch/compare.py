@@ -48,17 +48,23 @@ def classify(outputs: DataFrame, totals: Observation | None = None, matches: boo
     is_faust = F.col("is_faust")
 
     def first(column: str, mine: Column) -> Column:
-        # one fixed-width buffer per value keeps the aggregation's hash map small (the job runs it
-        # without a partial step: reconcile.CLASSIFY_SETTINGS); min(struct)/min_by would be
-        # sort-based or carry two buffers per value
+        # one fixed-width buffer per value keeps the aggregation's hash map small; min(struct)/min_by
+        # would be sort-based or carry two buffers per value
         return F.max(F.when(mine, F.col(column)))
 
+    # Shuffled by the grouping key *before* the aggregation: a map-side partial aggregation over
+    # the scan reduces nothing (an order's two records come from two exports, so two tasks), yet
+    # its hash map of one split's distinct identities fills the heap and spills (Spark 4.2 cannot
+    # skip it). After this exchange the partial step sees both records of each order. unit_price
+    # as grouping normalizes it (-0.0 = 0.0), so that both records of an order meet.
     # NAME enters the aggregation as a 64-bit hash: fixed-width buffers keep Spark on its hash
     # aggregate (strings force a sort-based one, 3-4x slower at 10 M rows; see benchmarks/README.md)
+    price = F.when(F.col("unit_price") == 0, F.lit(0.0)).otherwise(F.col("unit_price")).alias("unit_price")
     hashed = outputs.select(
-        "pair", *IDENTITY, "partition", "age", (F.col("side") == "faust").alias("is_faust"),
+        "pair", *[price if c == "unit_price" else c for c in IDENTITY], "partition", "age",
+        (F.col("side") == "faust").alias("is_faust"),
         F.when(F.col("name").isNotNull(), F.xxhash64("name")).alias("name_hash"),
-    )
+    ).repartition("pair", *IDENTITY)
     fields = ("partition", "name_hash", "age")
     grouped = hashed.groupBy("pair", *IDENTITY).agg(
         F.count_if(is_faust).alias("faust_count"),

@@ -129,7 +129,10 @@ def kind_counts() -> list[Column]:
 def _decoded(frame: DataFrame, wanted: tuple[str, ...], what: str) -> DataFrame:
     """Pick ``wanted`` columns case-insensitively; ``offset`` defaults to row order, ``timestamp_ms`` to ``ts``.
 
-    ``undecodable``: a value that does not fit its column's type (null after the cast, not before).
+    ``undecodable``: a value that does not fit its column's type (null after the cast, not before).  Only
+    the columns whose export type is not already the canonical one are cast and checked: a typed
+    export's (Parquet's) column cannot fail its cast, and checking it anyway made every output row read
+    and test every column, ``offset`` included, in the classification's scan.
     """
     by_lower = {c.lower(): c for c in frame.columns}
     if "timestamp_ms" in wanted and "timestamp_ms" not in by_lower:
@@ -142,8 +145,10 @@ def _decoded(frame: DataFrame, wanted: tuple[str, ...], what: str) -> DataFrame:
     missing = [c for c in wanted if c not in by_lower]
     if missing:
         raise ReconcileError(f"{what} lacks column(s) {', '.join(missing)}; it has {', '.join(frame.columns)}")
-    cast = {c: F.col(by_lower[c]).try_cast(TYPES.get(c, "string")) for c in wanted}
-    unfit = [F.col(by_lower[c]).isNotNull() & cast[c].isNull() for c in wanted if c in TYPES]
+    source = dict(frame.dtypes)
+    retyped = {c for c in wanted if source[by_lower[c]] != TYPES.get(c, "string")}
+    cast = {c: F.col(by_lower[c]).try_cast(TYPES.get(c, "string")) if c in retyped else F.col(by_lower[c]) for c in wanted}
+    unfit = [F.col(by_lower[c]).isNotNull() & cast[c].isNull() for c in wanted if c in TYPES and c in retyped]
     undecodable = F.lit(False)
     for column in unfit:
         undecodable = undecodable | column

@@ -46,9 +46,6 @@ READER_NAMES = {"spark": "Spark's kafka source", "python": "the Python DataSourc
 SAMPLES = 20
 #: Up to this many mismatching orders are broadcast when explained (about 100 bytes each).
 BROADCAST_MISMATCHES = 1_000_000
-#: The classification groups ~1 row per order identity: a map-side partial aggregation cannot reduce
-#: that, so run one Complete aggregation after the shuffle (a Spark without this setting ignores it).
-CLASSIFY_SETTINGS = {"spark.sql.execution.bypassPartialAggregation": "true"}
 #: The explain step scans the orders alone: splits of 32 MiB (not 128) keep every core busy to the end
 #: (a 300 MB export made 3 tasks for 2 cores: 2 waves, the second one half idle).
 EXPLAIN_SETTINGS = {"spark.sql.files.maxPartitionBytes": str(32 << 20)}
@@ -200,7 +197,7 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
     totals = Observation("totals")
     classified = compare.classify(inputs.outputs, totals, matches=options.detail == "all")
     try:
-        with _step("Read and classified the join outputs"), _settings(spark, CLASSIFY_SETTINGS):
+        with _step("Read and classified the join outputs"):
             classified.write.parquet(str(staging / "_classified"))
         stage = spark.read.schema(classified.schema).parquet(str(staging / "_classified"))  # schema: may be empty
         counted = stage.where(F.col("status") != "match").groupBy("pair", "status").count().collect()

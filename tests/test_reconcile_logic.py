@@ -333,3 +333,33 @@ def test_null_and_non_utf8_keys_are_named_as_the_engines_legitimate_differences(
                                          "with NULL user columns in a random partition; no record in the Faust output")
     assert got[bad]["cause_detail"].startswith(f"the order's key is not UTF-8: Kafka Streams reads it as '{bad}'")
     assert got[None]["order_partition"] == 2 and got[bad]["order_partition"] == 3
+
+
+def test_a_decoded_export_is_checked_only_where_a_column_is_not_of_its_type(spark, tmp_path):
+    """An export column of another type (text for a BIGINT) is cast, and a value that does not fit is undecodable;
+    a column already of its type is taken as is: its nulls are what the engines write, and the classification
+    of a typed (Parquet) export reads none of the columns it does not use (``offset``)."""
+    from pyspark.sql import Observation
+
+    from spark_batch.compare import classify
+    from spark_batch.decode import output_columns, valid_outputs
+
+    columns = "user_id string, ts bigint, product_id string, qty bigint, unit_price double, channel string, name string, age bigint, partition int, offset bigint"
+    rows = [("u", 5, "7", 1, 2.5, "web", "A", 3, 0, 0), ("u", 6, None, 1, 2.5, "web", None, None, 0, 1),
+            (None, 7, "8", 1, 2.5, "web", None, None, 0, 2), ("u", 8, "abc", 1, 2.5, "web", "A", 3, 0, 3),
+            ("u", None, "9", 1, 2.5, "web", "A", 3, 0, 4)]
+    text = spark.createDataFrame(rows, columns).select(F.lit("direct").alias("pair"), F.lit("ksqldb").alias("side"), "*")
+    observation = Observation("text")
+    kept = sorted(valid_outputs(output_columns(text), observation, ("direct", "ksqldb")).collect(), key=lambda r: r["offset"])
+    assert [(r["offset"], r["user_id"], r["product_id"]) for r in kept] == [(0, "u", 7), (1, "u", None), (2, None, 8)]
+    assert observation.get == {"rows:direct:ksqldb": 5, "undecodable:direct:ksqldb": 2}
+
+    typed = spark.createDataFrame(rows[:3] + rows[4:], columns).withColumn("product_id", F.col("product_id").cast("bigint"))
+    typed.write.parquet(str(tmp_path / "typed"))
+    export = spark.read.parquet(str(tmp_path / "typed")).select(F.lit("direct").alias("pair"), F.lit("ksqldb").alias("side"), "*")
+    observation = Observation("typed")
+    decoded = valid_outputs(output_columns(export), observation, ("direct", "ksqldb"))
+    assert sorted(r["offset"] for r in decoded.collect()) == [0, 1, 2]
+    assert observation.get == {"rows:direct:ksqldb": 4, "undecodable:direct:ksqldb": 1}
+    scans = [line for line in classify(decoded)._jdf.queryExecution().executedPlan().toString().splitlines() if "FileScan" in line]
+    assert scans and all("offset" not in line for line in scans), scans
