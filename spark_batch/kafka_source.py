@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -35,9 +34,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from streamapp.kafka import CLIENT_LOGGER, jvm
+from streamapp.kafka import jvm
+from streamapp.kafka.reader import reader_config
 from streamapp.kafka.security import (
-    Kafka, access_from_options, check_access_once, datasource_options, librdkafka_config, spark_kafka_options,
+    Kafka, access_from_options, check_access_once, datasource_options, spark_kafka_options,
 )
 
 from .errors import ReconcileError
@@ -123,17 +123,8 @@ def read_range(access: Kafka, topic: str, partition: int, start: int, end: int,
     offset below ``end`` is waited for up to ``stall`` seconds without progress.
     """
     check_access_once(access)
-    consumer = Consumer({
-        **librdkafka_config(access),
-        "group.id": f"streamapp-ranges-{uuid.uuid4().hex[:12]}",  # never commits: no group state is left
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "error",  # never jump to END/BEGINNING: a reset would read another range
-        "isolation.level": "read_committed",
-        "allow.auto.create.topics": False,
-        "fetch.wait.max.ms": 100,
-        "logger": CLIENT_LOGGER,
-    })
+    # never jump to END/BEGINNING: a reset would read another range
+    consumer = Consumer(reader_config(access, "streamapp-ranges", **{"auto.offset.reset": "error"}))
     position, failures, problem = start, 0, ""
 
     def fail(why: str) -> RangeReadError:

@@ -51,6 +51,27 @@ class Record:
                    dict(msg.headers() or ()))
 
 
+def reader_config(access: Kafka, group_prefix: str, **overrides: object) -> dict[str, object]:
+    """librdkafka settings of a consumer that reads assigned offsets and leaves nothing behind.
+
+    Every reader of topics (this module's, the reconciliation's offset ranges) uses them,
+    so that all of them read the same records: committed ones only.
+    """
+    return {
+        **librdkafka_config(access),
+        "group.id": f"{group_prefix}-{uuid.uuid4().hex[:12]}",  # never commits: no group state is left
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        # Only committed records (librdkafka's default, said here): an aborted transaction's are never read,
+        # and a partition's end is its last stable offset (docs/RELIABILITY.md, exactly_once).
+        "isolation.level": "read_committed",
+        "allow.auto.create.topics": False,
+        "fetch.wait.max.ms": 100,
+        "logger": CLIENT_LOGGER,
+        **overrides,
+    }
+
+
 class TopicReader:
     """One topic's records, read incrementally from ``start`` (offset per partition; the beginning by default).
 
@@ -65,18 +86,7 @@ class TopicReader:
     ) -> None:
         self.bootstrap, self.topic, self.error = bootstrap, topic, error
         check_access_once(bootstrap)
-        self.consumer = Consumer({
-            **librdkafka_config(bootstrap),
-            "group.id": f"streamapp-reader-{uuid.uuid4().hex[:12]}",  # never commits: no group state is left
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            # Only committed records (librdkafka's default, said here): an aborted transaction's are never read,
-            # and a partition's end is its last stable offset (docs/RELIABILITY.md, exactly_once).
-            "isolation.level": "read_committed",
-            "allow.auto.create.topics": False,
-            "fetch.wait.max.ms": 100,
-            "logger": CLIENT_LOGGER,
-        })
+        self.consumer = Consumer(reader_config(bootstrap, "streamapp-reader"))
         try:
             self.partitions = sorted(partitions) if partitions is not None else list(range(self._count()))
         except BaseException:
