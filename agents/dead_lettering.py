@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 from faust.exceptions import FaustError, ProducerSendError
-from faust.types import TP, Message
+from faust.types import TP
 
 from streamapp.kafka.limits import RecordLimits, read_limits, record_size
 from streamapp.model.dead_letters import DeadLetter
@@ -30,8 +30,9 @@ from streamapp.model.records import RecordError
 from streamapp.model.topology import owned_topics
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.batch_sender import BatchSender, OnFailure, OnSent
-from streamapp.worker.faust_internals import aiokafka_producer
+from streamapp.worker.faust_internals import ack_all, aiokafka_producer
 from streamapp.worker.tables import RowWrites
+from streamapp.worker.transport import Record
 
 logger = logging.getLogger(__name__)
 
@@ -114,12 +115,12 @@ class DeadLettering:
                     self._limits = limits
         return self._limits
 
-    async def handle(self, batches: Mapping[TP, Sequence[Message]], check: Callable[[int, Message], P],
-                     write: Callable[[int, Message, P], None], sender: BatchSender[Message],
+    async def handle(self, batches: Mapping[TP, Sequence[Record]], check: Callable[[int, Record], P],
+                     write: Callable[[int, Record, P], None], sender: BatchSender[Record],
                      rows: Sequence[RowWrites] = (), producer: Any = None) -> None:
         """A fetch's batch: ``check(partition, msg)`` every message in the net (its failure is its dead letter),
         ``write(partition, msg, what check returned)`` each that passed (a record is written whole or not at
-        all), then the table rows to RocksDB, the outputs to the producer, and every message acked.  With a
+        all), then the table rows to RocksDB, the outputs to the producer, and every record acked.  With a
         ``producer`` (exactly_once: the partition's transactional one) the dead letters go through it."""
         for tp, messages in batches.items():
             partition = tp.partition
@@ -135,20 +136,19 @@ class DeadLettering:
         for table_rows in rows:
             table_rows.write()
         await sender.send()
-        ack = self.app.consumer.ack
-        for messages in batches.values():
-            for msg in messages:
-                ack(msg)
+        consumer = self.app.consumer
+        for tp, messages in batches.items():
+            ack_all(consumer, tp, messages)
 
     def sender(self, on_sent: OnSent | None = None, producer: Any = None,
-               on_failure: OnFailure | None = None) -> BatchSender[Message]:
+               on_failure: OnFailure | None = None) -> BatchSender[Record]:
         """A fetch's batch sender on Faust's producer (or ``producer``), whose refused batches' records become
         dead letters (by default at once, through Faust's producer)."""
         app = self.app
         return BatchSender(producer if producer is not None else aiokafka_producer(app), app.join_tables.partitioner,
                            app.partition_counts, on_failure=on_failure or self.refused, on_sent=on_sent)
 
-    async def send(self, msg: Message, error: BaseException, producer: Any = None) -> None:
+    async def send(self, msg: Record, error: BaseException, producer: Any = None) -> None:
         """The record, byte for byte where it fits, to the dead-letter topic with the reason; counted and logged.
 
         Too large for the dead-letter topic, it is cut down (:meth:`DeadLetter.fitted`);
@@ -181,13 +181,13 @@ class DeadLettering:
             return
         _log_lost(letter, "the producer refused it even without payload")
 
-    def refused(self, topic: str, partition: int, sources: list[Message], error: BaseException) -> None:
+    def refused(self, topic: str, partition: int, sources: list[Record], error: BaseException) -> None:
         """BatchSender's ``on_failure``: the orders of a batch the broker refused become dead letters."""
         task = asyncio.ensure_future(self._send_all(sources, _refused_error(topic, partition, error)))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def refused_in(self, producer: Any, topic: str, partition: int, sources: list[Message],
+    async def refused_in(self, producer: Any, topic: str, partition: int, sources: list[Record],
                          error: BaseException) -> None:
         """exactly_once: the orders of a refused batch become dead letters in the transaction of ``producer``;
         a batch refused for the cluster's reason (not its records') raises it: the transaction is redone."""
@@ -195,7 +195,7 @@ class DeadLettering:
             raise error
         await self._send_all(sources, _refused_error(topic, partition, error), producer)
 
-    async def _send_all(self, sources: list[Message], error: RecordError, producer: Any = None) -> None:
+    async def _send_all(self, sources: list[Record], error: RecordError, producer: Any = None) -> None:
         for msg in sources:
             try:
                 await self.send(msg, error, producer)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from typing import Mapping, Sequence
 
-from faust.types import TP, Message
+from faust.types import TP
 
 from streamapp.model.join import join_value, order_tail
 from streamapp.partitioners.sticky import NullKeyPartitions
@@ -40,7 +40,7 @@ from streamapp.model.records import Order, decode_order
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.tables import partition_row
 from streamapp.worker.transactions import install as transactions_install
-from streamapp.worker.transport import Handler, record_time
+from streamapp.worker.transport import Handler, Record, record_time
 
 from .dead_lettering import DeadLettering, OutputChecks
 
@@ -56,10 +56,10 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
     transactions = transactions_install(app, dead_letters.refused_in) if exactly_once else None
     null_keys = NullKeyPartitions()  # sticky across fetches, as one producer's partitioner is
 
-    async def join_orders(batches: Mapping[TP, Sequence[Message]]) -> None:
+    async def join_orders(batches: Mapping[TP, Sequence[Record]]) -> None:
         checks = OutputChecks(await dead_letters.size_limits(), [output for _, output in joins], int(time.time() * 1000))
 
-        def join(partition: int, msg: Message) -> Joined:
+        def join(partition: int, msg: Record) -> Joined:
             key = msg.key
             order = decode_order(key, msg.value)
             checks.check_timestamp(order.ts, "ts")
@@ -72,7 +72,7 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
                 joined.append((output, value, row is not None))
             return order, joined
 
-        def write(partition: int, msg: Message, checked: Joined) -> None:
+        def write(partition: int, msg: Record, checked: Joined) -> None:
             order, joined = checked
             counters.orders[partition] += 1
             for output, value, matched in joined:
@@ -107,7 +107,7 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
     app.batch_agent(tables.orders_topic)(Handler(join_orders, event_time=order_time))
 
 
-def order_time(msg: Message) -> int:
+def order_time(msg: Record) -> int:
     """An order's event time: its ``ts``; the record timestamp for one that does not decode (a dead letter anyway)."""
     try:
         return decode_order(msg.key, msg.value).ts

@@ -25,12 +25,12 @@ from __future__ import annotations
 import time
 from typing import Mapping, Sequence
 
-from faust.types import TP, Message
+from faust.types import TP
 
 from streamapp.model.records import decode_user
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.tables import RowWrites, dumps_spaced
-from streamapp.worker.transport import Handler, record_time
+from streamapp.worker.transport import Handler, Record, record_time
 
 from .dead_lettering import DeadLettering, OutputChecks
 
@@ -42,15 +42,17 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
     tables = app.join_tables
     repartition = app.settings.users_repartition_topic
     counters = app.counters
+    # the repartitioned table stores the same row: with the same serializer, the same bytes (tables.WrittenRows)
+    written = tables.written if tables.users.value_serializer == tables.users_repartition.value_serializer else None
 
-    async def load_users(batches: Mapping[TP, Sequence[Message]]) -> None:
+    async def load_users(batches: Mapping[TP, Sequence[Record]]) -> None:
         users, shadow = RowWrites(tables.users), RowWrites(tables.users_repartition)
         checks = OutputChecks(await dead_letters.size_limits(), (repartition, users.changelog, shadow.changelog),
                               int(time.time() * 1000))
         sender = dead_letters.sender(
             on_sent=lambda topic, partition, offset: users.sent(partition, offset) if topic == users.changelog else None)
 
-        def check(partition: int, msg: Message) -> Checked:
+        def check(partition: int, msg: Record) -> Checked:
             key, timestamp = msg.key, record_time(msg)
             checks.check_timestamp(timestamp, "timestamp")
             user = decode_user(key, msg.value)
@@ -66,11 +68,13 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
             checks.check_size(shadow.changelog, key, row_value, "changelog row")
             return timestamp, row_value, repartition_value
 
-        def write(partition: int, msg: Message, checked: Checked) -> None:
+        def write(partition: int, msg: Record, checked: Checked) -> None:
             timestamp, row_value, repartition_value = checked
             users.put(partition, msg.key, row_value)
             sender.add_to(users.changelog, partition, msg.key, row_value, timestamp, msg)
             sender.add(repartition, msg.key, repartition_value, timestamp, msg)
+            if row_value is not None and written is not None:  # the repartitioned table's bytes when read back
+                written.add(msg.key, repartition_value, row_value)  # type: ignore[arg-type]
             (counters.users if row_value is not None else counters.users_deleted)[partition] += 1
 
         await dead_letters.handle(batches, check, write, sender, [users])

@@ -55,7 +55,7 @@ def test_the_adapter_reaches_them_on_a_real_app(tmp_path: Path) -> None:
     db[b"u1"] = b'{"name": "A", "age": 1}'
     assert faust_internals.partition_db(app.join_tables.users, 2).get(b"u1") == b'{"name": "A", "age": 1}'
     assert faust_internals.partition_db(app.join_tables.users, 3).get(b"u1") is None
-    assert app.consumer._read_offset[TP("t", 0)] is None  # what accept() starts from
+    assert app.consumer._read_offset[TP("t", 0)] is None  # what accept_all() starts from
     assert inspect.iscoroutinefunction(app.consumer._add_gap)
     with pytest.raises(NotReady):  # not started yet: the method is there and says so
         faust_internals.aiokafka_producer(app)
@@ -80,6 +80,55 @@ def test_the_batch_path_commits_every_broker_commit_every_acks(broker_settings: 
             assert time.monotonic() < deadline, f"committed {done} of {ORDERS} orders: {worker.tail()}"
             done = sum(max(offset, 0) for offset in committed_offsets(settings, settings.orders_topic).values())
             time.sleep(0.3)
+
+
+def fetched(topic: str, partition: int, *offsets: int) -> list[object]:
+    """Records as aiokafka's fetch returns them (what the batch handlers are handed)."""
+    from aiokafka.structs import ConsumerRecord
+
+    return [ConsumerRecord(topic, partition, offset, 1_700_000_000_000 + offset, 0, b"k", b"v", None, 1, 1, [])
+            for offset in offsets]
+
+
+def test_accept_all_keeps_the_offsets_as_fausts_fetch_loop_does(tmp_path: Path) -> None:
+    """Per partition, what Faust's ``_drain_messages`` does per message: records below the read offset (a re-fetch
+    after a seek) are dropped, each gap since it and between the records is recorded when the topic's acks are on
+    (none when off), and the last record becomes the read offset. A real app's consumer, not started."""
+    import asyncio
+
+    from faust.types import TP
+
+    consumer = create_app(Settings(data_dir=str(tmp_path / "data"))).consumer
+    acking = {"acked"}
+    consumer.app.topics.acks_enabled_for = lambda topic: topic in acking
+    sought, fresh, off = TP("acked", 0), TP("acked", 1), TP("not-acked", 0)
+    consumer._read_offset[sought] = 10
+
+    async def scenario() -> list[list[int]]:
+        return [[r.offset for r in await faust_internals.accept_all(consumer, tp, fetched(tp.topic, tp.partition, *o))]
+                for tp, o in ((sought, (8, 9, 10, 11, 14, 15)), (fresh, (0, 1, 3)), (off, (4, 9)))]
+
+    assert asyncio.run(scenario()) == [[10, 11, 14, 15], [0, 1, 3], [4, 9]]
+    assert {tp: consumer._read_offset[tp] for tp in (sought, fresh, off)} == {sought: 15, fresh: 3, off: 9}
+    assert sorted((i.begin, i.end) for i in consumer._gap[sought]) == [(12, 15)]  # as Faust records it: up to the record after the gap
+    assert sorted((i.begin, i.end) for i in consumer._gap[fresh]) == [(2, 4)]
+    assert not consumer._gap[off]
+
+
+def test_ack_all_acks_as_fausts_ack_does_for_each_record(tmp_path: Path) -> None:
+    """Each offset at or above the committed one, not acked before, is acked once and counted for ``commit_every``;
+    a topic whose acks are off (exactly_once's orders) acks nothing. A real app's consumer, not started."""
+    from faust.types import TP
+
+    consumer = create_app(Settings(data_dir=str(tmp_path / "data"))).consumer
+    consumer.app.topics.acks_enabled_for = lambda topic: topic == "acked"
+    tp, off = TP("acked", 2), TP("not-acked", 2)
+    consumer._committed_offset[tp] = 5
+    faust_internals.ack_all(consumer, tp, fetched("acked", 2, 4, 5, 6))
+    faust_internals.ack_all(consumer, tp, fetched("acked", 2, 6, 7))  # 6 again: a re-fetch
+    faust_internals.ack_all(consumer, off, fetched("not-acked", 2, 7, 8))
+    assert (consumer._acked[tp], consumer._acked_index[tp], consumer._n_acked) == ([5, 6, 7], {5, 6, 7}, 3)
+    assert not consumer._acked[off]
 
 
 def aiokafka_consumer() -> object:

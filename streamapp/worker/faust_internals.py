@@ -9,16 +9,26 @@ for the middlewares, the web driver's ``production_blueprints`` for the page at
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
+from faust.transport.consumer import ack_lock
 from faust.transport.drivers import aiokafka as faust_aiokafka
-from faust.types import TP, Message
+from faust.types import TP
+from mode.utils.futures import notify
 
 #: (class, private attribute) the functions below reach; ``tests/test_faust_internals.py`` checks each one.
 PRIVATE_NAMES = (
     ("faust.transport.consumer:Consumer", "_read_offset"),
     ("faust.transport.consumer:Consumer", "_add_gap"),
     ("faust.transport.consumer:Consumer", "_n_acked"),
+    # The batch topics' fetch path (streamapp.worker.transport.Consumer): the fetch it takes their records from,
+    # the partitions Faust's getmany delivers besides the active ones, and what Faust's ack keeps per partition.
+    ("faust.transport.consumer:Consumer", "_wait_next_records"),
+    ("faust.transport.consumer:Consumer", "_buffered_partitions"),
+    ("faust.transport.consumer:Consumer", "_committed_offset"),
+    ("faust.transport.consumer:Consumer", "_acked"),
+    ("faust.transport.consumer:Consumer", "_acked_index"),
+    ("faust.transport.consumer:Consumer", "_waiting_for_ack"),
     ("faust.stores.rocksdb:Store", "_db_for_partition"),
     ("faust.transport.drivers.aiokafka:Producer", "_ensure_producer"),
     # A rebalance's commit (streamapp.worker.transport.Consumer): the commit under way, and the hooks whose
@@ -37,20 +47,66 @@ PRIVATE_NAMES = (
 )
 
 
-async def accept(consumer: Any, tp: TP, message: Message) -> bool:
-    """What Faust's fetch loop (``Consumer._drain_messages``) does with a message's offset before delivering it.
+def deliverable(consumer: Any, tp: TP, active: Any) -> bool:
+    """Whether Faust's ``Consumer.getmany`` would deliver the fetched records of ``tp``.
 
-    False for a message at or below the offset already read (a re-fetch after a
-    seek); otherwise the gap since that offset is recorded (so a commit never skips
-    an offset that was not acked) and the message becomes the last one read.
+    It delivers those of the active partitions (all when ``active`` is None, a
+    client-only app) and of the partitions it has buffered; it drops the rest.
+    """
+    return active is None or tp in active or tp in consumer._buffered_partitions
+
+
+async def accept_all(consumer: Any, tp: TP, records: Sequence[Any]) -> Sequence[Any]:
+    """What Faust's fetch loop (``Consumer._drain_messages``) does with each message's offset before delivering it,
+    for one partition's fetched records (in offset order) at once: the records it would deliver.
+
+    Records below the offset already read are dropped (a re-fetch after a seek);
+    every gap since that offset and between the records (a transaction's markers,
+    a compacted topic) is recorded when the topic's acks are on, so a commit never
+    skips an offset that was not acked; the last record becomes the last one read.
+    The read offset and the topic's acks are looked up once per partition.
     """
     last = consumer._read_offset[tp]
-    if last is not None and message.offset < last:
-        return False
-    if last and message.offset - last > 1 and consumer.app.topics.acks_enabled_for(tp.topic):
-        await consumer._add_gap(tp, last + 1, message.offset)
-    consumer._read_offset[tp] = message.offset
-    return True
+    if last is not None and records and records[0].offset < last:
+        records = [record for record in records if record.offset >= last]
+    if not records:
+        return records
+    if consumer.app.topics.acks_enabled_for(tp.topic):
+        previous = last
+        for record in records:
+            offset = record.offset
+            if previous and offset - previous > 1:
+                await consumer._add_gap(tp, previous + 1, offset)
+            previous = offset
+    consumer._read_offset[tp] = records[-1].offset
+    return records
+
+
+def ack_all(consumer: Any, tp: TP, records: Sequence[Any]) -> None:
+    """Faust's ``Consumer.ack`` for each of one partition's records, the partition's bookkeeping looked up once.
+
+    As there: nothing when the topic's acks are off (exactly_once's orders);
+    otherwise each offset at or above the committed one and not acked yet is
+    acked and counted (``_n_acked``, which :func:`commit_if_due` reads), and a
+    wait for acks is woken.  The records are never in Faust's set of unacked
+    messages (its conductor adds only what it delivers), so none is taken out of it.
+    """
+    if not records or not consumer.app.topics.acks_enabled_for(tp.topic):
+        return
+    with ack_lock:
+        try:
+            committed = consumer._committed_offset[tp]
+            index, acked = consumer._acked_index[tp], consumer._acked[tp]
+            count = 0
+            for record in records:
+                offset = record.offset
+                if (committed is None or offset >= committed) and offset not in index:
+                    index.add(offset)
+                    acked.append(offset)
+                    count += 1
+            consumer._n_acked += count
+        finally:
+            notify(consumer._waiting_for_ack)
 
 
 async def commit_if_due(consumer: Any) -> None:

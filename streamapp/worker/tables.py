@@ -91,6 +91,8 @@ class JoinTables:
         self.by_source: dict[str, faust.Table] = {join.table_topic: table for join, table in self.joins}
         #: Table name -> the table.
         self.by_name: dict[str, faust.Table] = {join.table: table for join, table in self.joins}
+        #: The repartition records this worker wrote lately, with their rows' bytes (:class:`WrittenRows`).
+        self.written = WrittenRows()
 
     def changelog_topic(self, source: str) -> str:
         """The changelog topic of the table loaded from ``source`` (Faust names and creates it)."""
@@ -156,6 +158,46 @@ class RowWrites:
     def sent(self, partition: int, offset: int) -> None:
         """A changelog batch is stored up to ``offset``: recovery may start after it (Faust's persisted offset)."""
         self.table.data.set_persisted_offset(TP(self.changelog, partition), offset)
+
+
+#: How many repartition records :class:`WrittenRows` remembers at most (about 200 bytes each): far more than one
+#: fetch of the repartition topic holds, which the worker reads a fetch or two after writing it.
+WRITTEN_ROWS = 2 * 2**16
+
+
+class WrittenRows:
+    """The repartition records this worker wrote lately, by key: the value bytes sent and the row's table bytes.
+
+    The repartitioned table stores the row the users table stores, and its source
+    is the repartition topic the worker itself writes (``json.dumps(row)``).  Read
+    back, such a record would be decoded and its row encoded again, only to give
+    the bytes already computed for the users table (decoding what
+    ``dumps_spaced`` wrote gives the same row: ``tests/test_written_rows.py``).
+    So a record whose key and value bytes are those of one written here takes that
+    row's bytes instead; any other record (another client's, one forgotten) is
+    decoded as before.  Bounded: two generations of at most ``limit / 2`` each,
+    the older dropped whole when the newer is full.
+    """
+
+    def __init__(self, limit: int = WRITTEN_ROWS) -> None:
+        self._half = limit // 2
+        self._new: dict[bytes, tuple[bytes, bytes]] = {}
+        self._old: dict[bytes, tuple[bytes, bytes]] = {}
+
+    def add(self, key: bytes, sent: bytes, row: bytes) -> None:
+        """``sent`` went to the repartition topic with ``key``; ``row`` is its row's table bytes."""
+        if len(self._new) >= self._half:
+            self._old, self._new = self._new, {}
+        self._new[key] = (sent, row)
+
+    def take(self, key: bytes | None, value: bytes | None) -> bytes | None:
+        """The table bytes of the row written here as (``key``, ``value``), forgotten once taken; else None."""
+        for rows in (self._new, self._old):
+            entry = rows.get(key)  # type: ignore[arg-type]
+            if entry is not None and entry[0] == value:
+                del rows[key]  # type: ignore[arg-type]
+                return entry[1]
+        return None
 
 
 def partition_row(table: faust.Table, partition: int, key: bytes) -> dict[str, Any] | None:

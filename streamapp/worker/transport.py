@@ -4,9 +4,11 @@ Faust hands a stream one message at a time, and its per-message path (consumer
 hand-off, conductor, stream, event, ack) costs the join more than the join
 itself.  A topic with a batch handler
 (:meth:`streamapp.worker.app.StreamappApp.batch_agent`) is instead handed each
-fetch's messages at once, by partition, inline in the consumer's fetch loop.
+fetch's records at once, by partition, inline in the consumer's fetch loop, as
+aiokafka fetched them: no Faust message is built for them, and what Faust's
+fetch does per message is done once per partition (:meth:`Consumer.getmany`).
 Its partitions are still assigned by Faust, co-partitioned with the tables, and
-the handler acks each message when its output is queued; Faust flushes the
+the handler acks its records once their outputs are queued; Faust flushes the
 producer before it commits, so delivery stays at-least-once.
 
 The consumer also subscribes only once the broker lists every topic: Apache
@@ -40,6 +42,7 @@ import logging
 from dataclasses import dataclass
 from typing import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
+from aiokafka.structs import ConsumerRecord
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 
@@ -48,8 +51,10 @@ from . import faust_internals
 
 logger = logging.getLogger(__name__)
 
-#: Handles one fetch's messages of a topic, by partition in offset order; acks each one it is done with.
-BatchHandler = Callable[[Mapping[TP, Sequence[Message]]], Awaitable[None]]
+#: A batch topic's fetched record as aiokafka returns it (``timestamp`` in ms): no Faust message is built for it.
+Record = ConsumerRecord
+#: Handles one fetch's records of a topic, by partition in offset order; acks them once it is done with them.
+BatchHandler = Callable[[Mapping[TP, Sequence[Record]]], Awaitable[None]]
 T = TypeVar("T")
 K = TypeVar("K")
 #: Most messages handed to a handler in one call: between calls the event loop runs (the web views, heartbeats),
@@ -57,9 +62,9 @@ K = TypeVar("K")
 CALL_SIZE = 4096
 
 
-def record_time(message: Message) -> int:
-    """A message's record timestamp in milliseconds (Faust keeps it in seconds)."""
-    return round(message.timestamp * 1000)
+def record_time(record: Record) -> int:
+    """A record's timestamp in milliseconds, as the broker stored it."""
+    return record.timestamp
 
 
 @dataclass(frozen=True)
@@ -75,9 +80,9 @@ class Handler:
 
     handle: BatchHandler
     table: bool = False
-    event_time: Callable[[Message], int] = record_time
+    event_time: Callable[[Record], int] = record_time
 
-    async def __call__(self, batches: Mapping[TP, Sequence[Message]]) -> None:
+    async def __call__(self, batches: Mapping[TP, Sequence[Record]]) -> None:
         await self.handle(batches)
 
 
@@ -127,25 +132,25 @@ def pieces(by_partition: Mapping[TP, Sequence[T]], size: int = CALL_SIZE) -> Ite
         yield piece
 
 
-def rounds(fetched: Mapping[TP, Sequence[Message]], handlers: Mapping[str, BatchHandler]
-           ) -> list[list[tuple[str, dict[TP, Sequence[Message]]]]]:
+def rounds(fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchHandler]
+           ) -> list[list[tuple[str, dict[TP, Sequence[Record]]]]]:
     """A fetch's batch messages as handler calls: rounds of (topic, messages by partition), in processing order.
 
     Round i holds the i-th run (:func:`event_time_runs`) of every partition number;
     within a round the table sources' calls come first.  Partitions whose records
     are all of one topic (the usual case) take one round and cost no event time.
     """
-    by_partition: dict[int, list[tuple[TP, Sequence[Message]]]] = {}
+    by_partition: dict[int, list[tuple[TP, Sequence[Record]]]] = {}
     for tp, messages in fetched.items():
         by_partition.setdefault(tp.partition, []).append((tp, messages))
 
     def is_table(tp: TP) -> bool:
         return bool(getattr(handlers[tp.topic], "table", False))
 
-    def time_of(tp: TP, message: Message) -> int:
-        return getattr(handlers[tp.topic], "event_time", record_time)(message)
+    def time_of(tp: TP, record: Record) -> int:
+        return getattr(handlers[tp.topic], "event_time", record_time)(record)
 
-    result: list[dict[str, dict[TP, Sequence[Message]]]] = []
+    result: list[dict[str, dict[TP, Sequence[Record]]]] = []
     for queues in by_partition.values():
         queues.sort(key=lambda q: not is_table(q[0]))
         for i, (tp, run) in enumerate(event_time_runs(queues, time_of, is_table)):
@@ -185,6 +190,9 @@ class Consumer(faust_aiokafka.Consumer):
     _seeking = 0
     _seeks = 0
     _no_seek: asyncio.Event | None = None
+    #: The batch topics' records of the fetch under way, by partition, and the generation they were fetched in:
+    #: kept aside by :meth:`_wait_next_records`, handled by :meth:`getmany`.
+    _batch_fetch: tuple[dict[TP, Sequence[Record]], int] | None = None
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         """Under exactly_once the consumer reads ``read_committed`` (docs/RELIABILITY.md)."""
@@ -268,11 +276,32 @@ class Consumer(faust_aiokafka.Consumer):
             logger.warning("Subscribing anyway: %s", exc)
         await super().subscribe(names)
 
-    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
-        """Faust's fetch, less the batch topics' messages, which go to their handlers afterwards.
+    async def _wait_next_records(self, timeout: float) -> tuple[Mapping[TP, Sequence[Record]] | None, set[TP] | None]:
+        """Faust's fetch, less the batch topics' records: Faust delivers the rest, :meth:`getmany` hands these over.
 
-        Each message's offset is kept as Faust's own fetch loop keeps it
-        (:func:`~streamapp.worker.faust_internals.accept`), and after each batch
+        Faust's ``getmany`` turns each fetched record into a message, tracks its
+        partition's end offset and yields it, one at a time; for the batch topics
+        that cost a fifth of the worker's time (issue 16's profile).  Their records
+        are kept aside here as fetched, of the partitions Faust would deliver
+        (:func:`~streamapp.worker.faust_internals.deliverable`), with the generation
+        Faust's ``getmany`` reads right after this returns.
+        """
+        records, active = await super()._wait_next_records(timeout)
+        handlers = self.app.batch_handlers
+        if records and any(tp.topic in handlers for tp in records):
+            kept = {tp: batch for tp, batch in records.items()
+                    if tp.topic in handlers and faust_internals.deliverable(self, tp, active)}
+            self._batch_fetch = (kept, self.app.consumer_generation_id)
+            records = {tp: batch for tp, batch in records.items() if tp.topic not in handlers}
+        return records, active
+
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
+        """Faust's fetch for the other topics' messages, then the batch topics' records to their handlers.
+
+        Per partition, not per record, the batch path does what Faust's fetch does
+        per message: the generation check, the end offset tracked for the monitor,
+        and the offsets kept as Faust's own fetch loop keeps them
+        (:func:`~streamapp.worker.faust_internals.accept_all`).  After each batch
         Faust's ``commit_every`` rule applies as it does after each message there,
         its commit running beside the loop (:meth:`_commit_if_due`).
         A batch that a rebalance or a seek to the committed offsets overtakes is
@@ -281,16 +310,14 @@ class Consumer(faust_aiokafka.Consumer):
         worker cancels this loop, and :meth:`wait_empty` waits for the call to ack.
         """
         handlers: Mapping[str, BatchHandler] = self.app.batch_handlers
-        received: dict[TP, list[Message]] = {}
-        generation: int | None = None
         seeks = self._seeks  # before the fetch: a seek that ends while it is under way may have moved its partitions
+        self._batch_fetch = None
         async for tp, message in super().getmany(timeout):
-            if generation is None:  # Faust has just checked each message against the current generation
-                generation = self.app.consumer_generation_id
-            if tp.topic not in handlers:
-                yield tp, message
-            else:
-                received.setdefault(tp, []).append(message)
+            yield tp, message
+        taken, self._batch_fetch = self._batch_fetch, None
+        if taken is None or self.should_stop:
+            return
+        received, generation = taken
 
         def rebalancing() -> bool:
             return not self.flow_active or self.app.consumer_generation_id != generation
@@ -303,11 +330,12 @@ class Consumer(faust_aiokafka.Consumer):
         if overtaken():
             await self._seek_again(received, generation)
             return
-        fetched: dict[TP, list[Message]] = {}
-        for tp, messages in received.items():
-            for message in messages:
-                if await faust_internals.accept(self, tp, message):
-                    fetched.setdefault(tp, []).append(message)
+        fetched: dict[TP, Sequence[Record]] = {}
+        for tp, records in received.items():
+            self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
+            accepted = await faust_internals.accept_all(self, tp, records)
+            if accepted:
+                fetched[tp] = accepted
         for calls in rounds(fetched, handlers):
             for topic, by_partition in calls:
                 for piece in pieces(by_partition):
