@@ -173,54 +173,6 @@ def aiokafka_transactional_producer() -> object:
     return asyncio.run(build())
 
 
-def test_a_fenced_transactions_error_is_taken_so_asyncio_does_not_log_it() -> None:
-    """What aiokafka does to a fenced producer's transaction (``fatal_error``), then the adapter takes the error:
-    asyncio logs a future's exception with a traceback only while nobody took it (``_log_traceback``)."""
-    import asyncio
-
-    from aiokafka import AIOKafkaProducer
-    from aiokafka.errors import ProducerFenced
-
-    async def fenced() -> tuple[bool, bool]:
-        producer = AIOKafkaProducer(bootstrap_servers="127.0.0.1:1", transactional_id="streamapp-test")
-        manager = producer._txn_manager
-        manager.set_pid_and_epoch(1, 0)
-        manager.begin_transaction()
-        manager.fatal_error(ProducerFenced())
-        waiter = manager.wait_for_transaction_end()
-        before = waiter._log_traceback
-        faust_internals.retrieve_transaction_error(producer)
-        return before, waiter._log_traceback
-
-    assert asyncio.run(fenced()) == (True, False)
-
-
-def test_both_errors_a_fence_leaves_are_taken() -> None:
-    """A fence sets the error twice: the refused produce (``error_transaction``), then the sender's failure
-    (``fatal_error``), which replaces the done future with a new one. Each must be taken, or asyncio logs the first
-    with a traceback when it is collected (seen in a fresh-clone run of the zombie scenario)."""
-    import asyncio
-
-    from aiokafka import AIOKafkaProducer
-    from aiokafka.errors import ProducerFenced
-
-    async def fenced() -> tuple[bool, bool, bool]:
-        producer = AIOKafkaProducer(bootstrap_servers="127.0.0.1:1", transactional_id="streamapp-test")
-        manager = producer._txn_manager
-        manager.set_pid_and_epoch(1, 0)
-        manager.begin_transaction()
-        faust_internals.retrieve_transaction_error(producer)  # as after each begin_transaction
-        first = manager.wait_for_transaction_end()
-        manager.error_transaction(ProducerFenced())
-        manager.fatal_error(ProducerFenced())
-        second = manager.wait_for_transaction_end()
-        faust_internals.retrieve_transaction_error(producer)  # as after stop
-        await asyncio.sleep(0)  # the done callbacks run
-        return first is not second, first._log_traceback, second._log_traceback
-
-    assert asyncio.run(fenced()) == (True, False, False)
-
-
 def test_commit_now_commits_after_the_commit_under_way_where_fausts_own_commit_does_not(tmp_path: Path) -> None:
     """Faust's ``commit`` only waits for a commit under way (``_commit_fut``) and returns False: what was acked
     after that one took its offsets stays uncommitted. ``commit_now`` waits for it, then commits (the revoke's and

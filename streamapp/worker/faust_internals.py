@@ -43,7 +43,6 @@ PRIVATE_NAMES = (
     ("faust.transport.consumer:ThreadDelegateConsumer", "_new_consumer_thread"),
     ("faust.transport.drivers.aiokafka:AIOKafkaConsumerThread", "_create_worker_consumer"),
     ("aiokafka.consumer.consumer:AIOKafkaConsumer", "_isolation_level"),
-    ("aiokafka.producer.producer:AIOKafkaProducer", "_txn_manager"),
 )
 
 
@@ -217,31 +216,3 @@ async def seek_fenced(consumer: Any, seek: Callable[[], Awaitable[Mapping[TP, in
                 await consumer.seek(TP(topic, partition), 0)
         transactions.based({p: offsets.get(p) for p in ours})
         return committed
-
-
-def retrieve_transaction_error(producer: Any) -> None:
-    """Take the error a fenced transactional producer's transaction ends with, so asyncio does not log it.
-
-    aiokafka sets it on the transaction's end future, which only ``commit_transaction``
-    or ``abort_transaction`` await; a producer dropped after ``ProducerFenced`` awaits
-    neither, and asyncio would log "Future exception was never retrieved" with a
-    traceback for a worker that did exactly what it should.  A fence can set it twice:
-    the refused produce marks the transaction abortable (an error on the future), then
-    the sender's failure replaces that future with a new one holding the same error.
-    So a future not yet done gets a callback that takes its error when it comes
-    (call this after each ``begin_transaction``), and one already done is taken now
-    (call it again after ``stop``, for the replacement).
-    """
-    manager = getattr(producer, "_txn_manager", None)
-    waiter = manager.wait_for_transaction_end() if manager is not None else None
-    if waiter is None:
-        return
-    if waiter.done():
-        _take_error(waiter)
-    else:
-        waiter.add_done_callback(_take_error)
-
-
-def _take_error(future: Any) -> None:
-    if not future.cancelled():
-        future.exception()

@@ -49,7 +49,6 @@ from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
 
 from ..kafka.security import aiokafka_options
 from ..settings import Settings
-from .faust_internals import retrieve_transaction_error
 
 logger = logging.getLogger(__name__)
 
@@ -207,7 +206,7 @@ class Transactions:
             producer = self._make_producer(tid)
             try:
                 await asyncio.wait_for(producer.start(), FENCE_TIMEOUT)
-                await asyncio.wait_for(_begin(producer), FENCE_TIMEOUT)
+                await asyncio.wait_for(producer.begin_transaction(), FENCE_TIMEOUT)
                 return OpenTransaction(partition, producer)
             except (KafkaError, asyncio.TimeoutError, OSError) as exc:
                 error = exc
@@ -293,7 +292,7 @@ class Transactions:
             txn.base_offset = txn.next_offset
             txn.orders = 0
             if begin_next:
-                await _begin(producer)
+                await producer.begin_transaction()
         txn.started = time.monotonic()
 
     async def _abort(self, txn: OpenTransaction) -> bool:
@@ -309,7 +308,7 @@ class Transactions:
         """Abort the transaction and read its orders again from where it started (a new transaction)."""
         if await self._abort(txn):
             try:
-                await _begin(txn.producer)
+                await txn.producer.begin_transaction()
                 txn.orders, txn.next_offset, txn.refused, txn.started = 0, None, [], time.monotonic()
                 if txn.base_offset is not None and self._seek is not None:
                     await self._seek(txn.partition, txn.base_offset)
@@ -351,7 +350,9 @@ def quiet_fenced_futures(loop: asyncio.AbstractEventLoop) -> None:
     """A fence's error that aiokafka leaves on futures nobody awaits is one debug line, not a logged traceback.
 
     When a fenced producer's sender fails, aiokafka sets the error on every queued
-    batch's drain waiter too, which only a sender waiting for buffer space awaits;
+    batch's drain waiter, which only a sender waiting for buffer space awaits, and on
+    the transaction's end future, which only a commit or an abort awaits (a fence can
+    set it twice: the refused produce, then the sender's failure, on a new future);
     asyncio then logs "Future exception was never retrieved" with a traceback for
     each, from a worker that did what it should.  Any other unretrieved error still
     goes to the loop's previous handler.
@@ -373,18 +374,11 @@ def quiet_fenced_futures(loop: asyncio.AbstractEventLoop) -> None:
     loop.set_exception_handler(handler)
 
 
-async def _begin(producer: Any) -> None:
-    """Begin a transaction whose end error, should a fence come, is taken (never logged as unretrieved)."""
-    await producer.begin_transaction()
-    retrieve_transaction_error(producer)
-
-
 async def _stop(producer: Any) -> None:
     try:
         await asyncio.wait_for(producer.stop(), STOP_TIMEOUT)
     except Exception as exc:  # noqa: BLE001 - a producer we are done with: nothing to lose
         logger.debug("Stopping a transactional producer: %r", exc)
-    retrieve_transaction_error(producer)
 
 
 def committed_offset(kafka: Any, group_id: str, topic: str, partition: int) -> int | None:
