@@ -1,18 +1,18 @@
 """Status of every order in each pair of join outputs (Faust vs ksqlDB), with Spark SQL functions only.
 
-Both sides of both pairs are one DataFrame (``pair``, ``side`` + output
-columns), so one aggregation by (pair, order identity) classifies everything:
-no join, one shuffle.
+The Faust side is joined to the ksqlDB side on (pair, order identity) with a full outer
+sort-merge join, as a bare comparison of the two outputs would be; an order's copies are
+counted beforehand by a window over the same key, which reuses the join's shuffle and sort.
 """
 from __future__ import annotations
 
 from typing import Mapping
 
-from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
 from .decode import IDENTITY
-from .roles import PAIRS
+from .roles import PAIRS, SIDES
 
 STATUSES = (
     "match",
@@ -37,48 +37,89 @@ def _differs(a: Column, b: Column) -> Column:
     return ~a.eqNullSafe(b)
 
 
-def classify(outputs: DataFrame, totals: Observation | None = None, matches: bool = True) -> DataFrame:
+#: The join key: the order identity with its nulls replaced (join keys must be non-null to meet, and a
+#: null-safe join key becomes ``coalesce``/``isnull`` expressions, which the window's shuffle does not
+#: provide), then ``_k_tag``: a bit per identity column that was null, and above them the pair's number
+#: (1 + its index in PAIRS; an int shuffles and compares cheaper than the pair's name). ``ts`` first:
+#: a unique long as the sort's first key lets its 8-byte prefix decide almost every comparison.
+_KEY_ORDER = ("ts", "user_id", "product_id", "qty", "unit_price", "channel")
+_KEYS = (*(f"_k_{c}" for c in _KEY_ORDER), "_k_tag")
+_NULL_AS = {"user_id": "", "channel": "", "unit_price": 0.0}
+_PAIR_SHIFT = len(IDENTITY)
+_FIELDS = ("partition", "name_hash", "age")
+
+
+def _key_columns() -> list[Column]:
+    # -0.0 = 0.0 for the output's unit_price (Spark normalizes float join keys itself, NaN included)
+    price = F.when(F.col("unit_price") == 0, F.lit(0.0)).otherwise(F.col("unit_price"))
+    value = {c: price if c == "unit_price" else F.col(c) for c in IDENTITY}
+    tag = F.shiftleft(F.array_position(F.array(*[F.lit(p) for p in PAIRS]), F.col("pair")).cast("int"), _PAIR_SHIFT)
+    for bit, c in enumerate(IDENTITY):
+        tag = tag + F.when(F.col(c).isNull(), F.lit(1 << bit)).otherwise(F.lit(0))
+    return [*[F.coalesce(value[c], F.lit(_NULL_AS.get(c, 0))).alias(f"_k_{c}") for c in _KEY_ORDER], tag.alias("_k_tag")]
+
+
+def _pair_number() -> Column:
+    return F.shiftright(F.col("_k_tag"), _PAIR_SHIFT)
+
+
+def _identity() -> list[Column]:
+    """The pair and the identity columns back from the key (a null where its bit is set)."""
+    pair = F.element_at(F.array(*[F.lit(p) for p in PAIRS]), _pair_number()).alias("pair")
+    return [pair, *[F.when(F.col("_k_tag").bitwiseAND(1 << bit) == 0, F.col(f"_k_{c}")).alias(c)
+                    for bit, c in enumerate(IDENTITY)]]
+
+
+def _one_side(outputs: DataFrame, side: str) -> DataFrame:
+    """One row per (pair, identity) of one engine's records: its copy count and the values of its largest copy.
+
+    NAME is compared, not output: its 64-bit hash keeps the shuffled rows fixed-width.
+    """
+    rows = outputs.select(
+        *_key_columns(), "partition",
+        F.when(F.col("name").isNotNull(), F.xxhash64("name")).alias("name_hash"), "age",
+    )
+    # Spark shuffles and sorts by the key before the window; the window and the filter keep that
+    # partitioning and order, so the join needs neither again
+    ordered = Window.partitionBy(*_KEYS).orderBy(*[F.col(c).desc_nulls_last() for c in _FIELDS])
+    whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    counted = rows.select("*", F.count(F.lit(1)).over(whole).alias("count"), F.row_number().over(ordered).alias("_copy"))
+    return counted.where(F.col("_copy") == 1).select(*_KEYS, *[F.col(c).alias(f"{side}_{c}") for c in ("count", *_FIELDS)])
+
+
+def by_side(outputs: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(Faust's, ksqlDB's) records of a frame of both, tagged ``side``, as ``classify`` takes them: for small
+    frames (tests), since each side filters the whole frame (``reconcile`` reads each side's own topics)."""
+    faust, ksqldb = (outputs.where(F.col("side") == side) for side in SIDES)
+    return faust, ksqldb
+
+
+def classify(faust: DataFrame, ksqldb: DataFrame, faust_orders: Observation | None = None, matches: bool = True) -> DataFrame:
     """One row per (pair, order identity): counts per side, each side's values, and the status.
 
-    With a single record per side the values are that record's; for a ``duplicate`` they are
-    the largest of the copies, so reruns give the same row whatever the order of reading.
-    ``totals`` counts the orders of each pair (every status); ``matches=False`` leaves the
-    matching orders out before the output columns are computed (for ~99 % of the orders).
+    ``faust``, ``ksqldb``: each engine's records of both pairs, tagged ``pair`` (one of ``PAIRS``).
+    With a single record per side the values are that record's; for a ``duplicate`` they are the
+    copy that sorts last by (partition, NAME's 64-bit hash, AGE; null lowest), so reruns give the
+    same row whatever the order of reading.
+    ``faust_orders`` counts the orders of each pair that Faust wrote (``status_counts`` adds the
+    ones it lacks); ``matches=False`` leaves the matching orders out before the output columns are
+    computed (for ~99 % of the orders).
     """
-    is_faust = F.col("is_faust")
-
-    def first(column: str, mine: Column) -> Column:
-        # one fixed-width buffer per value keeps the aggregation's hash map small; min(struct)/min_by
-        # would be sort-based or carry two buffers per value
-        return F.max(F.when(mine, F.col(column)))
-
-    # Shuffled by the grouping key *before* the aggregation: a map-side partial aggregation over
-    # the scan reduces nothing (an order's two records come from two exports, so two tasks), yet
-    # its hash map of one split's distinct identities fills the heap and spills (Spark 4.2 cannot
-    # skip it). After this exchange the partial step sees both records of each order. unit_price
-    # as grouping normalizes it (-0.0 = 0.0), so that both records of an order meet.
-    # NAME enters the aggregation as a 64-bit hash: fixed-width buffers keep Spark on its hash
-    # aggregate (strings force a sort-based one, 3-4x slower at 10 M rows; see benchmarks/README.md)
-    price = F.when(F.col("unit_price") == 0, F.lit(0.0)).otherwise(F.col("unit_price")).alias("unit_price")
-    hashed = outputs.select(
-        "pair", *[price if c == "unit_price" else c for c in IDENTITY], "partition", "age",
-        (F.col("side") == "faust").alias("is_faust"),
-        F.when(F.col("name").isNotNull(), F.xxhash64("name")).alias("name_hash"),
-    ).repartition("pair", *IDENTITY)
-    fields = ("partition", "name_hash", "age")
-    grouped = hashed.groupBy("pair", *IDENTITY).agg(
-        F.count_if(is_faust).alias("faust_count"),
-        F.count_if(~is_faust).alias("ksqldb_count"),
-        *[first(c, is_faust).alias(f"faust_{c}") for c in fields],
-        *[first(c, ~is_faust).alias(f"ksqldb_{c}") for c in fields],
-    )
-    f = {c.removesuffix("_hash"): F.col(f"faust_{c}") for c in fields}
-    k = {c.removesuffix("_hash"): F.col(f"ksqldb_{c}") for c in fields}
-    both = (F.col("faust_count") > 0) & (F.col("ksqldb_count") > 0)
+    faust_side = _one_side(faust, "faust")
+    # Counted on Faust's rows entering the join, which its generated code reads as rows anyway, not on the
+    # joined rows, where the counter would split that generated code in two
+    if faust_orders is not None:
+        faust_side = faust_side.observe(faust_orders, *[F.count_if(_pair_number() == n).alias(pair)
+                                                        for n, pair in enumerate(PAIRS, 1)])
+    joined = faust_side.join(_one_side(ksqldb, "ksqldb"), list(_KEYS), "full_outer")
+    f = {c.removesuffix("_hash"): F.col(f"faust_{c}") for c in _FIELDS}
+    k = {c.removesuffix("_hash"): F.col(f"ksqldb_{c}") for c in _FIELDS}
+    faust_count, ksqldb_count = F.coalesce("faust_count", F.lit(0)), F.coalesce("ksqldb_count", F.lit(0))
+    both = F.col("faust_count").isNotNull() & F.col("ksqldb_count").isNotNull()
     # A null-key order has no user to find and no partition of its own: both engines join it with
     # NULL user columns in a partition their producer picks at random (README, "Decoding"), so
     # neither its partition nor its lack of a user is a disagreement.
-    keyed = F.col("user_id").isNotNull()
+    keyed = F.col("_k_tag").bitwiseAND(1 << IDENTITY.index("user_id")) == 0
     differing = F.array_compact(
         F.array(
             F.when(_differs(f["name"], k["name"]), F.lit("NAME")),
@@ -87,9 +128,9 @@ def classify(outputs: DataFrame, totals: Observation | None = None, matches: boo
         )
     )
     rules = [
-        ("missing_in_faust", F.col("faust_count") == 0),
-        ("missing_in_ksqldb", F.col("ksqldb_count") == 0),
-        ("duplicate", (F.col("faust_count") > 1) | (F.col("ksqldb_count") > 1)),
+        ("missing_in_faust", F.col("faust_count").isNull()),
+        ("missing_in_ksqldb", F.col("ksqldb_count").isNull()),
+        ("duplicate", (faust_count > 1) | (ksqldb_count > 1)),
         ("partition_mismatch", keyed & (f["partition"] != k["partition"])),
         ("enriched_only_in_faust", _enriched(f) & ~_enriched(k)),
         ("enriched_only_in_ksqldb", ~_enriched(f) & _enriched(k)),
@@ -100,16 +141,15 @@ def classify(outputs: DataFrame, totals: Observation | None = None, matches: boo
     for name, condition in reversed(rules):  # first rule that holds wins
         code = F.when(condition, F.lit(STATUSES.index(name))).otherwise(code)
     status = F.element_at(F.array(*[F.lit(s) for s in STATUSES]), code + 1)
-    if totals is not None:  # on the grouped rows, before any output column is computed
-        grouped = grouped.observe(totals, *[F.count_if(F.col("pair") == pair).alias(pair) for pair in PAIRS])
     if not matches:
-        grouped = grouped.where(code != STATUSES.index("match"))
-    return grouped.select(
-        "pair",
+        joined = joined.where(code != STATUSES.index("match"))
+    pair, *identity = _identity()
+    return joined.select(
+        pair,
         status.alias("status"),
-        *IDENTITY,
-        "faust_count",
-        "ksqldb_count",
+        *identity,
+        faust_count.cast("bigint").alias("faust_count"),
+        ksqldb_count.cast("bigint").alias("ksqldb_count"),
         "faust_partition",
         "ksqldb_partition",
         _enriched(f).alias("faust_enriched"),
@@ -120,9 +160,11 @@ def classify(outputs: DataFrame, totals: Observation | None = None, matches: boo
     )
 
 
-def status_counts(totals: Mapping[str, int], mismatches: Mapping[tuple[str, str], int]) -> dict[str, dict[str, int]]:
-    """{pair: {status: count}}, every status present: non-matches counted, match = total - non-matches."""
+def status_counts(faust_orders: Mapping[str, int], mismatches: Mapping[tuple[str, str], int]) -> dict[str, dict[str, int]]:
+    """{pair: {status: count}}, every status present: non-matches counted, match = orders - non-matches,
+    where a pair's orders are the ones Faust wrote (``classify``'s ``faust_orders``) and the ones it lacks."""
     counts = {pair: {status: int(mismatches.get((pair, status), 0)) for status in STATUSES} for pair in PAIRS}
     for pair in PAIRS:
-        counts[pair]["match"] = int(totals.get(pair, 0)) - sum(n for s, n in counts[pair].items() if s != "match")
+        orders = int(faust_orders.get(pair, 0)) + counts[pair]["missing_in_faust"]
+        counts[pair]["match"] = orders - sum(n for s, n in counts[pair].items() if s != "match")
     return counts

@@ -37,7 +37,7 @@ from spark_batch.files_source import check_exports, read_export
 from spark_batch.kafka_source import RAW_SCHEMA, choose_reader, connector_jars, range_error, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import Options, parse
-from spark_batch.roles import FLAGS, OUTPUT_ROLES
+from spark_batch.roles import FLAGS, OUTPUT_ROLES, SIDES
 from spark_batch.summary import InputRecords, OutputRecords, PairTotals, Sample, Summary, Threshold
 from spark_batch.window import OffsetPlan
 
@@ -82,8 +82,9 @@ def spark_session(options: Options) -> tuple[SparkSession, bool]:
 class Inputs:
     """What one run reads, before anything is computed from it."""
 
-    #: The join outputs' valid records, tagged ``pair`` and ``side``, cut to the window.
-    outputs: DataFrame
+    #: The join outputs' valid records, tagged ``pair`` and ``side``, cut to the window: per side
+    #: (``SIDES``), that engine's outputs of both pairs, each read once.
+    outputs: dict[str, DataFrame]
     #: The orders stream, cut to the window.
     orders: DataFrame
     #: The users topic, whole (a user may predate the day).
@@ -103,14 +104,11 @@ def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> Inputs:
         frames = {role: read_export(spark, options.input_dir, topic, role) for role, topic in options.topics.items()}
         observations = [Observation(role) for role in OUTPUT_ROLES]
         decoded = [
-            decode.valid_outputs(decode.output_columns(decode.in_window(frames[role], options.window).select(
-                F.lit(pair).alias("pair"), F.lit(side).alias("side"), "*")), observation, (pair, side))
+            (side, decode.valid_outputs(decode.output_columns(decode.in_window(frames[role], options.window).select(
+                F.lit(pair).alias("pair"), F.lit(side).alias("side"), "*")), observation, (pair, side)))
             for observation, (role, (pair, side)) in zip(observations, OUTPUT_ROLES.items())
         ]
-        outputs = decoded[0]
-        for more in decoded[1:]:
-            outputs = outputs.unionByName(more)
-        return Inputs(outputs, decode.in_window(frames["orders"], options.window), frames["users"], observations,
+        return Inputs(_by_side(decoded), decode.in_window(frames["orders"], options.window), frames["users"], observations,
                       None, options.partitions)
     counts = partition_counts(options.bootstrap, options.topics, FLAGS)
     previous = out_dir / PLAN_FILE
@@ -126,17 +124,26 @@ def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> Inputs:
         console.print(f"Reusing offsets from {previous}: a rerun reads exactly the same records")
     reader = choose_reader(spark, options.kafka_reader)
     console.print(f"Reading the planned offsets with {READER_NAMES[reader]}")
-    raw = read_ranges(spark, options.bootstrap, [plan.topics[role] for role in OUTPUT_ROLES], reader)
-    tags = {options.topics[role]: pair_side for role, pair_side in OUTPUT_ROLES.items()}
-    pair = F.create_map(*[F.lit(x) for topic, (p, _) in tags.items() for x in (topic, p)])[F.col("topic")]
-    side = F.create_map(*[F.lit(x) for topic, (_, sd) in tags.items() for x in (topic, sd)])[F.col("topic")]
-    observation = Observation("outputs")
-    outputs = decode.valid_outputs(decode.output_columns(decode.in_window(raw, options.window).select(
-        pair.alias("pair"), side.alias("side"), *raw.columns)), observation)
+    observations, outputs = [], {}
+    for side in SIDES:  # one read per side, so that each engine's records are read once (compare.classify)
+        roles = [role for role, (_, s) in OUTPUT_ROLES.items() if s == side]
+        raw = read_ranges(spark, options.bootstrap, [plan.topics[role] for role in roles], reader)
+        pair = F.create_map(*[F.lit(x) for role in roles for x in (options.topics[role], OUTPUT_ROLES[role][0])])[F.col("topic")]
+        observations.append(Observation(f"outputs:{side}"))
+        outputs[side] = decode.valid_outputs(decode.output_columns(decode.in_window(raw, options.window).select(
+            pair.alias("pair"), F.lit(side).alias("side"), *raw.columns)), observations[-1])
     orders = read_ranges(spark, options.bootstrap, [plan.topics["orders"]], reader)
     users = read_ranges(spark, options.bootstrap, [plan.topics["users"]], reader)
-    return Inputs(outputs, decode.in_window(orders, options.window), users, [observation], plan,
+    return Inputs(outputs, decode.in_window(orders, options.window), users, observations, plan,
                   counts[options.topics["orders"]])
+
+
+def _by_side(decoded: list[tuple[str, DataFrame]]) -> dict[str, DataFrame]:
+    """{side: the union of its outputs' frames}."""
+    by_side: dict[str, DataFrame] = {}
+    for side, frame in decoded:
+        by_side[side] = by_side[side].unionByName(frame) if side in by_side else frame
+    return by_side
 
 
 def observed(observation: Observation) -> dict[str, Any]:
@@ -194,14 +201,14 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
     staging = options.output / f".dt={label}.staging-{uuid.uuid4().hex[:8]}"
     options.output.mkdir(parents=True, exist_ok=True)
     inputs = _inputs(spark, options, out_dir)
-    totals = Observation("totals")
-    classified = compare.classify(inputs.outputs, totals, matches=options.detail == "all")
+    faust_orders = Observation("faust_orders")
+    classified = compare.classify(*[inputs.outputs[side] for side in SIDES], faust_orders, matches=options.detail == "all")
     try:
         with _step("Read and classified the join outputs"):
             classified.write.parquet(str(staging / "_classified"))
         stage = spark.read.schema(classified.schema).parquet(str(staging / "_classified"))  # schema: may be empty
         counted = stage.where(F.col("status") != "match").groupBy("pair", "status").count().collect()
-        counts = compare.status_counts(observed(totals), {(r["pair"], r["status"]): int(r["count"]) for r in counted})
+        counts = compare.status_counts(observed(faust_orders), {(r["pair"], r["status"]): int(r["count"]) for r in counted})
         mismatching = {pair: sum(n for status, n in by.items() if status != "match") for pair, by in counts.items()}
         explained = causes.explain(stage.where(F.col("status") != "match"), decode.orders(inputs.orders),
                                    decode.users(inputs.users), inputs.orders_partitions, options.partitioner,
@@ -242,6 +249,16 @@ def _input_records(inputs: Inputs) -> dict[str, InputRecords]:
         ("non_utf8_key", decode.NON_UTF8_KEY), ("tombstones", decode.TOMBSTONE))}) for role in ("users", "orders")}
 
 
+def _output_records(inputs: Inputs) -> dict[str, OutputRecords]:
+    """Each output's records and undecodable ones, observed while classifying."""
+    metrics: dict[str, int] = {}  # summed: from Kafka, each side's observation also counts the other side's roles (as 0)
+    for observation in inputs.observations:
+        for name, value in observed(observation).items():
+            metrics[name] = metrics.get(name, 0) + int(value)
+    return {role: OutputRecords(int(metrics.get(f"rows:{pair}:{side}", 0)), int(metrics.get(f"undecodable:{pair}:{side}", 0)))
+            for role, (pair, side) in OUTPUT_ROLES.items()}
+
+
 def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[str, dict[str, int]],
              input_records: dict[str, InputRecords], versions: dict[str, str]) -> Summary:
     """Counts by status (observed while classifying) and by cause and partition pair (from the detail rows).
@@ -251,11 +268,7 @@ def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[s
     by_cause, cells = causes.tally(detail.groupBy("pair", "cause", "order_partition", "user_partition").count().collect())
     totals = {pair: PairTotals.of(statuses) for pair, statuses in counts.items()}
     breached = tuple(sorted(p for p, t in totals.items() if t.mismatch_rate > options.max_mismatch_rate))
-    metrics = {name: value for observation in inputs.observations for name, value in observed(observation).items()}
-    records = {
-        role: OutputRecords(int(metrics.get(f"rows:{pair}:{side}", 0)), int(metrics.get(f"undecodable:{pair}:{side}", 0)))
-        for role, (pair, side) in OUTPUT_ROLES.items()
-    }
+    records = _output_records(inputs)
     return Summary(
         window=options.window, source=options.source, topics=dict(options.topics),
         orders_partitions=inputs.orders_partitions, offsets=inputs.plan, output_records=records, input_records=input_records, statuses=counts, totals=totals, causes=by_cause, by_partition_pair=cells,

@@ -6,9 +6,10 @@ import math
 from datetime import datetime, timezone
 
 import pytest
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
-from spark_batch.compare import classify
+from spark_batch.compare import STATUSES, by_side, classify, status_counts
 from spark_batch.errors import ReconcileError
 from spark_batch.options import parse
 from spark_batch.report import cause_chart, partition_chart, render_html
@@ -128,14 +129,66 @@ def test_status_rules_one_order_each(spark):
         _order("faust", "u", 8, None, None), _order("ksqldb", "u", 8, None, None),               # both_unenriched
         _order("faust", "u", 9, "B", 30), _order("ksqldb", "u", 9, "A", 31),                     # value_mismatch
     ]
-    got = {r["product_id"]: r for r in classify(spark.createDataFrame(rows, OUT)).collect()}
+    faust_orders = Observation("faust_orders")
+    got = {r["product_id"]: r for r in classify(*by_side(spark.createDataFrame(rows, OUT)), faust_orders).collect()}
     statuses = {p: got[p]["status"] for p in got}
+    # the match count comes from the orders Faust wrote (8) and the non-matches, without a counter per order
+    mismatches = {("direct", r["status"]): 1 for r in got.values() if r["status"] != "match"}
+    assert status_counts(faust_orders.get, mismatches) == {"direct": dict.fromkeys(STATUSES, 1),
+                                                           "repartition": dict.fromkeys(STATUSES, 0)}
     assert statuses == {1: "match", 2: "missing_in_faust", 3: "missing_in_ksqldb", 4: "duplicate",
                         5: "partition_mismatch", 6: "enriched_only_in_faust", 7: "enriched_only_in_ksqldb",
                         8: "both_unenriched", 9: "value_mismatch"}
     assert (got[4]["faust_count"], got[4]["ksqldb_count"]) == (2, 1)
     assert got[9]["mismatched_columns"] == ["NAME", "AGE"]
     assert got[5]["mismatched_columns"] == ["partition"] and got[1]["mismatched_columns"] == []
+
+
+def test_a_duplicates_values_are_its_largest_copys_whatever_the_reading_order(spark):
+    """The copies of a duplicated order differ (partition, NAME, AGE): the row shows the copy that sorts last by
+    (partition, NAME's hash, AGE), so every order of reading (here: reversed, and spread over partitions) gives it."""
+    copies = [_order("faust", "u", 4, "A", 30, partition=2), _order("faust", "u", 4, None, None, partition=3),
+              _order("faust", "u", 4, "B", 31, partition=3), _order("faust", "u", 4, "A", 32, partition=1)]
+    rows = [*copies, _order("ksqldb", "u", 4, "A", 30, partition=2)]
+    runs = [classify(*by_side(frame)).collect() for frame in (
+        spark.createDataFrame(rows, OUT), spark.createDataFrame(rows[::-1], OUT).repartition(3))]
+    assert runs[0] == runs[1] and len(runs[0]) == 1
+    row = runs[0][0]
+    assert (row["status"], row["faust_count"], row["ksqldb_count"], row["faust_partition"]) == ("duplicate", 4, 1, 3)
+    assert (row["faust_enriched"], row["faust_age"]) == (True, 31)  # partition 3, and a NAME beats none
+
+
+def test_the_order_identity_matches_nulls_with_nulls_only_and_minus_zero_with_zero(spark):
+    """A null identity column meets a null, never the empty string or 0 that stands for it in the join key;
+    a unit price of -0.0 meets 0.0 (and comes out as 0.0)."""
+    def order(side, product, qty, price, channel, user="u"):
+        return ("direct", side, user, 1000, product, qty, price, channel, "A", 30, 1, 0)
+
+    rows = [order("faust", None, None, None, None), order("ksqldb", None, None, None, None),   # all null: match
+            order("faust", 1, 1, 2.5, None), order("ksqldb", 1, 1, 2.5, ""),                  # null vs "": two orders
+            order("faust", None, 1, 2.5, "web"), order("ksqldb", 0, 1, 2.5, "web"),            # null vs 0: two orders
+            order("faust", 2, 1, -0.0, "web"), order("ksqldb", 2, 1, 0.0, "web"),              # -0.0 = 0.0: match
+            order("faust", 3, 1, 1.0, "web", None), order("ksqldb", 3, 1, 1.0, "web", "")]     # null key vs "": two
+    found = classify(*by_side(spark.createDataFrame(rows, OUT))).collect()
+    got = sorted(((r["user_id"], r["product_id"], r["unit_price"], r["channel"], r["status"]) for r in found), key=repr)
+    assert got == sorted([
+        ("u", None, None, None, "match"),
+        ("u", 1, 2.5, None, "missing_in_ksqldb"), ("u", 1, 2.5, "", "missing_in_faust"),
+        ("u", None, 2.5, "web", "missing_in_ksqldb"), ("u", 0, 2.5, "web", "missing_in_faust"),
+        ("u", 2, 0.0, "web", "match"),
+        (None, 3, 1.0, "web", "missing_in_ksqldb"), ("", 3, 1.0, "web", "missing_in_faust"),
+    ], key=repr)
+    price = next(r["unit_price"] for r in found if r["product_id"] == 2)
+    assert math.copysign(1, price) == 1
+
+
+def test_the_classification_shuffles_and_sorts_each_side_once(spark):
+    """Each side is shuffled and sorted by the order identity before its window; the full outer join reuses
+    both (no third exchange or sort), as the bare join of the two outputs would."""
+    plan = classify(*by_side(spark.createDataFrame([_order("faust", "u", 1, "A", 30)], OUT)))._jdf.queryExecution()
+    lines = plan.executedPlan().toString().splitlines()
+    assert [op for op in ("Exchange", "Sort ", "Window", "SortMergeJoin") for line in lines if line.lstrip(" :+-").startswith(op)] == [
+        "Exchange", "Exchange", "Sort ", "Sort ", "Window", "Window", "SortMergeJoin"], lines
 
 
 def test_raw_json_schema_matches_what_inference_finds_and_leaves_other_shapes_to_it(spark, tmp_path):
@@ -195,7 +248,7 @@ def test_explain_finds_causes_from_the_mismatches_users_only(spark):
         order("faust", "u1", 5, None, 0.0, 0), order("ksqldb", "u1", 5, None, 0.0, 0),  # co-located, on time: other
         order("faust", "u2", 6, "B"), order("ksqldb", "u2", 6, "B"),          # match: not explained
     ]
-    mismatches = classify(spark.createDataFrame(outputs, OUT)).where("status != 'match'")
+    mismatches = classify(*by_side(spark.createDataFrame(outputs, OUT))).where("status != 'match'")
     orders = spark.createDataFrame(
         [("u1", 1001, 1, 1, 2.5, "web", 1, 0), ("q", 1002, 2, 1, 2.5, "web", 3, 1), ("nobody", 1003, 3, 1, 2.5, "web", 2, 2),
          ("late", 1004, 4, 1, 2.5, "web", 1, 3), ("u1", 1005, 5, 1, -0.0, "web", 0, 4), ("u2", 1006, 6, 1, 2.5, "web", 5, 5)],
@@ -233,7 +286,7 @@ def test_the_repartitioned_users_partition_is_the_partitioner_setting(spark, mon
                if partition("fnv1a_random", k.encode(), 6) != partition("murmur2", k.encode(), 6))
     placed = partition("fnv1a_random", key.encode(), 6)
     outputs = [("repartition", side, key, 1001, 1, 1, 2.5, "web", None, None, placed, 0) for side in ("faust", "ksqldb")]
-    mismatches = classify(spark.createDataFrame(outputs, OUT)).where("status != 'match'")
+    mismatches = classify(*by_side(spark.createDataFrame(outputs, OUT))).where("status != 'match'")
     orders = spark.createDataFrame([(key, 1001, 1, 1, 2.5, "web", placed, 0, None)], ", ".join(
         f"{c} {t}" for c, t in zip(ORDER_COLUMNS, ("string", "bigint", "bigint", "bigint", "double", "string", "int", "bigint",
                                                     "string"), strict=True)))
@@ -253,7 +306,6 @@ def test_an_output_record_is_undecodable_only_when_no_engine_could_have_written_
     """Null columns (a null PRODUCT_ID, NaN written as a string) and a null key are what the engines write;
     a value that is not an object, a column of another type or no TS is not."""
     from spark_batch.decode import output_columns, valid_outputs
-    from pyspark.sql import Observation
 
     written = {
         "nulls": (b"u", b'{"NAME":null,"AGE":null,"PRODUCT_ID":null,"QTY":null,"UNIT_PRICE":null,"CHANNEL":null,"TS":5}'),
@@ -306,7 +358,7 @@ def test_a_null_key_order_both_engines_joined_matches_whatever_its_partitions(sp
     random: that is agreement, not ``partition_mismatch`` or ``both_unenriched``; a keyed order is still judged."""
     outputs = [("direct", side, user, 1001, 1, 1, 2.5, "web", None, None, partition, 0)
                for side, partition in (("faust", 4), ("ksqldb", 0)) for user in (None, "u1")]
-    got = {r["user_id"]: (r["status"], r["mismatched_columns"]) for r in classify(spark.createDataFrame(outputs, OUT)).collect()}
+    got = {r["user_id"]: (r["status"], r["mismatched_columns"]) for r in classify(*by_side(spark.createDataFrame(outputs, OUT))).collect()}
     assert got == {None: ("match", []), "u1": ("partition_mismatch", ["partition"])}
 
 
@@ -325,7 +377,7 @@ def test_null_and_non_utf8_keys_are_named_as_the_engines_legitimate_differences(
     outputs = [("direct", "ksqldb", None, 1001, 1, 1, 2.5, "web", None, None, 2, 0),
                ("direct", "ksqldb", bad, 1001, 1, 1, 2.5, "web", "Bad", 1, 3, 1),
                ("direct", "ksqldb", "u1", 1002, 1, 1, 2.5, "web", None, None, 1, 2)]
-    mismatches = classify(spark.createDataFrame(outputs, OUT)).where("status != 'match'")
+    mismatches = classify(*by_side(spark.createDataFrame(outputs, OUT))).where("status != 'match'")
     got = {r["user_id"]: r for r in causes.explain(mismatches, orders(raw_orders), users(raw_users), 6, "murmur2").collect()}
     assert {u: (r["status"], r["cause"]) for u, r in got.items()} == {
         None: ("missing_in_faust", "null_key"), bad: ("missing_in_faust", "non_utf8_key"), "u1": ("missing_in_faust", "other")}
@@ -339,9 +391,7 @@ def test_a_decoded_export_is_checked_only_where_a_column_is_not_of_its_type(spar
     """An export column of another type (text for a BIGINT) is cast, and a value that does not fit is undecodable;
     a column already of its type is taken as is: its nulls are what the engines write, and the classification
     of a typed (Parquet) export reads none of the columns it does not use (``offset``)."""
-    from pyspark.sql import Observation
 
-    from spark_batch.compare import classify
     from spark_batch.decode import output_columns, valid_outputs
 
     columns = "user_id string, ts bigint, product_id string, qty bigint, unit_price double, channel string, name string, age bigint, partition int, offset bigint"
@@ -361,5 +411,5 @@ def test_a_decoded_export_is_checked_only_where_a_column_is_not_of_its_type(spar
     decoded = valid_outputs(output_columns(export), observation, ("direct", "ksqldb"))
     assert sorted(r["offset"] for r in decoded.collect()) == [0, 1, 2]
     assert observation.get == {"rows:direct:ksqldb": 4, "undecodable:direct:ksqldb": 1}
-    scans = [line for line in classify(decoded)._jdf.queryExecution().executedPlan().toString().splitlines() if "FileScan" in line]
+    scans = [line for line in classify(*by_side(decoded))._jdf.queryExecution().executedPlan().toString().splitlines() if "FileScan" in line]
     assert scans and all("offset" not in line for line in scans), scans
