@@ -66,6 +66,20 @@ def test_a_fetch_becomes_rounds_of_handler_calls_tables_first() -> None:
     ]
 
 
+def test_a_fetch_of_tables_only_is_one_round_without_event_time() -> None:
+    """The users and the repartition topic while the tables load: no order to put them before, so no merge."""
+    def no_time(_record: object) -> int:
+        raise AssertionError("asked for an event time")
+
+    handlers = {"u": Handler(nothing, table=True, event_time=no_time), "r": Handler(nothing, table=True,
+                                                                                      event_time=no_time)}
+    u0, u1, r0 = [Msg(t) for t in (30, 40, 10)]
+    fetched = {TP("r", 0): [r0], TP("u", 0): [u0, u1], TP("u", 1): [u1]}
+    assert rounds(fetched, handlers) == [  # type: ignore[arg-type]
+        [("r", {TP("r", 0): [r0]}), ("u", {TP("u", 0): [u0, u1], TP("u", 1): [u1]})],
+    ]
+
+
 def order_value(ts: int, sequence: int) -> bytes:
     return json.dumps({"ts": ts, "product_id": sequence, "qty": 1, "unit_price": 2.5, "channel": "web"}).encode()
 

@@ -138,7 +138,10 @@ def rounds(fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchH
 
     Round i holds the i-th run (:func:`event_time_runs`) of every partition number;
     within a round the table sources' calls come first.  Partitions whose records
-    are all of one topic (the usual case) take one round and cost no event time.
+    are all of one topic (the usual case) take one round and cost no event time;
+    so do those holding table sources' records only (the users and the repartition
+    topic while the tables load): each table's updates are its own, and no stream
+    record is among them to be ordered against.
     """
     by_partition: dict[int, list[tuple[TP, Sequence[Record]]]] = {}
     for tp, messages in fetched.items():
@@ -153,10 +156,15 @@ def rounds(fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchH
     result: list[dict[str, dict[TP, Sequence[Record]]]] = []
     for queues in by_partition.values():
         queues.sort(key=lambda q: not is_table(q[0]))
-        for i, (tp, run) in enumerate(event_time_runs(queues, time_of, is_table)):
+        if is_table(queues[-1][0]):  # tables only: one round, no event time
+            ordered = [list(queues)]
+        else:
+            ordered = [[run] for run in event_time_runs(queues, time_of, is_table)]
+        for i, runs in enumerate(ordered):
             if i == len(result):
                 result.append({})
-            result[i].setdefault(tp.topic, {})[tp] = run
+            for tp, run in runs:
+                result[i].setdefault(tp.topic, {})[tp] = run
     return [sorted(calls.items(), key=lambda call: not is_table(TP(call[0], 0))) for calls in result]
 
 
