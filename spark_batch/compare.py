@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
 from .decode import IDENTITY
-from .roles import PAIRS, SIDES
+from .roles import PAIRS
 
 STATUSES = (
     "match",
@@ -42,7 +42,7 @@ def _differs(a: Column, b: Column) -> Column:
 #: provide), then ``_k_tag``: a bit per identity column that was null, and above them the pair's number
 #: (1 + its index in PAIRS; an int shuffles and compares cheaper than the pair's name). ``ts`` first:
 #: a unique long as the sort's first key lets its 8-byte prefix decide almost every comparison.
-_KEY_ORDER = ("ts", "user_id", "product_id", "qty", "unit_price", "channel")
+_KEY_ORDER = ("ts", *(c for c in IDENTITY if c != "ts"))
 _KEYS = (*(f"_k_{c}" for c in _KEY_ORDER), "_k_tag")
 _NULL_AS = {"user_id": "", "channel": "", "unit_price": 0.0}
 _PAIR_SHIFT = len(IDENTITY)
@@ -85,13 +85,6 @@ def _one_side(outputs: DataFrame, side: str) -> DataFrame:
     whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     counted = rows.select("*", F.count(F.lit(1)).over(whole).alias("count"), F.row_number().over(ordered).alias("_copy"))
     return counted.where(F.col("_copy") == 1).select(*_KEYS, *[F.col(c).alias(f"{side}_{c}") for c in ("count", *_FIELDS)])
-
-
-def by_side(outputs: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(Faust's, ksqlDB's) records of a frame of both, tagged ``side``, as ``classify`` takes them: for small
-    frames (tests), since each side filters the whole frame (``reconcile`` reads each side's own topics)."""
-    faust, ksqldb = (outputs.where(F.col("side") == side) for side in SIDES)
-    return faust, ksqldb
 
 
 def classify(faust: DataFrame, ksqldb: DataFrame, faust_orders: Observation | None = None, matches: bool = True) -> DataFrame:

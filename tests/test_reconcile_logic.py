@@ -6,15 +6,23 @@ import math
 from datetime import datetime, timezone
 
 import pytest
-from pyspark.sql import Observation
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from spark_batch.compare import STATUSES, by_side, classify, status_counts
+from spark_batch.compare import STATUSES, classify, status_counts
 from spark_batch.errors import ReconcileError
 from spark_batch.options import parse
 from spark_batch.report import cause_chart, partition_chart, render_html
+from spark_batch.roles import SIDES
 from spark_batch.summary import PairTotals, PartitionCell, Sample, Summary, Threshold, mismatch_rate
 from spark_batch.window import OffsetPlan, TimeWindow, TopicRange, window_for
+
+
+def by_side(outputs: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(Faust's, ksqlDB's) records of a small frame of both, tagged ``side``, as ``classify`` takes them
+    (the job reads each side's own topics instead)."""
+    faust, ksqldb = (outputs.where(F.col("side") == side) for side in SIDES)
+    return faust, ksqldb
 
 
 def _ms(*parts: int) -> int:
