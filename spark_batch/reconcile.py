@@ -46,6 +46,8 @@ READER_NAMES = {"spark": "Spark's kafka source", "python": "the Python DataSourc
 SAMPLES = 20
 #: Up to this many mismatching orders are broadcast when explained (about 100 bytes each).
 BROADCAST_MISMATCHES = 1_000_000
+#: The inputs counted by kind in summary.json (`input_records`), in its order.
+INPUT_ROLES = ("users", "orders")
 #: The explain step scans the orders alone: splits of 32 MiB (not 128) keep every core busy to the end
 #: (a 300 MB export made 3 tasks for 2 cores: 2 waves, the second one half idle).
 EXPLAIN_SETTINGS = {"spark.sql.files.maxPartitionBytes": str(32 << 20)}
@@ -210,8 +212,9 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
         counted = stage.where(F.col("status") != "match").groupBy("pair", "status").count().collect()
         counts = compare.status_counts(observed(faust_orders), {(r["pair"], r["status"]): int(r["count"]) for r in counted})
         mismatching = {pair: sum(n for status, n in by.items() if status != "match") for pair, by in counts.items()}
-        explained = causes.explain(stage.where(F.col("status") != "match"), decode.orders(inputs.orders),
-                                   decode.users(inputs.users), inputs.orders_partitions, options.partitioner,
+        kinds = {role: Observation(f"kinds:{role}") for role in INPUT_ROLES}  # counted by the explain step's scans
+        explained = causes.explain(stage.where(F.col("status") != "match"), decode.orders(inputs.orders, kinds["orders"]),
+                                   decode.users(inputs.users, kinds["users"]), inputs.orders_partitions, options.partitioner,
                                    few=sum(mismatching.values()) <= BROADCAST_MISMATCHES,
                                    repartitioned=mismatching["repartition"] > 0)
         if options.detail == "all":
@@ -219,8 +222,7 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
         with _step("Explained the mismatches from the input topics"), _settings(spark, EXPLAIN_SETTINGS):
             explained.write.partitionBy("status").parquet(str(staging / "detail"))
         shutil.rmtree(staging / "_classified")
-        with _step("Counted the input records by kind"):
-            input_records = _input_records(inputs)
+        input_records = _input_records(inputs, {role: observed(kinds[role]) for role in INPUT_ROLES})
         with _step("Summarised"):
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
             detail = detail.select("pair", "status", "cause", "cause_detail", "order_partition", "user_partition",
@@ -238,15 +240,22 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
     return summary
 
 
-def _input_records(inputs: Inputs) -> dict[str, InputRecords]:
-    """Every users and orders record (orders: of the window) counted by kind, in one Spark job, so that
-    none is left out without a word: the undecodable ones, the ones only Kafka Streams reads, tombstones."""
-    kinds = decode.all_orders(inputs.orders).select(F.lit("orders").alias("role"), "kind").unionByName(
-        decode.all_users(inputs.users).select(F.lit("users").alias("role"), "kind"))
-    found = {row["role"]: row for row in kinds.groupBy("role").agg(*decode.kind_counts()).collect()}
+def _input_records(inputs: Inputs, counted: dict[str, dict[str, Any]]) -> dict[str, InputRecords]:
+    """Every users and orders record (orders: of the window) counted by kind, so that none is left out
+    without a word: the undecodable ones, the ones only Kafka Streams reads, tombstones.
+
+    ``counted``: what the explain step's scans observed.  Spark skips those scans when nothing
+    mismatches (a join with an empty side), and only then are the inputs read again to count them.
+    """
+    found = counted
+    if not all(counted.values()):
+        with _step("Counted the input records by kind (nothing to explain)"):
+            kinds = decode.all_orders(inputs.orders).select(F.lit("orders").alias("role"), "kind").unionByName(
+                decode.all_users(inputs.users).select(F.lit("users").alias("role"), "kind"))
+            found = {row["role"]: row.asDict() for row in kinds.groupBy("role").agg(*decode.kind_counts()).collect()}
     return {role: InputRecords(**{field: int(found[role][kind]) if role in found else 0 for field, kind in (
         ("rows", "rows"), ("undecodable", decode.UNDECODABLE), ("null_key", decode.NULL_KEY),
-        ("non_utf8_key", decode.NON_UTF8_KEY), ("tombstones", decode.TOMBSTONE))}) for role in ("users", "orders")}
+        ("non_utf8_key", decode.NON_UTF8_KEY), ("tombstones", decode.TOMBSTONE))}) for role in INPUT_ROLES}
 
 
 def _output_records(inputs: Inputs) -> dict[str, OutputRecords]:

@@ -6,6 +6,7 @@ are predicted from the hashes (crc32 for the users, murmur2 for the rest).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -49,6 +50,31 @@ def test_reconcile_files_detail_all_keeps_matches(spark, tmp_path):
     detail = spark.read.parquet(str(tmp_path / "out" / f"dt={sc.DAY}" / "detail"))
     assert detail.count() == len(scenario.expected)
     assert detail.where("status = 'match'").count() == sum(1 for s, _ in scenario.expected.values() if s == "match")
+
+
+def test_the_inputs_are_counted_the_same_whether_or_not_anything_mismatches(spark, tmp_path, capsys):
+    """The explain step's scans count the input records by kind; with nothing to explain Spark skips
+    those scans, and the job counts the inputs in a query of its own: both give the same counts."""
+    scenario = sc.build(regular_users=4, seed=5)
+    # both engines write the same records, every order enriched: nothing mismatches
+    enriched = {role: [dataclasses.replace(r, value={**r.value, "NAME": "someone", "AGE": 30})
+                       for r in scenario.records[f"ksqldb_{pair}"]]
+                for pair in ("direct", "repartition") for role in (f"faust_{pair}", f"ksqldb_{pair}")}
+    agreeing = dataclasses.replace(scenario, records={**scenario.records, **enriched})
+    summaries = {}
+    for name, exported in (("mismatching", scenario), ("agreeing", agreeing)):
+        sc.export(tmp_path / name, TOPICS, exported)
+        capsys.readouterr()
+        assert main(_args(tmp_path / name, tmp_path / f"out-{name}", "--max-mismatch-rate", "1")) == 0
+        recounted = "Counted the input records by kind (nothing to explain)" in capsys.readouterr().out
+        summaries[name] = json.loads((tmp_path / f"out-{name}" / f"dt={sc.DAY}" / "summary.json").read_text())
+        mismatches = sum(n for by in summaries[name]["statuses"].values() for status, n in by.items() if status != "match")
+        assert (mismatches > 0, recounted) == ((True, False) if name == "mismatching" else (False, True))
+    counted = summaries["mismatching"]["input_records"]
+    assert counted == summaries["agreeing"]["input_records"]
+    in_window = [r for r in scenario.records["orders"] if sc.DAY_START_MS <= r.timestamp < sc.DAY_START_MS + 86_400_000]
+    assert counted["orders"]["rows"] == len(in_window) > 0
+    assert counted["users"]["rows"] == len(scenario.records["users"]) > 0
 
 
 def test_reconcile_missing_export_is_a_one_line_error(tmp_path, capsys):
