@@ -18,13 +18,13 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from streamapp.partitioners import partition_batch
 
 from .compare import ENRICHMENT_STATUSES
-from .decode import IDENTITY
+from .decode import IDENTITY, decodable, kind_counts
 from .ksql_json import NON_UTF8_KEY, NULL_KEY
 from .roles import PAIRS
 from .summary import PartitionCell
@@ -89,29 +89,48 @@ def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, par
     )
 
 
-def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_partitions: int, partitioner: str,
-            few: bool = True, repartitioned: bool = True) -> DataFrame:
-    """``mismatches`` (classified rows that are not ``match``) with ``cause`` and ``cause_detail``.
+def order_info(orders: DataFrame, mismatches: DataFrame, few: bool, kinds: Observation | None = None) -> DataFrame:
+    """Per mismatching order identity (as ``_o_<column>``): its lowest partition in the orders topic and its
+    key's kind (``order_key``).
 
-    ``few`` (the caller knows the count) broadcasts the mismatches' identities and users, so
-    neither the orders nor the mismatches are shuffled; ``repartitioned``: see ``user_index``.
+    ``orders``: every record (``decode.all_orders``). ``kinds`` counts them all by kind on the way, over
+    the probe's own partial aggregation, where every record that is not a mismatch's falls in one group per
+    kind: at 10 M orders an Observation on every scanned row cost about as much again as the scan, and a
+    query of its own a second scan.
     """
     # the orders are probed by a 64-bit hash of the identity (one long key: Spark's fast hash relation
-    # instead of a six-column one); an order whose hash merely collides is dropped by the exact join below
-    wanted = mismatches.select(identity_hash().alias("identity_hash")).distinct()
-    index = user_index(users, mismatches, num_partitions, partitioner, repartitioned)
-    order_info = (
-        orders.join(F.broadcast(wanted) if few else wanted, identity_hash() == F.col("identity_hash"), "left_semi")
-        .groupBy(*IDENTITY)
-        .agg(F.min("partition").alias("order_partition"), F.max("kind").alias("order_key"))
+    # instead of a six-column one); an order whose hash merely collides is dropped by the exact join in explain
+    wanted = mismatches.select(identity_hash().alias("_wanted")).distinct()
+    probed = orders.join(F.broadcast(wanted) if few else wanted, identity_hash() == F.col("_wanted"), "left")
+    hit = F.col("_wanted").isNotNull() & decodable()
+    grouped = probed.groupBy(hit.alias("_hit"), *[F.when(hit, F.col(c)).alias(c) for c in IDENTITY], "kind").agg(
+        F.count(F.lit(1)).alias("_records"), F.min("partition").alias("_partition"))
+    if kinds is not None:
+        grouped = grouped.observe(kinds, *kind_counts("_records"))
+    return (
+        grouped.where("_hit").groupBy(*IDENTITY)
+        .agg(F.min("_partition").alias("order_partition"), F.max("kind").alias("order_key"))
         .select(*[F.col(c).alias(f"_o_{c}") for c in IDENTITY], "order_partition", "order_key")
     )
+
+
+def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_partitions: int, partitioner: str,
+            few: bool = True, repartitioned: bool = True, order_kinds: Observation | None = None) -> DataFrame:
+    """``mismatches`` (classified rows that are not ``match``) with ``cause`` and ``cause_detail``.
+
+    ``orders``: every record of the orders stream (``decode.all_orders``), counted by kind into
+    ``order_kinds`` (see ``order_info``). ``few`` (the caller knows the count) broadcasts the
+    mismatches' identities and users, so neither the orders nor the mismatches are shuffled;
+    ``repartitioned``: see ``user_index``.
+    """
+    index = user_index(users, mismatches, num_partitions, partitioner, repartitioned)
+    info = order_info(orders, mismatches, few, order_kinds)
     if few:
-        order_info, index = F.broadcast(order_info), F.broadcast(index)
+        info, index = F.broadcast(info), F.broadcast(index)
     # null-safe: a null-key order (user_id NULL) is an order too
     same_order = [F.col(c).eqNullSafe(F.col(f"_o_{c}")) for c in IDENTITY]
     index = index.withColumnRenamed("user_id", "_u_user_id")
-    rows = (mismatches.join(order_info, same_order, "left").drop(*[f"_o_{c}" for c in IDENTITY])
+    rows = (mismatches.join(info, same_order, "left").drop(*[f"_o_{c}" for c in IDENTITY])
             .join(index, F.col("user_id").eqNullSafe(F.col("_u_user_id")), "left").drop("_u_user_id"))
     user_partitions = F.when(F.col("pair") == "repartition", F.array("repartitioned_to")).otherwise(
         F.col("user_partitions")

@@ -98,12 +98,14 @@ def all_orders(frame: DataFrame) -> DataFrame:
     return frame.select(*ORDER_COLUMNS[:-1], kind.alias("kind"))
 
 
-def orders(frame: DataFrame, kinds: Observation | None = None) -> DataFrame:
-    """The orders one engine or both join (``all_orders`` without the undecodable ones), as ``ORDER_COLUMNS``.
+def orders(frame: DataFrame) -> DataFrame:
+    """The orders one engine or both join (``all_orders`` without the undecodable ones), as ``ORDER_COLUMNS``."""
+    return all_orders(frame).where(decodable())
 
-    ``kinds`` gets every record counted by kind (``kind_counts``) by the scan that reads them anyway.
-    """
-    return _counted(all_orders(frame), kinds).where(F.col("kind").isNull() | (F.col("kind") != UNDECODABLE))
+
+def decodable() -> Column:
+    """Over an ``all_orders``/``all_users`` frame: the record is not ``undecodable``."""
+    return F.col("kind").isNull() | (F.col("kind") != UNDECODABLE)
 
 
 def all_users(frame: DataFrame) -> DataFrame:
@@ -119,18 +121,22 @@ def all_users(frame: DataFrame) -> DataFrame:
 
 def users(frame: DataFrame, kinds: Observation | None = None) -> DataFrame:
     """The users a table of either engine holds (Kafka Streams' under the key read with U+FFFD), as ``USER_COLUMNS``;
-    a tombstone keeps its key and time.  ``kinds``: as for ``orders``."""
-    return _counted(all_users(frame), kinds).where(F.col("user_key").isNotNull() & (F.col("kind").isNull() | (F.col("kind") != UNDECODABLE))
-                                  ).select(*USER_COLUMNS)
+    a tombstone keeps its key and time.  ``kinds`` gets every record counted by kind (``kind_counts``)
+    by the scan that reads them anyway."""
+    every = all_users(frame)
+    if kinds is not None:
+        every = every.observe(kinds, *kind_counts())
+    return every.where(F.col("user_key").isNotNull() & decodable()).select(*USER_COLUMNS)
 
 
-def kind_counts() -> list[Column]:
-    """Aggregates over an ``all_orders``/``all_users`` frame: ``rows`` and one count per kind (``COUNTED_KINDS``)."""
-    return [F.count(F.lit(1)).alias("rows"), *[F.count_if(F.col("kind") == k).alias(k) for k in COUNTED_KINDS]]
-
-
-def _counted(frame: DataFrame, kinds: Observation | None) -> DataFrame:
-    return frame if kinds is None else frame.observe(kinds, *kind_counts())
+def kind_counts(weight: str | None = None) -> list[Column]:
+    """Aggregates over an ``all_orders``/``all_users`` frame: ``rows`` and one count per kind (``COUNTED_KINDS``);
+    over rows already counted, each row stands for its ``weight`` column's number of records."""
+    if weight is None:
+        return [F.count(F.lit(1)).alias("rows"), *[F.count_if(F.col("kind") == k).alias(k) for k in COUNTED_KINDS]]
+    total = lambda of: F.coalesce(F.sum(of), F.lit(0))  # noqa: E731 (no rows: 0, not null)
+    return [total(F.col(weight)).alias("rows"),
+            *[total(F.when(F.col("kind") == k, F.col(weight))).alias(k) for k in COUNTED_KINDS]]
 
 
 def _decoded(frame: DataFrame, wanted: tuple[str, ...], what: str) -> DataFrame:

@@ -213,10 +213,10 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
         counts = compare.status_counts(observed(faust_orders), {(r["pair"], r["status"]): int(r["count"]) for r in counted})
         mismatching = {pair: sum(n for status, n in by.items() if status != "match") for pair, by in counts.items()}
         kinds = {role: Observation(f"kinds:{role}") for role in INPUT_ROLES}  # counted by the explain step's scans
-        explained = causes.explain(stage.where(F.col("status") != "match"), decode.orders(inputs.orders, kinds["orders"]),
+        explained = causes.explain(stage.where(F.col("status") != "match"), decode.all_orders(inputs.orders),
                                    decode.users(inputs.users, kinds["users"]), inputs.orders_partitions, options.partitioner,
                                    few=sum(mismatching.values()) <= BROADCAST_MISMATCHES,
-                                   repartitioned=mismatching["repartition"] > 0)
+                                   repartitioned=mismatching["repartition"] > 0, order_kinds=kinds["orders"])
         if options.detail == "all":
             explained = explained.unionByName(stage.where(F.col("status") == "match"), allowMissingColumns=True)
         with _step("Explained the mismatches from the input topics"), _settings(spark, EXPLAIN_SETTINGS):
