@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from pyspark.sql import Column, DataFrame, Observation, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .decode import IDENTITY
@@ -87,23 +87,17 @@ def _one_side(outputs: DataFrame, side: str) -> DataFrame:
     return counted.where(F.col("_copy") == 1).select(*_KEYS, *[F.col(c).alias(f"{side}_{c}") for c in ("count", *_FIELDS)])
 
 
-def classify(faust: DataFrame, ksqldb: DataFrame, faust_orders: Observation | None = None, matches: bool = True) -> DataFrame:
+def classify(faust: DataFrame, ksqldb: DataFrame, matches: bool = True) -> DataFrame:
     """One row per (pair, order identity): counts per side, each side's values, and the status.
 
     ``faust``, ``ksqldb``: each engine's records of both pairs, tagged ``pair`` (one of ``PAIRS``).
     With a single record per side the values are that record's; for a ``duplicate`` they are the
     copy that sorts last by (partition, NAME's 64-bit hash, AGE; null lowest), so reruns give the
     same row whatever the order of reading.
-    ``faust_orders`` counts the orders of each pair that Faust wrote (``status_counts`` adds the
-    ones it lacks); ``matches=False`` leaves the matching orders out before the output columns are
-    computed (for ~99 % of the orders).
+    ``matches=False`` leaves the matching orders out before the output columns are computed (for
+    ~99 % of the orders; ``status_counts`` counts them without a counter on every order).
     """
     faust_side = _one_side(faust, "faust")
-    # Counted on Faust's rows entering the join, which its generated code reads as rows anyway, not on the
-    # joined rows, where the counter would split that generated code in two
-    if faust_orders is not None:
-        faust_side = faust_side.observe(faust_orders, *[F.count_if(_pair_number() == n).alias(pair)
-                                                        for n, pair in enumerate(PAIRS, 1)])
     joined = faust_side.join(_one_side(ksqldb, "ksqldb"), list(_KEYS), "full_outer")
     f = {c.removesuffix("_hash"): F.col(f"faust_{c}") for c in _FIELDS}
     k = {c.removesuffix("_hash"): F.col(f"ksqldb_{c}") for c in _FIELDS}
@@ -153,11 +147,18 @@ def classify(faust: DataFrame, ksqldb: DataFrame, faust_orders: Observation | No
     )
 
 
-def status_counts(faust_orders: Mapping[str, int], mismatches: Mapping[tuple[str, str], int]) -> dict[str, dict[str, int]]:
-    """{pair: {status: count}}, every status present: non-matches counted, match = orders - non-matches,
-    where a pair's orders are the ones Faust wrote (``classify``'s ``faust_orders``) and the ones it lacks."""
+def status_counts(faust_records: Mapping[str, int], mismatches: Mapping[tuple[str, str], int],
+                  extra_copies: Mapping[str, int]) -> dict[str, dict[str, int]]:
+    """{pair: {status: count}}, every status present: non-matches counted, match = orders - non-matches.
+
+    A pair's orders are the ones Faust wrote and the ones it lacks (``missing_in_faust``). The ones it
+    wrote are its decodable records (``faust_records``, counted while reading) less the extra copies of
+    those it wrote more than once (``extra_copies``: the sum of ``faust_count - 1``; every such order is
+    a non-match), so nothing counts the ~99 % of matching orders one by one.
+    """
     counts = {pair: {status: int(mismatches.get((pair, status), 0)) for status in STATUSES} for pair in PAIRS}
     for pair in PAIRS:
-        orders = int(faust_orders.get(pair, 0)) + counts[pair]["missing_in_faust"]
+        written = int(faust_records.get(pair, 0)) - int(extra_copies.get(pair, 0))
+        orders = written + counts[pair]["missing_in_faust"]
         counts[pair]["match"] = orders - sum(n for s, n in counts[pair].items() if s != "match")
     return counts

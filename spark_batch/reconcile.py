@@ -37,7 +37,7 @@ from spark_batch.files_source import check_exports, read_export
 from spark_batch.kafka_source import RAW_SCHEMA, choose_reader, connector_jars, range_error, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import Options, parse
-from spark_batch.roles import FLAGS, OUTPUT_ROLES, SIDES
+from spark_batch.roles import FLAGS, OUTPUT_ROLES, PAIRS, SIDES
 from spark_batch.summary import InputRecords, OutputRecords, PairTotals, Sample, Summary, Threshold
 from spark_batch.window import OffsetPlan
 
@@ -203,14 +203,13 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
     staging = options.output / f".dt={label}.staging-{uuid.uuid4().hex[:8]}"
     options.output.mkdir(parents=True, exist_ok=True)
     inputs = _inputs(spark, options, out_dir)
-    faust_orders = Observation("faust_orders")
-    classified = compare.classify(*[inputs.outputs[side] for side in SIDES], faust_orders, matches=options.detail == "all")
+    classified = compare.classify(*[inputs.outputs[side] for side in SIDES], matches=options.detail == "all")
     try:
         with _step("Read and classified the join outputs"):
             classified.write.parquet(str(staging / "_classified"))
         stage = spark.read.schema(classified.schema).parquet(str(staging / "_classified"))  # schema: may be empty
-        counted = stage.where(F.col("status") != "match").groupBy("pair", "status").count().collect()
-        counts = compare.status_counts(observed(faust_orders), {(r["pair"], r["status"]): int(r["count"]) for r in counted})
+        output_records = _output_records(inputs)
+        counts = _status_counts(stage, output_records)
         mismatching = {pair: sum(n for status, n in by.items() if status != "match") for pair, by in counts.items()}
         kinds = {role: Observation(f"kinds:{role}") for role in INPUT_ROLES}  # counted by the explain step's scans
         explained = causes.explain(stage.where(F.col("status") != "match"), decode.all_orders(inputs.orders),
@@ -227,7 +226,7 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
             detail = detail.select("pair", "status", "cause", "cause_detail", "order_partition", "user_partition",
                                    *decode.IDENTITY).cache()
-            summary = _summary(options, inputs, detail, counts, input_records, _versions(spark))
+            summary = _summary(options, inputs, detail, counts, output_records, input_records, _versions(spark))
             samples = _samples(detail)
             detail.unpersist()
         report.write_summary(staging / "summary.json", summary)
@@ -258,6 +257,16 @@ def _input_records(inputs: Inputs, counted: dict[str, dict[str, Any]]) -> dict[s
         ("non_utf8_key", decode.NON_UTF8_KEY), ("tombstones", decode.TOMBSTONE))}) for role in INPUT_ROLES}
 
 
+def _status_counts(stage: DataFrame, output_records: dict[str, OutputRecords]) -> dict[str, dict[str, int]]:
+    """``compare.status_counts`` from the classified rows' non-matches and Faust's decodable records."""
+    counted = stage.where(F.col("status") != "match").groupBy("pair", "status").agg(
+        F.count(F.lit(1)).alias("count"), F.sum(F.greatest(F.col("faust_count") - 1, F.lit(0))).alias("extra_copies")).collect()
+    faust_records = {pair: output_records[role].rows - output_records[role].undecodable
+                     for role, (pair, side) in OUTPUT_ROLES.items() if side == "faust"}
+    return compare.status_counts(faust_records, {(r["pair"], r["status"]): int(r["count"]) for r in counted},
+                                 {pair: sum(int(r["extra_copies"]) for r in counted if r["pair"] == pair) for pair in PAIRS})
+
+
 def _output_records(inputs: Inputs) -> dict[str, OutputRecords]:
     """Each output's records and undecodable ones, observed while classifying."""
     metrics: dict[str, int] = {}  # summed: from Kafka, each side's observation also counts the other side's roles (as 0)
@@ -269,15 +278,14 @@ def _output_records(inputs: Inputs) -> dict[str, OutputRecords]:
 
 
 def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[str, dict[str, int]],
-             input_records: dict[str, InputRecords], versions: dict[str, str]) -> Summary:
-    """Counts by status (observed while classifying) and by cause and partition pair (from the detail rows).
+             records: dict[str, OutputRecords], input_records: dict[str, InputRecords], versions: dict[str, str]) -> Summary:
+    """Counts by status (``_status_counts``) and by cause and partition pair (from the detail rows).
 
     What was read, not how: the Kafka reader is left out (it is printed), so both readers give the same bytes.
     """
     by_cause, cells = causes.tally(detail.groupBy("pair", "cause", "order_partition", "user_partition").count().collect())
     totals = {pair: PairTotals.of(statuses) for pair, statuses in counts.items()}
     breached = tuple(sorted(p for p, t in totals.items() if t.mismatch_rate > options.max_mismatch_rate))
-    records = _output_records(inputs)
     return Summary(
         window=options.window, source=options.source, topics=dict(options.topics),
         orders_partitions=inputs.orders_partitions, offsets=inputs.plan, output_records=records, input_records=input_records, statuses=counts, totals=totals, causes=by_cause, by_partition_pair=cells,
