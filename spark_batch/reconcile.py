@@ -243,8 +243,9 @@ def _input_records(inputs: Inputs, counted: dict[str, dict[str, Any]]) -> dict[s
     """Every users and orders record (orders: of the window) counted by kind, so that none is left out
     without a word: the undecodable ones, the ones only Kafka Streams reads, tombstones.
 
-    ``counted``: what the explain step's scans observed.  Spark skips those scans when nothing
-    mismatches (a join with an empty side), and only then are the inputs read again to count them.
+    ``counted``: what the explain step counted while reading them (``causes.order_info``,
+    ``decode.users``).  Spark skips those scans when nothing mismatches (a join with an empty side),
+    and only then are the inputs read again to count them.
     """
     found = counted
     if not all(counted.values()):
