@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from streamapp.partitioners import partition_batch
 
 from .compare import ENRICHMENT_STATUSES
-from .decode import IDENTITY, decodable, kind_counts
+from .decode import COUNTED_KINDS, IDENTITY, decodable, kind_counts, kind_totals
 from .ksql_json import NON_UTF8_KEY, NULL_KEY
 from .roles import PAIRS
 from .summary import PartitionCell
@@ -94,24 +94,26 @@ def order_info(orders: DataFrame, mismatches: DataFrame, few: bool, kinds: Obser
     key's kind (``order_key``).
 
     ``orders``: every record (``decode.all_orders``). ``kinds`` counts them all by kind on the way, over
-    the probe's own partial aggregation, where every record that is not a mismatch's falls in one group per
-    kind: at 10 M orders an Observation on every scanned row cost about as much again as the scan, and a
-    query of its own a second scan.
+    the probe's own aggregation, where every record that is not a mismatch's falls in one group: at 10 M
+    orders an Observation on every scanned row cost about as much again as the scan, and a query of its
+    own a second scan. The kind is aggregated as a number, so that every aggregate is fixed-width and Spark
+    hash-aggregates the scan instead of sorting it.
     """
     # the orders are probed by a 64-bit hash of the identity (one long key: Spark's fast hash relation
     # instead of a six-column one); an order whose hash merely collides is dropped by the exact join in explain
     wanted = mismatches.select(identity_hash().alias("_wanted")).distinct()
     probed = orders.join(F.broadcast(wanted) if few else wanted, identity_hash() == F.col("_wanted"), "left")
     hit = F.col("_wanted").isNotNull() & decodable()
-    grouped = probed.groupBy(hit.alias("_hit"), *[F.when(hit, F.col(c)).alias(c) for c in IDENTITY], "kind").agg(
-        F.count(F.lit(1)).alias("_records"), F.min("partition").alias("_partition"))
+    names = F.array(*[F.lit(k) for k in COUNTED_KINDS])
+    grouped = probed.groupBy(hit.alias("_hit"), *[F.when(hit, F.col(c)).alias(c) for c in IDENTITY]).agg(
+        *kind_counts(), F.min("partition").alias("order_partition"),
+        F.max(F.coalesce(F.array_position(names, F.col("kind")), F.lit(0))).alias("_kind"))
     if kinds is not None:
-        grouped = grouped.observe(kinds, *kind_counts("_records"))
-    return (
-        grouped.where("_hit").groupBy(*IDENTITY)
-        .agg(F.min("_partition").alias("order_partition"), F.max("kind").alias("order_key"))
-        .select(*[F.col(c).alias(f"_o_{c}") for c in IDENTITY], "order_partition", "order_key")
-    )
+        grouped = grouped.observe(kinds, *kind_totals())
+    # an identity has one kind at most (a null key or a key not UTF-8; no kind is the least)
+    order_key = F.when(F.col("_kind") > 0, F.element_at(names, F.col("_kind").cast("int")))
+    return grouped.where("_hit").select(*[F.col(c).alias(f"_o_{c}") for c in IDENTITY], "order_partition",
+                                        order_key.alias("order_key"))
 
 
 def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_partitions: int, partitioner: str,

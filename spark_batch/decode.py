@@ -129,14 +129,14 @@ def users(frame: DataFrame, kinds: Observation | None = None) -> DataFrame:
     return every.where(F.col("user_key").isNotNull() & decodable()).select(*USER_COLUMNS)
 
 
-def kind_counts(weight: str | None = None) -> list[Column]:
-    """Aggregates over an ``all_orders``/``all_users`` frame: ``rows`` and one count per kind (``COUNTED_KINDS``);
-    over rows already counted, each row stands for its ``weight`` column's number of records."""
-    if weight is None:
-        return [F.count(F.lit(1)).alias("rows"), *[F.count_if(F.col("kind") == k).alias(k) for k in COUNTED_KINDS]]
-    total = lambda of: F.coalesce(F.sum(of), F.lit(0))  # noqa: E731 (no rows: 0, not null)
-    return [total(F.col(weight)).alias("rows"),
-            *[total(F.when(F.col("kind") == k, F.col(weight))).alias(k) for k in COUNTED_KINDS]]
+def kind_counts() -> list[Column]:
+    """Aggregates over an ``all_orders``/``all_users`` frame: ``rows`` and one count per kind (``COUNTED_KINDS``)."""
+    return [F.count(F.lit(1)).alias("rows"), *[F.count_if(F.col("kind") == k).alias(k) for k in COUNTED_KINDS]]
+
+
+def kind_totals() -> list[Column]:
+    """``kind_counts`` summed over rows that hold partial ones (0 over no rows, not null)."""
+    return [F.coalesce(F.sum(c), F.lit(0)).alias(c) for c in ("rows", *COUNTED_KINDS)]
 
 
 def _decoded(frame: DataFrame, wanted: tuple[str, ...], what: str) -> DataFrame:
