@@ -285,14 +285,14 @@ def run_one(args: argparse.Namespace, size: int, data: Path) -> dict:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from spark_batch.reconcile import main as reconcile_main
+    from spark_batch.reconcile import SESSION_SETTINGS, main as reconcile_main
 
     work = Path(tempfile.mkdtemp(prefix="reconcile-growth-"))
     cluster = StandaloneCluster(work / "cluster", 2, args.executor_memory) if args.master == "cluster" else None
     load = [os.getloadavg()[0]]
     try:
         builder = (SparkSession.builder.appName(f"reconcile-growth-{size}").config("spark.ui.enabled", "false")
-                   .config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
+                   .config("spark.ui.showConsoleProgress", "false").config(map=SESSION_SETTINGS)
                    .config("spark.sql.shuffle.partitions", "16"))
         if cluster is not None:
             cluster.__enter__()

@@ -37,7 +37,7 @@ from spark_batch.files_source import check_exports, read_export
 from spark_batch.kafka_source import RAW_SCHEMA, choose_reader, connector_jars, range_error, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import Options, parse
-from spark_batch.roles import FLAGS, OUTPUT_ROLES, PAIRS, SIDES
+from spark_batch.roles import FLAGS, OUTPUT_ROLES, SIDES
 from spark_batch.summary import InputRecords, OutputRecords, PairTotals, Sample, Summary, Threshold
 from spark_batch.window import OffsetPlan
 
@@ -51,6 +51,10 @@ INPUT_ROLES = ("users", "orders")
 #: The explain step scans the orders alone: splits of 32 MiB (not 128) keep every core busy to the end
 #: (a 300 MB export made 3 tasks for 2 cores: 2 waves, the second one half idle).
 EXPLAIN_SETTINGS = {"spark.sql.files.maxPartitionBytes": str(32 << 20)}
+#: Settings of a session this job starts (the benchmark's sessions take them too). PySpark's DataFrame
+#: debugging records the caller's stack on every column expression, three Py4J calls each (~0.4 s of a
+#: run); the job's errors are one line, without that context.
+SESSION_SETTINGS = {"spark.sql.session.timeZone": "UTC", "spark.python.sql.dataFrameDebugging.enabled": "false"}
 console = Console(highlight=False)
 
 
@@ -72,7 +76,7 @@ def spark_session(options: Options) -> tuple[SparkSession, bool]:
         return active, False
     jars = session_jars(options)  # before the JVM starts: a missing jar is one line, not a Spark error
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName("streamapp-reconcile").config("spark.sql.session.timeZone", "UTC")
+    builder = SparkSession.builder.appName("streamapp-reconcile").config(map=SESSION_SETTINGS)
     if jars:
         builder = builder.config("spark.jars", ",".join(map(str, jars)))
     if options.master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # under spark-submit its --master rules
@@ -203,13 +207,16 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
     staging = options.output / f".dt={label}.staging-{uuid.uuid4().hex[:8]}"
     options.output.mkdir(parents=True, exist_ok=True)
     inputs = _inputs(spark, options, out_dir)
+    statuses = Observation("statuses")
     classified = compare.classify(*[inputs.outputs[side] for side in SIDES], matches=options.detail == "all")
     try:
         with _step("Read and classified the join outputs"):
-            classified.write.parquet(str(staging / "_classified"))
+            classified.observe(statuses, *compare.status_metrics()).write.parquet(str(staging / "_classified"))
         stage = spark.read.schema(classified.schema).parquet(str(staging / "_classified"))  # schema: may be empty
         output_records = _output_records(inputs)
-        counts = _status_counts(stage, output_records)
+        faust_records = {pair: output_records[role].rows - output_records[role].undecodable
+                         for role, (pair, side) in OUTPUT_ROLES.items() if side == "faust"}
+        counts = compare.status_counts(faust_records, observed(statuses))
         mismatching = {pair: sum(n for status, n in by.items() if status != "match") for pair, by in counts.items()}
         kinds = {role: Observation(f"kinds:{role}") for role in INPUT_ROLES}  # counted by the explain step's scans
         explained = causes.explain(stage.where(F.col("status") != "match"), decode.all_orders(inputs.orders),
@@ -224,11 +231,8 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
         input_records = _input_records(inputs, {role: observed(kinds[role]) for role in INPUT_ROLES})
         with _step("Summarised"):
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
-            detail = detail.select("pair", "status", "cause", "cause_detail", "order_partition", "user_partition",
-                                   *decode.IDENTITY).cache()
             summary = _summary(options, inputs, detail, counts, output_records, input_records, _versions(spark))
             samples = _samples(detail)
-            detail.unpersist()
         report.write_summary(staging / "summary.json", summary)
         (staging / "report.html").write_text(report.render_html(summary, samples))
         if inputs.plan is not None:
@@ -258,16 +262,6 @@ def _input_records(inputs: Inputs, counted: dict[str, dict[str, Any]]) -> dict[s
         ("non_utf8_key", decode.NON_UTF8_KEY), ("tombstones", decode.TOMBSTONE))}) for role in INPUT_ROLES}
 
 
-def _status_counts(stage: DataFrame, output_records: dict[str, OutputRecords]) -> dict[str, dict[str, int]]:
-    """``compare.status_counts`` from the classified rows' non-matches and Faust's decodable records."""
-    counted = stage.where(F.col("status") != "match").groupBy("pair", "status").agg(
-        F.count(F.lit(1)).alias("count"), F.sum(F.greatest(F.col("faust_count") - 1, F.lit(0))).alias("extra_copies")).collect()
-    faust_records = {pair: output_records[role].rows - output_records[role].undecodable
-                     for role, (pair, side) in OUTPUT_ROLES.items() if side == "faust"}
-    return compare.status_counts(faust_records, {(r["pair"], r["status"]): int(r["count"]) for r in counted},
-                                 {pair: sum(int(r["extra_copies"]) for r in counted if r["pair"] == pair) for pair in PAIRS})
-
-
 def _output_records(inputs: Inputs) -> dict[str, OutputRecords]:
     """Each output's records and undecodable ones, observed while classifying."""
     metrics: dict[str, int] = {}  # summed: from Kafka, each side's observation also counts the other side's roles (as 0)
@@ -280,7 +274,7 @@ def _output_records(inputs: Inputs) -> dict[str, OutputRecords]:
 
 def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[str, dict[str, int]],
              records: dict[str, OutputRecords], input_records: dict[str, InputRecords], versions: dict[str, str]) -> Summary:
-    """Counts by status (``_status_counts``) and by cause and partition pair (from the detail rows).
+    """Counts by status (``compare.status_counts``) and by cause and partition pair (from the detail rows).
 
     What was read, not how: the Kafka reader is left out (it is printed), so both readers give the same bytes.
     """

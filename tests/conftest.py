@@ -76,6 +76,7 @@ def spark():
     from pyspark.sql import SparkSession
 
     from spark_batch.kafka_source import connector_jars
+    from spark_batch.reconcile import SESSION_SETTINGS
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
@@ -84,7 +85,7 @@ def spark():
         .config("spark.jars", ",".join(map(str, connector_jars(required=True))))
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
+        .config(map=SESSION_SETTINGS)  # the job's own session's
         .getOrCreate()
     )
     yield session

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from spark_batch.compare import STATUSES, classify, status_counts
+from spark_batch.compare import STATUSES, classify, status_counts, status_metrics
 from spark_batch.errors import ReconcileError
 from spark_batch.options import parse
 from spark_batch.report import cause_chart, partition_chart, render_html
@@ -137,15 +137,17 @@ def test_status_rules_one_order_each(spark):
         _order("faust", "u", 8, None, None), _order("ksqldb", "u", 8, None, None),               # both_unenriched
         _order("faust", "u", 9, "B", 30), _order("ksqldb", "u", 9, "A", 31),                     # value_mismatch
     ]
-    got = {r["product_id"]: r for r in classify(*by_side(spark.createDataFrame(rows, OUT))).collect()}
+    counted = Observation("statuses")
+    classified = classify(*by_side(spark.createDataFrame(rows, OUT))).observe(counted, *status_metrics())
+    got = {r["product_id"]: r for r in classified.collect()}
     statuses = {p: got[p]["status"] for p in got}
-    # the match count comes from Faust's records (9, one order written twice) and the non-matches,
-    # without a counter per order
-    mismatches = {("direct", r["status"]): 1 for r in got.values() if r["status"] != "match"}
-    extra_copies = sum(r["faust_count"] - 1 for r in got.values() if r["status"] != "match" and r["faust_count"] > 1)
-    assert (sum(r[1] == "faust" for r in rows), extra_copies) == (9, 1)
-    assert status_counts({"direct": 9}, mismatches, {"direct": extra_copies}) == {
+    # the match count comes from Faust's records (9, one order written twice) and the non-matches
+    # counted on their way out (the duplicate's extra copy among them), without a counter per order
+    assert sum(r[1] == "faust" for r in rows) == 9
+    assert (counted.get["direct:duplicate"], counted.get["direct:extra_copies"], counted.get["repartition:extra_copies"]) == (1, 1, 0)
+    assert status_counts({"direct": 9}, counted.get) == {
         "direct": dict.fromkeys(STATUSES, 1), "repartition": dict.fromkeys(STATUSES, 0)}
+    assert status_counts({}, {}) == {pair: {**dict.fromkeys(STATUSES, 0)} for pair in ("direct", "repartition")}
     assert statuses == {1: "match", 2: "missing_in_faust", 3: "missing_in_ksqldb", 4: "duplicate",
                         5: "partition_mismatch", 6: "enriched_only_in_faust", 7: "enriched_only_in_ksqldb",
                         8: "both_unenriched", 9: "value_mismatch"}
