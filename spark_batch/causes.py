@@ -100,10 +100,11 @@ def order_info(orders: DataFrame, mismatches: DataFrame, few: bool, kinds: Obser
     hash-aggregates the scan instead of sorting it.
     """
     # the orders are probed by a 64-bit hash of the identity (one long key: Spark's fast hash relation
-    # instead of a six-column one); an order whose hash merely collides is dropped by the exact join in explain
-    wanted = mismatches.select(identity_hash().alias("_wanted")).distinct()
-    probed = orders.join(F.broadcast(wanted) if few else wanted, identity_hash() == F.col("_wanted"), "left")
-    hit = F.col("_wanted").isNotNull() & decodable()
+    # instead of a six-column one); an order whose hash merely collides is dropped by the exact join in explain.
+    # IN (an existence join): an identity mismatching in both pairs needs no distinct beforehand
+    wanted = mismatches.select(identity_hash())
+    probed = orders.select("*", identity_hash().isin(F.broadcast(wanted) if few else wanted).alias("_wanted"))
+    hit = F.col("_wanted") & decodable()
     names = F.array(*[F.lit(k) for k in COUNTED_KINDS])
     grouped = probed.groupBy(hit.alias("_hit"), *[F.when(hit, F.col(c)).alias(c) for c in IDENTITY]).agg(
         *kind_counts(), F.min("partition").alias("order_partition"),
