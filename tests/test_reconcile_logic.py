@@ -147,7 +147,7 @@ def test_status_rules_one_order_each(spark):
     assert (counted.get["direct:duplicate"], counted.get["direct:extra_copies"], counted.get["repartition:extra_copies"]) == (1, 1, 0)
     assert status_counts({"direct": 9}, counted.get) == {
         "direct": dict.fromkeys(STATUSES, 1), "repartition": dict.fromkeys(STATUSES, 0)}
-    assert status_counts({}, {}) == {pair: {**dict.fromkeys(STATUSES, 0)} for pair in ("direct", "repartition")}
+    assert status_counts({}, {}) == {pair: dict.fromkeys(STATUSES, 0) for pair in ("direct", "repartition")}
     assert statuses == {1: "match", 2: "missing_in_faust", 3: "missing_in_ksqldb", 4: "duplicate",
                         5: "partition_mismatch", 6: "enriched_only_in_faust", 7: "enriched_only_in_ksqldb",
                         8: "both_unenriched", 9: "value_mismatch"}
