@@ -19,7 +19,7 @@ from streamapp.settings import Settings
 from streamapp.worker import faust_internals
 from streamapp.worker.app import create_app
 from streamapp.worker.process import WorkerProcess
-from workerkit import committed_offsets, isolated
+from workerkit import committed_offsets, fetched, isolated
 
 ORDERS = 300
 COMMIT_EVERY = 50
@@ -80,14 +80,6 @@ def test_the_batch_path_commits_every_broker_commit_every_acks(broker_settings: 
             assert time.monotonic() < deadline, f"committed {done} of {ORDERS} orders: {worker.tail()}"
             done = sum(max(offset, 0) for offset in committed_offsets(settings, settings.orders_topic).values())
             time.sleep(0.3)
-
-
-def fetched(topic: str, partition: int, *offsets: int) -> list[object]:
-    """Records as aiokafka's fetch returns them (what the batch handlers are handed)."""
-    from aiokafka.structs import ConsumerRecord
-
-    return [ConsumerRecord(topic, partition, offset, 1_700_000_000_000 + offset, 0, b"k", b"v", None, 1, 1, [])
-            for offset in offsets]
 
 
 def test_accept_all_keeps_the_offsets_as_fausts_fetch_loop_does(tmp_path: Path) -> None:
@@ -201,31 +193,3 @@ def test_commit_now_commits_after_the_commit_under_way_where_fausts_own_commit_d
         return waiting, await fausts, await ours, calls
 
     assert asyncio.run(scenario()) == (True, False, True, ["committed"])
-
-
-def test_seek_again_puts_each_assigned_partition_back_where_the_last_seek_put_it(tmp_path: Path) -> None:
-    """After Faust's ``perform_seek`` the read offset is the committed offset (None: nothing committed); a fetch
-    dropped because a seek overtook it is sought there again (0 without a commit), and the read offset stays what
-    the next record continues without a gap. A partition no longer assigned is left alone. The consumer is a real
-    app's, not started; its assignment and the consumer thread's seek are recorded."""
-    import asyncio
-
-    from faust.types import TP
-
-    async def scenario() -> tuple[list[tuple[TP, int]], dict[TP, object]]:
-        consumer = create_app(Settings(data_dir=str(tmp_path / "data"))).consumer
-        committed, fresh, gone = TP("o", 0), TP("o", 1), TP("o", 2)
-        consumer._read_offset.update({committed: 1518, fresh: None, gone: 40})
-        sought: list[tuple[TP, int]] = []
-
-        async def _seek(tp: TP, offset: int) -> None:
-            sought.append((tp, offset))
-
-        consumer._seek = _seek
-        consumer.assignment = lambda: {committed, fresh}
-        await faust_internals.seek_again(consumer, [committed, fresh, gone])
-        return sought, {tp: consumer._read_offset[tp] for tp in (committed, fresh, gone)}
-
-    sought, read = asyncio.run(scenario())
-    assert sought == [(TP("o", 0), 1518), (TP("o", 1), 0)]
-    assert read == {TP("o", 0): 1518, TP("o", 1): None, TP("o", 2): 40}

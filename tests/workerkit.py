@@ -47,6 +47,14 @@ def murmur2_partition(key: bytes, n: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % n
 
 
+def fetched(topic: str, partition: int, *offsets: int) -> list[Any]:
+    """Records as aiokafka's fetch returns them (what the worker's batch handlers are handed)."""
+    from aiokafka.structs import ConsumerRecord
+
+    return [ConsumerRecord(topic, partition, offset, 1_700_000_000_000 + offset, 0, b"k", b"v", None, 1, 1, [])
+            for offset in offsets]
+
+
 def isolated(settings: Settings, tag: str = "t", **changes: Any) -> Settings:
     """Settings whose topics, app id and web port belong to one test only (``changes`` win)."""
     suffix = f"{tag}_{uuid.uuid4().hex[:8]}"

@@ -139,19 +139,6 @@ async def commit_now(consumer: Any) -> bool:
         await asyncio.wait([running])
 
 
-async def seek_again(consumer: Any, partitions: Any) -> None:
-    """Seek each of ``partitions`` still assigned to the read offset Faust's last ``perform_seek`` gave it.
-
-    That is its committed offset (Faust keeps it as the read offset, so the next
-    record read there makes no gap), or the start when it has none (0, as
-    :func:`seek_fenced` does; Faust keeps it as None).
-    """
-    assigned = consumer.assignment()
-    for tp in partitions:
-        if tp in assigned:
-            await consumer.seek(tp, consumer._read_offset[tp] or 0)
-
-
 def partition_db(table: Any, partition: int) -> Any:
     """The RocksDB database of one partition of ``table``: a lookup there never finds a row of another partition.
 

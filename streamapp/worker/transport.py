@@ -198,6 +198,9 @@ class Consumer(faust_aiokafka.Consumer):
     _seeking = 0
     _seeks = 0
     _no_seek: asyncio.Event | None = None
+    #: Where the last seek to the committed offsets put each partition: its committed offset, None when it has none
+    #: (its start). A batch that seek overtook goes back there (:meth:`_seek_again`).
+    _sought: Mapping[TP, int | None] = {}
     #: The batch topics' records of the fetch under way, by partition, and the generation they were fetched in:
     #: kept aside by :meth:`_wait_next_records`, handled by :meth:`getmany`.
     _batch_fetch: tuple[dict[TP, Sequence[Record]], int] | None = None
@@ -209,8 +212,15 @@ class Consumer(faust_aiokafka.Consumer):
         return super()._new_consumer_thread()
 
     async def seek_to_committed(self) -> Mapping[TP, int]:
-        """Faust's seek, after the exactly-once fence of the orders partitions (:mod:`streamapp.worker.transactions`)."""
-        return await faust_internals.seek_fenced(self, super().seek_to_committed)
+        """Faust's seek, after the exactly-once fence of the orders partitions (:mod:`streamapp.worker.transactions`).
+
+        Where it puts each partition is kept for :meth:`_seek_again`: Faust keeps it only
+        as the read offset, which the batch path moves on as it accepts a fetch.
+        """
+        committed = await faust_internals.seek_fenced(self, super().seek_to_committed)
+        self._sought = {TP(tp.topic, tp.partition): offset if offset and offset > 0 else None
+                        for tp, offset in committed.items()}
+        return committed
 
     async def perform_seek(self) -> None:
         """Faust's seek of every partition to its committed offset, counted so that no batch is handled across it."""
@@ -253,17 +263,24 @@ class Consumer(faust_aiokafka.Consumer):
         await faust_internals.commit_now(self)
 
     async def _seek_again(self, partitions: Iterable[TP], generation: int | None) -> None:
-        """Once no seek runs, seek ``partitions`` again where the last one put them (their records were dropped).
+        """Once no seek runs, seek ``partitions`` still assigned again where the last one put them (their records
+        were dropped): the committed offset, or the start when there is none.
 
         A seek moves a partition in the consumer thread before it ends here, so a fetch
         that came back meanwhile may hold records after the new position: dropped, they
-        would be skipped.  Not after a rebalance began: its own seek comes after it.
+        would be skipped.  The position is the one the seek gave (:attr:`_sought`), not
+        the read offset: a seek can end while a fetch is being accepted (Faust's gap
+        bookkeeping yields to the loop), and the partitions accepted after it then have
+        the fetch's last offset as their read offset.  Not after a rebalance began: its
+        own seek comes after it.  Faust's ``seek`` sets the read offset back too.
         """
         while self._seeking and self._no_seek is not None:
             await self._no_seek.wait()
         if self.flow_active and self.app.consumer_generation_id == generation:
-            partitions = sorted(partitions)
-            await faust_internals.seek_again(self, partitions)
+            assigned = self.assignment()
+            partitions = sorted(tp for tp in partitions if tp in assigned)
+            for tp in partitions:
+                await self.seek(tp, self._sought.get(tp) or 0)
             logger.info("A seek to the committed offsets overtook a fetch: %s sought again, its records read again",
                         ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
 

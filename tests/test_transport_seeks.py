@@ -1,0 +1,136 @@
+"""The batch path and Faust's seek to the committed offsets: a batch a seek overtakes goes back where the seek put it.
+
+Deterministic, no broker: a real app's consumer, not started, whose consumer thread
+(the aiokafka side: the committed offsets, the position, the assignment) is a
+recorder, and whose fetch returns the records the test gives.  The interleavings
+are the ones a rebalance's recovery makes with the fetch loop: its
+``perform_seek`` runs beside it and ends whenever the consumer thread answers.
+"""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from faust.types import TP
+
+from streamapp.settings import Settings
+from streamapp.worker.app import create_app
+from streamapp.worker.transport import Consumer, Handler
+from workerkit import fetched
+
+USERS = "users"
+U0, U1, U2 = TP(USERS, 0), TP(USERS, 1), TP(USERS, 2)
+
+
+class ConsumerThread:
+    """The consumer thread's side of a seek: the committed offsets it answers, and each position it is given."""
+
+    def __init__(self, committed: Mapping[TP, int | None], assigned: set[TP]) -> None:
+        self.committed = dict(committed)
+        self.assigned = assigned
+        self.positions: list[tuple[TP, int]] = []
+
+    async def seek_to_committed(self) -> Mapping[TP, int | None]:
+        for tp, offset in self.committed.items():
+            if offset:
+                self.positions.append((tp, offset))
+        return dict(self.committed)
+
+    def seek(self, tp: TP, offset: int) -> None:
+        self.positions.append((tp, offset))
+
+    def assignment(self) -> set[TP]:
+        return set(self.assigned)
+
+    def highwater(self, tp: TP) -> int:
+        return 2000
+
+
+def consumer_for(tmp_path: Path, thread: ConsumerThread, handled: list[Mapping[TP, Sequence[Any]]]) -> Consumer:
+    consumer = create_app(Settings(data_dir=str(tmp_path / "data"))).consumer
+    consumer._thread = thread
+
+    async def handle(batches: Mapping[TP, Sequence[Any]]) -> None:
+        handled.append(batches)
+
+    consumer.app.batch_handlers = {USERS: Handler(handle, table=True)}
+    consumer.app.topics.acks_enabled_for = lambda topic: True
+    consumer._get_active_partitions = lambda: set(thread.assigned)
+    return consumer
+
+
+def test_a_seek_that_ends_while_a_fetch_is_accepted_puts_its_partitions_back_where_the_seek_put_them(
+        tmp_path: Path) -> None:
+    """Faust records each gap in a fetched partition (a transaction's markers) with an ``asyncio.sleep(0)``; a seek
+    of a rebalance's recovery can end there, in the middle of a fetch being accepted. The partitions accepted after
+    it end with the fetch's last offset as their read offset, yet the seek moved them back: the batch is dropped
+    and sought again, and must go where the seek put it (the committed offset; the start when nothing was
+    committed), not where the fetch ended, or the records in between are never handled."""
+    thread = ConsumerThread({U0: 10, U1: None}, {U0, U1})
+    handled: list[Mapping[TP, Sequence[Any]]] = []
+    consumer = consumer_for(tmp_path, thread, handled)
+    consumer._read_offset[U0] = 10  # where an earlier seek put it
+    faust_add_gap = consumer._add_gap
+    seeks: list[asyncio.Task[None]] = []
+
+    async def add_gap(tp: TP, start: int, end: int) -> None:
+        await faust_add_gap(tp, start, end)
+        if not seeks:  # the recovery's seek ends during this gap's sleep(0)
+            seeks.append(asyncio.ensure_future(consumer.perform_seek()))
+            await asyncio.wait(seeks)
+
+    async def fetch(active_partitions: set[TP], timeout: float) -> dict[TP, list[Any]]:
+        return {U0: fetched(USERS, 0, 10, 12, 13), U1: fetched(USERS, 1, 0, 1, 2, 3, 4)}
+
+    consumer._add_gap = add_gap
+    consumer._getmany = fetch
+
+    async def scenario() -> None:
+        async for _ in consumer.getmany(1.0):
+            raise AssertionError("the users are a batch topic: Faust delivers none of their messages")
+
+    asyncio.run(scenario())
+    assert seeks and seeks[0].done()
+    assert handled == []  # overtaken: dropped, to be fetched again
+    # the seek's own positions (U0 to 10; U1 left where it was, nothing committed), then the batch's again
+    assert thread.positions == [(U0, 10), (U0, 10), (U1, 0)]
+    assert {tp: consumer._read_offset[tp] for tp in (U0, U1)} == {U0: 10, U1: None}
+
+
+def test_a_seek_under_way_when_the_fetch_returns_sends_only_assigned_partitions_back_once_it_ends(
+        tmp_path: Path) -> None:
+    """A fetch that returns while a seek is under way is not handled: once the seek ends, each of its partitions
+    still assigned is sought where the seek put it (the start without a commit); one no longer assigned is left
+    alone, and its read offset untouched."""
+    thread = ConsumerThread({U0: 1518, U1: None}, {U0, U1})
+    handled: list[Mapping[TP, Sequence[Any]]] = []
+    consumer = consumer_for(tmp_path, thread, handled)
+    consumer._read_offset[U2] = 40
+    answer = asyncio.Event()
+    faust_seek_to_committed = thread.seek_to_committed
+    seeks: list[asyncio.Task[None]] = []
+
+    async def slow_seek_to_committed() -> Mapping[TP, int | None]:
+        await answer.wait()
+        return await faust_seek_to_committed()
+
+    async def fetch(active_partitions: set[TP], timeout: float) -> dict[TP, list[Any]]:
+        seeks.append(asyncio.ensure_future(consumer.perform_seek()))
+        await asyncio.sleep(0)  # the seek has begun: it waits for the consumer thread
+        asyncio.get_running_loop().call_later(0.05, answer.set)
+        return {U0: fetched(USERS, 0, 1518, 1519), U1: fetched(USERS, 1, 0), U2: fetched(USERS, 2, 40, 41)}
+
+    thread.seek_to_committed = slow_seek_to_committed
+    consumer._getmany = fetch
+    consumer._get_active_partitions = lambda: {U0, U1, U2}
+
+    async def scenario() -> None:
+        async for _ in consumer.getmany(1.0):
+            raise AssertionError("the users are a batch topic: Faust delivers none of their messages")
+
+    asyncio.run(scenario())
+    assert seeks and seeks[0].done()
+    assert handled == []
+    assert thread.positions == [(U0, 1518), (U0, 1518), (U1, 0)]
+    assert {tp: consumer._read_offset[tp] for tp in (U0, U1, U2)} == {U0: 1518, U1: None, U2: 40}
