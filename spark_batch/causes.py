@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from streamapp.partitioners import partition_batch
 
 from .compare import ENRICHMENT_STATUSES
-from .decode import COUNTED_KINDS, IDENTITY, decodable, kind_counts, kind_totals
+from .decode import COUNTED_KINDS, IDENTITY, TYPES, decodable, kind_counts, kind_totals
 from .ksql_json import NON_UTF8_KEY, NULL_KEY
 from .roles import PAIRS
 from .summary import PartitionCell
@@ -37,10 +37,20 @@ def normalized_key(column: Column) -> Column:
     return F.regexp_replace(column, r'^"(.*)"$', "$1")
 
 
+#: The identity columns of fixed width (all but the strings): an order is matched on these and the hash.
+FIXED_IDENTITY = tuple(c for c in IDENTITY if TYPES.get(c, "string") != "string")
+
+
+def _identity_value(column: str) -> Column:
+    """An identity column as grouping compares it: ``unit_price`` -0.0 = 0.0."""
+    if column == "unit_price":
+        return F.when(F.col(column) == 0, F.lit(0.0)).otherwise(F.col(column))
+    return F.col(column)
+
+
 def identity_hash() -> Column:
-    """xxhash64 of the order identity, ``unit_price`` normalized as grouping does (-0.0 = 0.0)."""
-    price = F.when(F.col("unit_price") == 0, F.lit(0.0)).otherwise(F.col("unit_price"))
-    return F.xxhash64(*[price if c == "unit_price" else F.col(c) for c in IDENTITY])
+    """xxhash64 of the order identity, ``unit_price`` normalized as grouping does."""
+    return F.xxhash64(*[_identity_value(c) for c in IDENTITY])
 
 
 def _partition_batches(partitioner: str, num_partitions: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -58,62 +68,60 @@ def _partition_batches(partitioner: str, num_partitions: int) -> Callable[[Itera
 
 def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, partitioner: str,
                repartitioned: bool = True) -> DataFrame:
-    """Per user id of a mismatch: the first record time and the partitions of that key, the keys that
-    differ from it only by JSON quoting (``similar_keys``) and, when ``repartitioned`` (the caller knows
-    the repartition pair has mismatches), where ``partitioner`` (the worker's) repartitions a known key.
+    """Per normalized user id of a mismatch (``norm_key``), one entry per users-topic key that differs from
+    it at most by JSON quoting (``user_keys``): the key, its first record time, its partitions and, when
+    ``repartitioned`` (the caller knows the repartition pair has mismatches), where ``partitioner`` (the
+    worker's) repartitions it.  :func:`explain` picks a mismatch's own key out of them.
 
-    Only the users whose normalized key is a mismatch's are grouped (a broadcast semi join), and the
-    Python partitioner worker starts only when some mismatch needs it.
+    Only the users whose normalized key is a mismatch's are grouped (a broadcast semi join), in one
+    aggregation per key, then one per normalized key on the same shuffle; the Python partitioner worker
+    starts only when some mismatch needs it.
     """
-    ids = mismatches.select("user_id").distinct()
-    wanted = F.broadcast(ids.select(normalized_key(F.col("user_id")).alias("norm_key")).distinct())
+    wanted = F.broadcast(mismatches.select(normalized_key(F.col("user_id")).alias("norm_key")))
     relevant = users.join(wanted, normalized_key(F.col("user_key")) == F.col("norm_key"), "left_semi")
-    per_key = relevant.groupBy("user_key").agg(
-        F.min("timestamp_ms").alias("user_first_ms"),
-        F.sort_array(F.collect_set("partition")).alias("user_partitions"),
-    )
-    similar = per_key.groupBy(normalized_key(F.col("user_key")).alias("norm_key")).agg(
-        F.sort_array(F.collect_set("user_key")).alias("similar_keys")
-    )
+    # shuffled by the normalized key alone, so that both aggregations below share the one exchange
+    relevant = relevant.withColumn("norm_key", normalized_key(F.col("user_key"))).repartition("norm_key")
+    per_key = relevant.groupBy("norm_key", "user_key").agg(
+        F.min("timestamp_ms").alias("first_ms"), F.sort_array(F.collect_set("partition")).alias("partitions"))
     if repartitioned:
         placed = per_key.select("user_key").mapInArrow(
-            _partition_batches(partitioner, num_partitions), "user_key string, repartitioned_to int"
-        )
+            _partition_batches(partitioner, num_partitions), "user_key string, repartitioned_to int")
         per_key = per_key.join(placed, "user_key")
     else:
         per_key = per_key.withColumn("repartitioned_to", F.lit(None).cast("int"))
-    return (
-        ids.join(per_key.withColumnRenamed("user_key", "user_id"), "user_id", "left")
-        .join(similar, normalized_key(F.col("user_id")) == F.col("norm_key"), "left")
-        .drop("norm_key")
-    )
+    entry = F.struct("user_key", "first_ms", "partitions", "repartitioned_to")
+    return per_key.groupBy("norm_key").agg(F.sort_array(F.collect_list(entry)).alias("user_keys"))
 
 
 def order_info(orders: DataFrame, mismatches: DataFrame, few: bool, kinds: Observation | None = None) -> DataFrame:
-    """Per mismatching order identity (as ``_o_<column>``): its lowest partition in the orders topic and its
-    key's kind (``order_key``).
+    """Per mismatching order identity (``_o_hash``, its :func:`identity_hash`, and ``_o_<column>`` for
+    ``FIXED_IDENTITY``): its lowest partition in the orders topic and its key's kind (``order_key``).
 
     ``orders``: every record (``decode.all_orders``). ``kinds`` counts them all by kind on the way, over
     the probe's own aggregation, where every record that is not a mismatch's falls in one group: at 10 M
     orders an Observation on every scanned row cost about as much again as the scan, and a query of its
-    own a second scan. The kind is aggregated as a number, so that every aggregate is fixed-width and Spark
-    hash-aggregates the scan instead of sorting it.
+    own a second scan. Every key and aggregate is fixed-width (the strings of the identity are grouped
+    through the hash, the kind as a number), so Spark hash-aggregates the scan with its fast map.
     """
-    # the orders are probed by a 64-bit hash of the identity (one long key: Spark's fast hash relation
-    # instead of a six-column one); an order whose hash merely collides is dropped by the exact join in explain.
-    # IN (an existence join): an identity mismatching in both pairs needs no distinct beforehand
+    # the orders are probed by the hash (one long key: Spark's fast hash relation instead of a six-column
+    # one); IN (an existence join): an identity mismatching in both pairs needs no distinct beforehand.
+    # Two orders grouped together share the hash and every fixed-width column: the odds that they differ
+    # in user_id or channel are those of a 64-bit collision between orders alike in everything else.
     wanted = mismatches.select(identity_hash())
-    probed = orders.select("*", identity_hash().isin(F.broadcast(wanted) if few else wanted).alias("_wanted"))
+    probed = orders.select("*", identity_hash().alias("_hash"))
+    probed = probed.select("*", F.col("_hash").isin(F.broadcast(wanted) if few else wanted).alias("_wanted"))
     hit = F.col("_wanted") & decodable()
     names = F.array(*[F.lit(k) for k in COUNTED_KINDS])
-    grouped = probed.groupBy(hit.alias("_hit"), *[F.when(hit, F.col(c)).alias(c) for c in IDENTITY]).agg(
+    keys = [F.when(hit, F.col("_hash")).alias("_o_hash"),
+            *[F.when(hit, _identity_value(c)).alias(f"_o_{c}") for c in FIXED_IDENTITY]]
+    grouped = probed.groupBy(hit.alias("_hit"), *keys).agg(
         *kind_counts(), F.min("partition").alias("order_partition"),
         F.max(F.coalesce(F.array_position(names, F.col("kind")), F.lit(0))).alias("_kind"))
     if kinds is not None:
         grouped = grouped.observe(kinds, *kind_totals())
     # an identity has one kind at most (a null key or a key not UTF-8; no kind is the least)
     order_key = F.when(F.col("_kind") > 0, F.element_at(names, F.col("_kind").cast("int")))
-    return grouped.where("_hit").select(*[F.col(c).alias(f"_o_{c}") for c in IDENTITY], "order_partition",
+    return grouped.where("_hit").select("_o_hash", *[f"_o_{c}" for c in FIXED_IDENTITY], "order_partition",
                                         order_key.alias("order_key"))
 
 
@@ -130,19 +138,23 @@ def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_part
     info = order_info(orders, mismatches, few, order_kinds)
     if few:
         info, index = F.broadcast(info), F.broadcast(index)
-    # null-safe: a null-key order (user_id NULL) is an order too
-    same_order = [F.col(c).eqNullSafe(F.col(f"_o_{c}")) for c in IDENTITY]
-    index = index.withColumnRenamed("user_id", "_u_user_id")
-    rows = (mismatches.join(info, same_order, "left").drop(*[f"_o_{c}" for c in IDENTITY])
-            .join(index, F.col("user_id").eqNullSafe(F.col("_u_user_id")), "left").drop("_u_user_id"))
-    user_partitions = F.when(F.col("pair") == "repartition", F.array("repartitioned_to")).otherwise(
-        F.col("user_partitions")
+    # null-safe: an identity column may be null (a null-key order is an order too; the hash leaves nulls out)
+    same_order = [identity_hash() == F.col("_o_hash"),
+                  *[_identity_value(c).eqNullSafe(F.col(f"_o_{c}")) for c in FIXED_IDENTITY]]
+    rows = (mismatches.join(info, same_order, "left").drop("_o_hash", *[f"_o_{c}" for c in FIXED_IDENTITY])
+            .join(index, normalized_key(F.col("user_id")) == F.col("norm_key"), "left").drop("norm_key"))
+    # the mismatch's own key among those that normalize like it (a key appears once): null when unknown
+    own = F.filter("user_keys", lambda entry: entry["user_key"] == F.col("user_id"))
+    known = F.get(own, 0)
+    user_partitions = F.when(F.col("pair") == "repartition", F.array(known["repartitioned_to"])).otherwise(
+        known["partitions"]
     )
-    rows = rows.withColumn("user_partitions", user_partitions)
+    rows = rows.select("*", known["first_ms"].alias("user_first_ms"), user_partitions.alias("user_partitions"),
+                       F.col("user_keys.user_key").alias("similar_keys")).drop("user_keys")
     cause, detail = _cause_and_detail()
     return rows.withColumn("cause", cause).withColumn("cause_detail", detail).withColumn(
         "user_partition", F.col("user_partitions")[0]
-    ).drop("similar_keys", "repartitioned_to", "order_key")
+    ).drop("similar_keys", "order_key")
 
 
 def _cause_and_detail() -> tuple[Column, Column]:
