@@ -134,3 +134,38 @@ def test_a_seek_under_way_when_the_fetch_returns_sends_only_assigned_partitions_
     assert handled == []
     assert thread.positions == [(U0, 1518), (U0, 1518), (U1, 0)]
     assert {tp: consumer._read_offset[tp] for tp in (U0, U1, U2)} == {U0: 1518, U1: None, U2: 40}
+
+
+def test_a_seek_cancelled_before_the_consumer_thread_answered_leaves_the_batch_at_its_read_offset(
+        tmp_path: Path) -> None:
+    """A recovery's seek can time out (it is awaited with Faust's ``broker_request_timeout``) before the consumer
+    thread answers: it moved nothing, so a fetch it overtook goes back to the partition's read offset."""
+    thread = ConsumerThread({U0: 1518}, {U0})
+    handled: list[Mapping[TP, Sequence[Any]]] = []
+    consumer = consumer_for(tmp_path, thread, handled)
+    consumer._read_offset[U0] = 7
+    never = asyncio.Event()
+    seeks: list[asyncio.Task[None]] = []
+
+    async def unanswered() -> Mapping[TP, int | None]:
+        await never.wait()
+        raise AssertionError("the consumer thread never answers")
+
+    async def fetch(active_partitions: set[TP], timeout: float) -> dict[TP, list[Any]]:
+        seeks.append(asyncio.ensure_future(consumer.perform_seek()))
+        await asyncio.sleep(0)
+        asyncio.get_running_loop().call_later(0.05, seeks[0].cancel)
+        return {U0: fetched(USERS, 0, 8, 9)}
+
+    thread.seek_to_committed = unanswered
+    consumer._getmany = fetch
+
+    async def scenario() -> None:
+        async for _ in consumer.getmany(1.0):
+            raise AssertionError("the users are a batch topic: Faust delivers none of their messages")
+
+    asyncio.run(scenario())
+    assert seeks and seeks[0].cancelled()
+    assert handled == []
+    assert thread.positions == [(U0, 7)]
+    assert consumer._read_offset[U0] == 7

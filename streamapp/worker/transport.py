@@ -199,7 +199,8 @@ class Consumer(faust_aiokafka.Consumer):
     _seeks = 0
     _no_seek: asyncio.Event | None = None
     #: Where the last seek to the committed offsets put each partition: its committed offset, None when it has none
-    #: (its start). A batch that seek overtook goes back there (:meth:`_seek_again`).
+    #: (its start); empty while a seek runs, and after one that ended before the consumer thread answered.
+    #: A batch that seek overtook goes back there (:meth:`_seek_again`).
     _sought: Mapping[TP, int | None] = {}
     #: The batch topics' records of the fetch under way, by partition, and the generation they were fetched in:
     #: kept aside by :meth:`_wait_next_records`, handled by :meth:`getmany`.
@@ -227,6 +228,7 @@ class Consumer(faust_aiokafka.Consumer):
         if self._no_seek is None:
             self._no_seek = asyncio.Event()
         self._no_seek.clear()
+        self._sought = {}
         self._seeking += 1
         self._seeks += 1
         try:
@@ -271,8 +273,10 @@ class Consumer(faust_aiokafka.Consumer):
         would be skipped.  The position is the one the seek gave (:attr:`_sought`), not
         the read offset: a seek can end while a fetch is being accepted (Faust's gap
         bookkeeping yields to the loop), and the partitions accepted after it then have
-        the fetch's last offset as their read offset.  Not after a rebalance began: its
-        own seek comes after it.  Faust's ``seek`` sets the read offset back too.
+        the fetch's last offset as their read offset.  A seek cancelled before the consumer
+        thread answered (a recovery's timeout) moved nothing: the read offset then.  Not
+        after a rebalance began: its own seek comes after it.  Faust's ``seek`` sets the read
+        offset back too.
         """
         while self._seeking and self._no_seek is not None:
             await self._no_seek.wait()
@@ -280,7 +284,8 @@ class Consumer(faust_aiokafka.Consumer):
             assigned = self.assignment()
             partitions = sorted(tp for tp in partitions if tp in assigned)
             for tp in partitions:
-                await self.seek(tp, self._sought.get(tp) or 0)
+                offset = self._sought[tp] if tp in self._sought else faust_internals.read_offset(self, tp)
+                await self.seek(tp, offset or 0)
             logger.info("A seek to the committed offsets overtook a fetch: %s sought again, its records read again",
                         ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
 
