@@ -77,7 +77,8 @@ def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, par
     aggregation per key, then one per normalized key on the same shuffle; the Python partitioner worker
     starts only when some mismatch needs it.
     """
-    wanted = F.broadcast(mismatches.select(normalized_key(F.col("user_id")).alias("norm_key")))
+    # distinct: every order may mismatch (a whole topic written by another partitioner), its users may not
+    wanted = F.broadcast(mismatches.select(normalized_key(F.col("user_id")).alias("norm_key")).distinct())
     relevant = users.join(wanted, normalized_key(F.col("user_key")) == F.col("norm_key"), "left_semi")
     # shuffled by the normalized key alone, so that both aggregations below share the one exchange
     relevant = relevant.withColumn("norm_key", normalized_key(F.col("user_key"))).repartition("norm_key")

@@ -98,11 +98,6 @@ def all_orders(frame: DataFrame) -> DataFrame:
     return frame.select(*ORDER_COLUMNS[:-1], kind.alias("kind"))
 
 
-def orders(frame: DataFrame) -> DataFrame:
-    """The orders one engine or both join (``all_orders`` without the undecodable ones), as ``ORDER_COLUMNS``."""
-    return all_orders(frame).where(decodable())
-
-
 def decodable() -> Column:
     """Over an ``all_orders``/``all_users`` frame: the record is not ``undecodable``."""
     return F.col("kind").isNull() | (F.col("kind") != UNDECODABLE)

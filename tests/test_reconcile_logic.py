@@ -345,7 +345,7 @@ def test_an_output_record_is_undecodable_only_when_no_engine_could_have_written_
 
 def test_input_records_are_counted_by_kind(spark):
     """No input record is left out without a word: undecodable, null-key, non-UTF-8-key records and tombstones are counted."""
-    from spark_batch.decode import all_orders, all_users, kind_counts, orders, users
+    from spark_batch.decode import all_orders, all_users, decodable, kind_counts, users
 
     good = b'{"ts": 5, "product_id": null, "qty": 1, "unit_price": 2.5, "channel": "web"}'
     order_rows = [(b"u", good), (None, good), (b"\xffu", good), (b"u", b"not json"), (b"u", b'{"product_id": 1}'),
@@ -353,7 +353,7 @@ def test_input_records_are_counted_by_kind(spark):
     frame = spark.createDataFrame([(k, v, 0, i, 5) for i, (k, v) in enumerate(order_rows)], RAW)
     counts = all_orders(frame).agg(*kind_counts()).collect()[0].asDict()
     assert counts == {"rows": 7, "tombstone": 0, "null_key": 1, "non_utf8_key": 1, "undecodable": 3}
-    kept = {(r["user_id"], r["ts"], r["product_id"], r["kind"]) for r in orders(frame).collect()}
+    kept = {(r["user_id"], r["ts"], r["product_id"], r["kind"]) for r in all_orders(frame).where(decodable()).collect()}
     assert kept == {("u", 5, None, None), (None, 5, None, "null_key"), ("\ufffdu", 5, None, "non_utf8_key"),
                     ("u", 41, 7, None)}
     user_rows = [(b"a", b'{"AGE": "41"}'), (b"b", None), (b"c", b"null"), (None, b'{"name": "x"}'), (b"d", b"[1]"),
@@ -379,7 +379,7 @@ def test_null_and_non_utf8_keys_are_named_as_the_engines_legitimate_differences(
     order (README, Decoding), so one missing from an output (a worker older than that) is named too:
     the job names each cause instead of 'other', whatever the users topic holds."""
     from spark_batch import causes
-    from spark_batch.decode import orders, users
+    from spark_batch.decode import all_orders, users
 
     value = b'{"ts": 1001, "product_id": 1, "qty": 1, "unit_price": 2.5, "channel": "web"}'
     raw_orders = spark.createDataFrame([(None, value, 2, 0, 1001), (b"\xff\xfej-bad", value, 3, 1, 1001),
@@ -390,7 +390,7 @@ def test_null_and_non_utf8_keys_are_named_as_the_engines_legitimate_differences(
                ("direct", "ksqldb", bad, 1001, 1, 1, 2.5, "web", "Bad", 1, 3, 1),
                ("direct", "ksqldb", "u1", 1002, 1, 1, 2.5, "web", None, None, 1, 2)]
     mismatches = classify(*by_side(spark.createDataFrame(outputs, OUT))).where("status != 'match'")
-    got = {r["user_id"]: r for r in causes.explain(mismatches, orders(raw_orders), users(raw_users), 6, "murmur2").collect()}
+    got = {r["user_id"]: r for r in causes.explain(mismatches, all_orders(raw_orders), users(raw_users), 6, "murmur2").collect()}
     assert {u: (r["status"], r["cause"]) for u, r in got.items()} == {
         None: ("missing_in_faust", "null_key"), bad: ("missing_in_faust", "non_utf8_key"), "u1": ("missing_in_faust", "other")}
     assert got[None]["cause_detail"] == ("the order's key is null: ksqlDB on Kafka Streams 3.7+ (KIP-962) and the worker join it "
