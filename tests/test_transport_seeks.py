@@ -60,6 +60,12 @@ def consumer_for(tmp_path: Path, thread: ConsumerThread, handled: list[Mapping[T
     return consumer
 
 
+async def fetch_once(consumer: Consumer) -> None:
+    """One turn of the fetch loop: Faust's getmany, then the batch path."""
+    async for _ in consumer.getmany(1.0):
+        raise AssertionError("the users are a batch topic: Faust delivers none of their messages")
+
+
 def test_a_seek_that_ends_while_a_fetch_is_accepted_puts_its_partitions_back_where_the_seek_put_them(
         tmp_path: Path) -> None:
     """Faust records each gap in a fetched partition (a transaction's markers) with an ``asyncio.sleep(0)``; a seek
@@ -86,11 +92,7 @@ def test_a_seek_that_ends_while_a_fetch_is_accepted_puts_its_partitions_back_whe
     consumer._add_gap = add_gap
     consumer._getmany = fetch
 
-    async def scenario() -> None:
-        async for _ in consumer.getmany(1.0):
-            raise AssertionError("the users are a batch topic: Faust delivers none of their messages")
-
-    asyncio.run(scenario())
+    asyncio.run(fetch_once(consumer))
     assert seeks and seeks[0].done()
     assert handled == []  # overtaken: dropped, to be fetched again
     # the seek's own positions (U0 to 10; U1 left where it was, nothing committed), then the batch's again
@@ -125,11 +127,7 @@ def test_a_seek_under_way_when_the_fetch_returns_sends_only_assigned_partitions_
     consumer._getmany = fetch
     consumer._get_active_partitions = lambda: {U0, U1, U2}
 
-    async def scenario() -> None:
-        async for _ in consumer.getmany(1.0):
-            raise AssertionError("the users are a batch topic: Faust delivers none of their messages")
-
-    asyncio.run(scenario())
+    asyncio.run(fetch_once(consumer))
     assert seeks and seeks[0].done()
     assert handled == []
     assert thread.positions == [(U0, 1518), (U0, 1518), (U1, 0)]
@@ -160,11 +158,7 @@ def test_a_seek_cancelled_before_the_consumer_thread_answered_leaves_the_batch_a
     thread.seek_to_committed = unanswered
     consumer._getmany = fetch
 
-    async def scenario() -> None:
-        async for _ in consumer.getmany(1.0):
-            raise AssertionError("the users are a batch topic: Faust delivers none of their messages")
-
-    asyncio.run(scenario())
+    asyncio.run(fetch_once(consumer))
     assert seeks and seeks[0].cancelled()
     assert handled == []
     assert thread.positions == [(U0, 7)]
