@@ -86,8 +86,8 @@ class StandaloneCluster:
                 state = self.state()
                 if state.get("status") == "ALIVE" and state.get("aliveworkers") == self.workers:
                     return
-            except OSError:
-                pass  # its web UI is not up yet
+            except (OSError, ValueError):  # ValueError: not JSON yet
+                pass  # its web UI is not up yet: seen answering /json/ with an HTML page the second it started
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the Spark cluster was not ready after {PATIENCE:.0f}s: see {self.work_dir}/*.log")
             time.sleep(0.5)
