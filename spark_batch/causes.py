@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from streamapp.partitioners import partition_batch
 
 from .compare import ENRICHMENT_STATUSES
-from .decode import COUNTED_KINDS, IDENTITY, TYPES, decodable, kind_counts, kind_totals
+from .decode import COUNTED_KINDS, FIXED_IDENTITY, IDENTITY, decodable, identity_value, kind_counts, kind_totals
 from .ksql_json import NON_UTF8_KEY, NULL_KEY
 from .roles import PAIRS
 from .summary import PartitionCell
@@ -37,20 +37,9 @@ def normalized_key(column: Column) -> Column:
     return F.regexp_replace(column, r'^"(.*)"$', "$1")
 
 
-#: The identity columns of fixed width (all but the strings): an order is matched on these and the hash.
-FIXED_IDENTITY = tuple(c for c in IDENTITY if TYPES.get(c, "string") != "string")
-
-
-def _identity_value(column: str) -> Column:
-    """An identity column as grouping compares it: ``unit_price`` -0.0 = 0.0."""
-    if column == "unit_price":
-        return F.when(F.col(column) == 0, F.lit(0.0)).otherwise(F.col(column))
-    return F.col(column)
-
-
 def identity_hash() -> Column:
     """xxhash64 of the order identity, ``unit_price`` normalized as grouping does."""
-    return F.xxhash64(*[_identity_value(c) for c in IDENTITY])
+    return F.xxhash64(*[identity_value(c) for c in IDENTITY])
 
 
 def _partition_batches(partitioner: str, num_partitions: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -79,9 +68,9 @@ def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, par
     """
     # distinct: every order may mismatch (a whole topic written by another partitioner), its users may not
     wanted = F.broadcast(mismatches.select(normalized_key(F.col("user_id")).alias("norm_key")).distinct())
-    relevant = users.join(wanted, normalized_key(F.col("user_key")) == F.col("norm_key"), "left_semi")
+    relevant = users.withColumn("norm_key", normalized_key(F.col("user_key"))).join(wanted, "norm_key", "left_semi")
     # shuffled by the normalized key alone, so that both aggregations below share the one exchange
-    relevant = relevant.withColumn("norm_key", normalized_key(F.col("user_key"))).repartition("norm_key")
+    relevant = relevant.repartition("norm_key")
     per_key = relevant.groupBy("norm_key", "user_key").agg(
         F.min("timestamp_ms").alias("first_ms"), F.sort_array(F.collect_set("partition")).alias("partitions"))
     if repartitioned:
@@ -114,7 +103,7 @@ def order_info(orders: DataFrame, mismatches: DataFrame, few: bool, kinds: Obser
     hit = F.col("_wanted") & decodable()
     names = F.array(*[F.lit(k) for k in COUNTED_KINDS])
     keys = [F.when(hit, F.col("_hash")).alias("_o_hash"),
-            *[F.when(hit, _identity_value(c)).alias(f"_o_{c}") for c in FIXED_IDENTITY]]
+            *[F.when(hit, identity_value(c)).alias(f"_o_{c}") for c in FIXED_IDENTITY]]
     grouped = probed.groupBy(hit.alias("_hit"), *keys).agg(
         *kind_counts(), F.min("partition").alias("order_partition"),
         F.max(F.coalesce(F.array_position(names, F.col("kind")), F.lit(0))).alias("_kind"))
@@ -141,7 +130,7 @@ def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_part
         info, index = F.broadcast(info), F.broadcast(index)
     # null-safe: an identity column may be null (a null-key order is an order too; the hash leaves nulls out)
     same_order = [identity_hash() == F.col("_o_hash"),
-                  *[_identity_value(c).eqNullSafe(F.col(f"_o_{c}")) for c in FIXED_IDENTITY]]
+                  *[identity_value(c).eqNullSafe(F.col(f"_o_{c}")) for c in FIXED_IDENTITY]]
     rows = (mismatches.join(info, same_order, "left").drop("_o_hash", *[f"_o_{c}" for c in FIXED_IDENTITY])
             .join(index, normalized_key(F.col("user_id")) == F.col("norm_key"), "left").drop("norm_key"))
     # the mismatch's own key among those that normalize like it (a key appears once): null when unknown

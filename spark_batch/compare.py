@@ -11,7 +11,7 @@ from typing import Mapping
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from .decode import IDENTITY
+from .decode import IDENTITY, identity_value
 from .roles import PAIRS
 
 STATUSES = (
@@ -51,8 +51,7 @@ _FIELDS = ("partition", "name_hash", "age")
 
 def _key_columns() -> list[Column]:
     # -0.0 = 0.0 for the output's unit_price (Spark normalizes float join keys itself, NaN included)
-    price = F.when(F.col("unit_price") == 0, F.lit(0.0)).otherwise(F.col("unit_price"))
-    value = {c: price if c == "unit_price" else F.col(c) for c in IDENTITY}
+    value = {c: identity_value(c) for c in IDENTITY}
     tag = F.shiftleft(F.array_position(F.array(*[F.lit(p) for p in PAIRS]), F.col("pair")).cast("int"), _PAIR_SHIFT)
     for bit, c in enumerate(IDENTITY):
         tag = tag + F.when(F.col(c).isNull(), F.lit(1 << bit)).otherwise(F.lit(0))

@@ -34,12 +34,21 @@ IDENTITY = ("user_id", "ts", "product_id", "qty", "unit_price", "channel")
 #: Canonical column types; exports are cast to them (a value that does not fit becomes null: undecodable).
 TYPES = {**{name.lower(): kind for name, kind in OUTPUT_FIELDS.items()},
          "partition": "int", "offset": "bigint", "timestamp_ms": "bigint"}
+#: The identity columns of fixed width (all but the strings).
+FIXED_IDENTITY = tuple(c for c in IDENTITY if TYPES.get(c, "string") != "string")
 OUTPUT_COLUMNS = (*IDENTITY, "name", "age", "partition", "offset")
 #: ``kind``: null, or what sets the order apart (``null_key``: no user to find; ``non_utf8_key``: the worker refuses it).
 ORDER_COLUMNS = (*IDENTITY, "partition", "offset", "kind")
 USER_COLUMNS = ("user_key", "name", "age", "partition", "offset", "timestamp_ms")
 #: Input kinds counted in summary.json (a row of null kind is an ordinary record).
 COUNTED_KINDS = KINDS
+
+
+def identity_value(column: str) -> Column:
+    """An identity column as grouping and joins compare it: ``unit_price`` -0.0 = 0.0."""
+    if column == "unit_price":
+        return F.when(F.col(column) == 0, F.lit(0.0)).otherwise(F.col(column))
+    return F.col(column)
 
 
 def is_raw(frame: DataFrame) -> bool:
