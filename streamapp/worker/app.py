@@ -29,6 +29,7 @@ from ..partitioners.adapters import client_partitioner
 from ..settings import Settings
 from . import health
 from .counters import Counters
+from .flow_control import FlowControl
 from .preflight import check_transactions, check_worker
 from .tables import JoinTables
 from .transport import BatchHandler, Transport
@@ -135,6 +136,11 @@ class StreamappApp(faust.App):
     @cached_property
     def web(self) -> WebServer:
         return WebServer(self)
+
+    @cached_property
+    def flow_control(self) -> FlowControl:
+        """Faust's flow control, less the loss of standby changelog rows (:mod:`streamapp.worker.flow_control`)."""
+        return FlowControl(kept=lambda: self.tables.changelog_queue, loop=self.loop)
 
     @property
     def ready(self) -> bool:
