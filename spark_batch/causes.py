@@ -56,7 +56,7 @@ def _partition_batches(partitioner: str, num_partitions: int) -> Callable[[Itera
 
 
 def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, partitioner: str,
-               repartitioned: bool = True) -> DataFrame:
+               repartitioned: bool = True, few: bool = True) -> DataFrame:
     """Per normalized user id of a mismatch (``norm_key``), one entry per users-topic key that differs from
     it at most by JSON quoting (``user_keys``): the key, its first record time, its partitions and, when
     ``repartitioned`` (the caller knows the repartition pair has mismatches), where ``partitioner`` (the
@@ -64,10 +64,12 @@ def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, par
 
     Only the users whose normalized key is a mismatch's are grouped (a broadcast semi join), in one
     aggregation per key, then one per normalized key on the same shuffle; the Python partitioner worker
-    starts only when some mismatch needs it.
+    starts only when some mismatch needs it.  ``few`` (see :func:`explain`): the mismatches' ids are
+    broadcast as they are; else distinct first (every order may mismatch, its users may not).
     """
-    # distinct: every order may mismatch (a whole topic written by another partitioner), its users may not
-    wanted = F.broadcast(mismatches.select(normalized_key(F.col("user_id")).alias("norm_key")).distinct())
+    # as they are when few: a distinct is a shuffle, whose second stage queued the users' scan behind the orders'
+    wanted = mismatches.select(normalized_key(F.col("user_id")).alias("norm_key"))
+    wanted = F.broadcast(wanted if few else wanted.distinct())
     relevant = users.withColumn("norm_key", normalized_key(F.col("user_key"))).join(wanted, "norm_key", "left_semi")
     # shuffled by the normalized key alone, so that both aggregations below share the one exchange
     relevant = relevant.repartition("norm_key")
@@ -127,7 +129,7 @@ def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_part
     mismatches' identities and users, so neither the orders nor the mismatches are shuffled;
     ``repartitioned``: see ``user_index``.
     """
-    index = user_index(users, mismatches, num_partitions, partitioner, repartitioned)
+    index = user_index(users, mismatches, num_partitions, partitioner, repartitioned, few)
     info = order_info(orders, mismatches, few, order_kinds)
     if few:
         info, index = F.broadcast(info), F.broadcast(index)
