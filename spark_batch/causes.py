@@ -55,8 +55,8 @@ def _partition_batches(partitioner: str, num_partitions: int) -> Callable[[Itera
     return assign
 
 
-def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, partitioner: str,
-               repartitioned: bool = True, few: bool = True) -> DataFrame:
+def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, partitioner: str, few: bool,
+               repartitioned: bool = True) -> DataFrame:
     """Per normalized user id of a mismatch (``norm_key``), one entry per users-topic key that differs from
     it at most by JSON quoting (``user_keys``): the key, its first record time, its partitions and, when
     ``repartitioned`` (the caller knows the repartition pair has mismatches), where ``partitioner`` (the
@@ -106,7 +106,7 @@ def order_info(orders: DataFrame, mismatches: DataFrame, few: bool, kinds: Obser
     hit = F.col("_wanted") & decodable()
     names = F.array(*[F.lit(k) for k in COUNTED_KINDS])
     # 0, not null, outside the hits: Spark's fast map takes only rows whose keys are all non-null (a null key
-    # sent every other order to its general map: 40% of the scan's time); _hit keeps the two apart
+    # sent every other order to its general map: 40% of the scan's profile samples); _hit keeps the two apart
     keys = [F.when(hit, F.col("_hash")).otherwise(0).alias("_o_hash"),
             *[F.when(hit, identity_value(c)).otherwise(0).alias(f"_o_{c}") for c in FIXED_IDENTITY]]
     grouped = probed.groupBy(hit.alias("_hit"), *keys).agg(
@@ -129,7 +129,7 @@ def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_part
     mismatches' identities and users, so neither the orders nor the mismatches are shuffled;
     ``repartitioned``: see ``user_index``.
     """
-    index = user_index(users, mismatches, num_partitions, partitioner, repartitioned, few)
+    index = user_index(users, mismatches, num_partitions, partitioner, few, repartitioned)
     info = order_info(orders, mismatches, few, order_kinds)
     if few:
         info, index = F.broadcast(info), F.broadcast(index)

@@ -1,10 +1,9 @@
 """The app's flow control keeps the standby changelog rows a recovery fetches between its two resumes.
 
 Deterministic, no broker: a real app, not started, and the queues Faust itself
-builds (the table manager's changelog queue; a stream's queue, as
-Faust builds it), driven in the order
-Faust's recovery drives them after a rebalance: suspend and clear, resume when the
-standby partitions are read, then resume again after ``perform_seek``.
+builds (the table manager's changelog queue; a stream's queue), driven in the
+order Faust's recovery drives them after a rebalance: suspend and clear, resume
+when the standby partitions are read, then resume again after ``perform_seek``.
 """
 from __future__ import annotations
 
