@@ -42,11 +42,17 @@ def run_demo(*extra: str, timeout: float) -> tuple[dict, str]:
     return json.loads(done.stdout), done.stderr
 
 
-def check_run(run: dict, seed: int, partitioner: str) -> list[str]:
-    """Assert one run's reports against independently computed partitions; return the expected misses."""
+def check_run(run: dict, seed: int, partitioner: str, people: str) -> list[str]:
+    """Assert one run's reports against independently computed partitions; return the expected misses.
+
+    ``people``: the demo's output for people, shown when an assertion fails (an engine that
+    did not load the users in time has its last log lines there)."""
     users = make_users(MESSAGES, random.Random(seed))
     assert run["partitioner"] == partitioner and run["seed"] == seed
     assert run["worker_running"] is True and run["streams_running"] is True
+    waits = {(w["engine"], w["topic"]): (w["found"], w["expected"]) for w in run["waits"]}
+    assert len(waits) == 4, run["waits"]  # the worker's repartition topic and two changelogs, Kafka Streams' table topic
+    assert set(waits.values()) == {(MESSAGES, MESSAGES)}, people[-8000:]
     mismatched = sorted(
         (u.user_id, expected_users_partition(partitioner, key(u)), java(key(u)))
         for u in users if expected_users_partition(partitioner, key(u)) != java(key(u))
@@ -79,9 +85,9 @@ def check_run(run: dict, seed: int, partitioner: str) -> list[str]:
 def test_demo_first_run_misses_where_crc32_and_murmur2_disagree_second_run_none() -> None:
     report, people = run_demo("--no-reconcile", timeout=240)
     first, second = report["runs"]
-    missed = check_run(first, SEED, "consistent_random")
+    missed = check_run(first, SEED, "consistent_random", people)
     assert missed, "with 30 users crc32 and murmur2 agree on all with probability 6**-30"
-    assert check_run(second, SEED + 1, "murmur2_random") == []
+    assert check_run(second, SEED + 1, "murmur2_random", people) == []
     assert second["reports"]["Direct"]["matched_pct"] == 100.0
     assert f" - Matched partitions: {first['reports']['Direct']['matched_pct']:.2f}%" in people
     # the two engines' direct joins side by side: a missed order shows ??? under both engines' NAME and AGE
@@ -105,8 +111,8 @@ def test_demo_reconciles_the_two_engines_from_kafka() -> None:
     """Spark's Kafka source reads both engines' outputs: run 1's direct misses are in both engines,
     so they are ``both_unenriched``, each caused by a ``copartition_violation``; nothing else differs."""
     report, people = run_demo(timeout=600)
-    missed = check_run(report["runs"][0], SEED, "consistent_random")
-    check_run(report["runs"][1], SEED + 1, "murmur2_random")
+    missed = check_run(report["runs"][0], SEED, "consistent_random", people)
+    check_run(report["runs"][1], SEED + 1, "murmur2_random", people)
     reconciliation = report["reconciliation"]
     assert reconciliation["ran"] is True and reconciliation["exit_code"] == 1, people[-2000:]
     summary = reconciliation["summary"]

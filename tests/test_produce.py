@@ -16,6 +16,7 @@ from streamapp.cli import main
 from streamapp.demo.data import CHANNELS, key, make_orders, make_users, order_value, user_value
 from streamapp.demo.producer import produce_orders, produce_users
 from streamapp.demo.report import join_results, match_partitions
+from streamapp.demo.waits import wait_for_users
 from streamapp.kafka.admin import describe, ensure_topics
 from streamapp.kafka.reader import Record, read_topic
 from streamapp.model.records import decode_order, decode_user
@@ -221,3 +222,17 @@ def test_people_tables_show_the_first_rows_and_say_how_many_more() -> None:
     assert " - Matched partitions: 0.00%" in text and f"{TABLE_ROWS + 7} exceptions" in text
     assert f"u{TABLE_ROWS - 1:03d}" in text and f"u{TABLE_ROWS:03d}" not in text
     assert " ... 7 more rows (--json lists them all)" in text
+
+
+def test_a_wait_for_users_an_engine_did_not_write_says_how_many_are_missing(broker_settings, new_topic) -> None:
+    """An engine that did not load a run's users in time is named with the count it lacks, not left to guess."""
+    topic = new_topic("users-wait")
+    users = make_users(5, random.Random(3))
+    produce_users(broker_settings.kafka, topic, users[:3], "murmur2_random", "test")
+    ids = [u.user_id for u in users]
+    wait = wait_for_users("Faust", broker_settings, topic, ids, 1.0)
+    assert (wait.found, wait.expected, wait.complete) == (3, 5, False)
+    assert wait.seconds >= 1.0
+    assert wait.line().startswith(f"Faust: 2 of 5 users not in {topic} after ")
+    done = wait_for_users("Faust", broker_settings, topic, ids[:3], 30.0)
+    assert (done.found, done.expected, done.complete) == (3, 3, True) and done.seconds < 30.0

@@ -26,7 +26,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.table import Table
@@ -52,6 +52,8 @@ SPARK_SUBMIT_ARGS = ("--conf spark.sql.shuffle.partitions=2 --conf spark.default
                      "--conf spark.sql.adaptive.coalescePartitions.initialPartitionNum=2 "
                      "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
 ENGINES = (FAUST, KAFKA_STREAMS)
+#: Log lines of an engine shown when it did not load a run's users in time.
+LOG_TAIL = 40
 
 
 def add_parser(sub: Any) -> None:
@@ -83,7 +85,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
         # Spark's JVM starts now, beside the engines and the runs, and reads once they are done
         with ReconcileJob.start(demo_settings, Path(tmp), window_start, console) if args.reconcile else nullcontext() as job:
-            with engines(demo_settings, Path(tmp), console, started):
+            with engines(demo_settings, Path(tmp), console, started) as logs:
                 for number, partitioner in enumerate(RUNS, start=1):
                     seed = None if args.seed is None else args.seed + number - 1
                     console.rule(f"Run {number}: users with {partitioner}, orders with murmur2 (Java, ksqlDB)")
@@ -93,6 +95,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                     result = produce_with_progress(demo_settings, options, console)
                     results.append(result)
                     render_run(console, result)
+                    for wait in result.waits:
+                        if not wait.complete:  # what the engine was doing meanwhile, for whoever reads the run
+                            console.rule(f"{wait.engine}: its last log lines")
+                            console.print(logs[wait.engine](LOG_TAIL), markup=False, highlight=False)
                     console.print(f"Run {number} took {time.monotonic() - run_started:.1f}s")
             console.print("Faust worker and Kafka Streams stopped.")
             console.rule("Summary")
@@ -109,8 +115,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 @contextmanager
-def engines(settings: Settings, tmp: Path, console: Console, started: float) -> Iterator[None]:
-    """The Faust worker and the Kafka Streams program, started side by side (each is a process of its own).
+def engines(settings: Settings, tmp: Path, console: Console, started: float) -> Iterator[dict[str, Callable[[int], str]]]:
+    """The Faust worker and the Kafka Streams program, started side by side (each is a process of its own);
+    yields each one's last log lines by engine.
 
     Both read the users and orders topics, so those are created first.  Kafka Streams
     starts in a thread while the worker starts here; a start under way ends (ready or
@@ -129,7 +136,7 @@ def engines(settings: Settings, tmp: Path, console: Console, started: float) -> 
                 starting.result()
                 console.print(f"Kafka Streams ready (ksqlDB's demo joins, not ksqlDB; pid {streams.pid}) "
                               f"after {time.monotonic() - started:.1f}s")
-                yield
+                yield {FAUST: worker.tail, KAFKA_STREAMS: lambda n: "\n".join(list(streams.log_lines)[-n:])}
         finally:
             wait([starting])
             streams.stop()

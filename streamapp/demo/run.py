@@ -22,7 +22,7 @@ from .ksqldb import DemoObjects, KsqlDBClient, demo_statements
 from .producer import Progress, ProduceError, insert_orders, produce_orders, produce_users
 from .report import (FAUST, KAFKA_STREAMS, KSQLDB, JoinResults, MatchReport, join_results, join_rows_from_columns,
                      join_title, match_partitions)
-from .waits import wait_for_keys, wait_for_ksqldb_table, wait_for_tables
+from .waits import TableWait, wait_for_keys, wait_for_ksqldb_table, wait_for_tables
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,8 @@ class ProduceRun:
     seed: int | None = None
     #: ``streamapp ksql-equivalent`` (ksqlDB's joins on Kafka Streams) was running: its joins are reported.
     streams_running: bool = False
+    #: The waits for each engine's tables before the orders went out (an incomplete one is in ``notes`` too).
+    waits: list[TableWait] = field(default_factory=list)
     reports: list[tuple[str, MatchReport]] = field(default_factory=list)
     joins: list[tuple[str, JoinResults]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -61,6 +63,7 @@ class ProduceRun:
             "endpoints": [e.to_dict() for e in self.endpoints],
             "worker_running": self.worker_running,
             "streams_running": self.streams_running,
+            "waits": [w.to_dict() for w in self.waits],
             "reports": {title: r.to_dict() for title, r in self.reports},
             "joins": {title: j.to_dict() for title, j in self.joins},
             "notes": self.notes,
@@ -106,10 +109,10 @@ def run(settings: Settings, options: ProduceOptions, progress: Progress | None =
         # Without ksqlDB, the same joins may run on Kafka Streams (streamapp ksql-equivalent), into ksqlDB's topics.
         streams = ksql is None and group_active(bootstrap, streams_application_id(settings))
         produce_users(bootstrap, settings.users_topic, users, options.partitioner, options.client_id, progress)
-        if worker:
-            wait_for_tables(settings, ids, options.wait)
+        waits = wait_for_tables(settings, ids, options.wait, FAUST) if worker else []
         if ksql is not None or streams:
-            wait_for_ksqldb_table(settings, ids, options.wait)
+            waits += wait_for_ksqldb_table(settings, ids, options.wait, KSQLDB if ksql is not None else KAFKA_STREAMS)
+        notes += [wait.line() for wait in waits if not wait.complete]
         orders = make_orders(users, rng, int(time.time() * 1000))
         if ksql is not None:
             insert_orders(ksql, DemoObjects.from_settings(settings).orders_stream, orders, progress)
@@ -118,7 +121,7 @@ def run(settings: Settings, options: ProduceOptions, progress: Progress | None =
             produce_orders(bootstrap, settings.orders_topic, orders, options.client_id, progress)
             orders_via = "confluent-kafka partitioner=murmur2 (Java-compatible)"
         result = ProduceRun(options.partitioner, orders_via, endpoints, users, orders, worker, options.seed, streams,
-                            notes=notes)
+                            waits=waits, notes=notes)
         orders_partitions = _only(key_partitions(wait_for_keys(bootstrap, settings.orders_topic, ids, options.wait)), ids)
         users_partitions = _only(key_partitions(read_topic(bootstrap, settings.users_topic)), ids)
         result.reports.append(("Direct", match_partitions(settings.users_topic, users_partitions,

@@ -6,6 +6,7 @@ repartitioned table before it sends the orders, as a stream-table join requires.
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
 from ..kafka.admin import TopicError, describe, wait_listed
@@ -39,22 +40,58 @@ def wait_for_keys(bootstrap: str, topic: str, keys: Iterable[str], timeout: floa
             records += reader.read(min(left, 1.0))
 
 
+@dataclass(frozen=True)
+class TableWait:
+    """One wait for this run's users in an engine's topic: how many arrived, and when the wait ended.
+
+    An incomplete wait means the engine did not load the users before the orders went
+    out: their orders join NULL user columns, and the report says so rather than
+    leaving the reader to guess why.
+    """
+
+    engine: str
+    topic: str
+    expected: int
+    found: int
+    seconds: float
+
+    @property
+    def complete(self) -> bool:
+        return self.found >= self.expected
+
+    def line(self) -> str:
+        return (f"{self.engine}: {self.expected - self.found} of {self.expected} users not in {self.topic} "
+                f"after {self.seconds:.1f}s; their orders were sent anyway and may join NULL user columns")
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "complete": self.complete}
+
+
+def wait_for_users(engine: str, settings: Settings, topic: str, ids: Sequence[str], timeout: float) -> TableWait:
+    """Follow ``topic`` until every id is a key in it or ``timeout`` passes; how many were found, and when."""
+    started = time.monotonic()
+    keys = {(r.key or b"").decode("utf-8", "replace") for r in wait_for_keys(settings.kafka, topic, ids, timeout)}
+    return TableWait(engine, topic, len(set(ids)), len(keys & set(ids)), time.monotonic() - started)
+
+
 def table_changelogs(settings: Settings) -> list[str]:
     """Changelogs of the worker's tables: a key there means the table holds it, as a join needs before the order."""
     return [changelog_topic(settings, join.table) for join in joins(settings)]
 
 
-def wait_for_tables(settings: Settings, ids: Sequence[str], timeout: float) -> None:
+def wait_for_tables(settings: Settings, ids: Sequence[str], timeout: float, engine: str) -> list[TableWait]:
     """Wait until the worker has loaded this run's users into both tables (or ``timeout`` passes)."""
     deadline = time.monotonic() + timeout
+    waits = []
     for topic in (settings.users_repartition_topic, *table_changelogs(settings)):
         left = max(deadline - time.monotonic(), 0)
         if describe(settings.kafka, [topic]):
-            wait_for_keys(settings.kafka, topic, ids, left)
+            waits.append(wait_for_users(engine, settings, topic, ids, left))
+    return waits
 
 
-def wait_for_ksqldb_table(settings: Settings, ids: Sequence[str], timeout: float) -> None:
-    """Wait until ksqlDB has written this run's users to its repartitioned table's topic (its table is loaded)."""
+def wait_for_ksqldb_table(settings: Settings, ids: Sequence[str], timeout: float, engine: str) -> list[TableWait]:
+    """Wait until ksqlDB (or its joins on Kafka Streams) has written this run's users to its repartitioned
+    table's topic: its table is loaded."""
     topic = DemoObjects.from_settings(settings).users_repartition_topic
-    if describe(settings.kafka, [topic]):
-        wait_for_keys(settings.kafka, topic, ids, timeout)
+    return [wait_for_users(engine, settings, topic, ids, timeout)] if describe(settings.kafka, [topic]) else []
