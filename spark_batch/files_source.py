@@ -145,6 +145,45 @@ def raw_json_schema(first_line: str) -> str | None:
     return ", ".join(f"`{name}` {RAW_JSON_TYPES[name]}" for name in row)
 
 
+#: Spark's type of a flat Parquet column, by (physical type, logical type as pyarrow gives it); what Spark's
+#: own inference reads from the footer for these (under its defaults). Any other column leaves the
+#: export to that inference.
+_PARQUET_TYPES = {
+    ("BOOLEAN", "None"): "boolean", ("INT32", "None"): "int", ("INT64", "None"): "bigint",
+    ("INT32", "Int(bitWidth=8, isSigned=true)"): "tinyint", ("INT32", "Int(bitWidth=16, isSigned=true)"): "smallint",
+    ("INT32", "Int(bitWidth=32, isSigned=true)"): "int", ("INT64", "Int(bitWidth=64, isSigned=true)"): "bigint",
+    ("FLOAT", "None"): "float", ("DOUBLE", "None"): "double", ("BYTE_ARRAY", "String"): "string",
+    ("BYTE_ARRAY", "None"): "binary", ("INT32", "Date"): "date",
+}
+
+
+def parquet_schema(path: Path, binary_as_string: bool = False) -> str | None:
+    """A one-file Parquet export's schema from its footer, as Spark's inference would find it, else None.
+
+    Given to Spark, it spares the inference job (one per export: a task on an executor and back);
+    only flat columns of the types in ``_PARQUET_TYPES`` qualify. ``binary_as_string``: the session's
+    ``spark.sql.parquet.binaryAsString`` (a BYTE_ARRAY without a logical type is then a string).
+    """
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_metadata(path).schema
+    except Exception:  # left to Spark, which names the problem
+        return None
+    fields = []
+    for i in range(len(schema)):
+        column = schema.column(i)
+        spark_type = _PARQUET_TYPES.get((column.physical_type, str(column.logical_type)))
+        if spark_type == "binary" and binary_as_string:
+            spark_type = "string"
+        if spark_type is None or column.max_repetition_level or column.path != column.name or "`" in column.name:
+            return None
+        fields.append(f"`{column.name}` {spark_type}")
+    if len(fields) != len(schema.to_arrow_schema()):  # a nested column is several leaves
+        return None
+    return ", ".join(fields) or None
+
+
 def _first_line(path: Path) -> str:
     with path.open("rb") as handle:
         return handle.readline(1 << 20).decode("utf-8", "replace")
@@ -156,7 +195,9 @@ def read_export(spark: SparkSession, input_dir: Path, topic: str, role: str) -> 
     try:
         schema = raw_json_schema(_first_line(path)) if path.is_file() and not _is_parquet(path) else None
         if _is_parquet(path):
-            frame = spark.read.parquet(str(path))
+            as_string = spark.conf.get("spark.sql.parquet.binaryAsString", "false").lower() == "true"
+            footer = parquet_schema(path, as_string) if path.is_file() else None
+            frame = spark.read.parquet(str(path)) if footer is None else spark.read.schema(footer).parquet(str(path))
         else:
             frame = spark.read.json(str(path)) if schema is None else spark.read.schema(schema).json(str(path))
         columns = [c.lower() for c in frame.columns]

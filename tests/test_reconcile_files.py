@@ -108,3 +108,45 @@ def test_reconcile_unknown_flag_is_one_line(capsys):
         main(["--date", sc.DAY, "--no-such-flag"])
     err = capsys.readouterr().err.strip()
     assert exited.value.code == 2 and "\n" not in err and "--no-such-flag" in err
+
+
+def test_a_one_file_parquet_exports_schema_from_its_footer_is_what_spark_infers(spark, tmp_path):
+    """The footer's schema (which spares Spark's inference job) must read the file exactly as inference would;
+    a column of another kind (nested, a timestamp, unsigned, a decimal) leaves the file to that inference."""
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spark_batch.files_source import parquet_schema
+
+    flat = pa.table({
+        "user_id": pa.array(["u1", None], pa.string()), "big": pa.array([1, None], pa.int64()),
+        "small": pa.array([1, 2], pa.int32()), "tiny": pa.array([1, -2], pa.int8()), "short": pa.array([3, None], pa.int16()),
+        "price": pa.array([1.5, -0.0], pa.float64()), "ratio": pa.array([0.25, None], pa.float32()),
+        "flag": pa.array([True, None], pa.bool_()), "raw": pa.array([b"\xff", None], pa.binary()),
+        "day": pa.array([datetime.date(2026, 11, 20), None], pa.date32()), "with space": pa.array(["a", "b"]),
+    })
+    path = tmp_path / "flat.parquet"
+    pq.write_table(flat, path)
+    required = pa.schema([pa.field("user_id", pa.string(), False), pa.field("big", pa.int64(), False)])
+    pq.write_table(pa.table({"user_id": ["u1"], "big": [1]}, required), tmp_path / "required.parquet")
+    for file in (path, tmp_path / "required.parquet"):
+        schema = parquet_schema(file)
+        assert schema is not None
+        inferred, given = spark.read.parquet(str(file)), spark.read.schema(schema).parquet(str(file))
+        assert given.schema == inferred.schema
+        assert sorted(map(tuple, given.collect()), key=repr) == sorted(map(tuple, inferred.collect()), key=repr)
+    spark.conf.set("spark.sql.parquet.binaryAsString", "true")
+    try:
+        assert spark.read.schema(parquet_schema(path, True)).parquet(str(path)).schema == spark.read.parquet(str(path)).schema
+    finally:
+        spark.conf.unset("spark.sql.parquet.binaryAsString")
+    others = {"nested": pa.array([{"a": 1}]), "listed": pa.array([[1]]), "moment": pa.array([datetime.datetime(2026, 1, 1)]),
+              "unsigned": pa.array([1], pa.uint32()), "money": pa.array([decimal.Decimal("1.10")])}
+    for name, column in others.items():
+        pq.write_table(pa.table({"user_id": ["u1"], name: column}), tmp_path / f"{name}.parquet")
+        assert parquet_schema(tmp_path / f"{name}.parquet") is None, name
+    (tmp_path / "broken.parquet").write_bytes(b"not parquet")
+    assert parquet_schema(tmp_path / "broken.parquet") is None
