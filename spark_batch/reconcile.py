@@ -12,6 +12,7 @@ import shutil
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script
     __package__ = "spark_batch"
 
 from py4j.protocol import Py4JJavaError
+from pyspark import inheritable_thread_target
 from pyspark.errors import PySparkTypeError
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -231,8 +233,10 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
         input_records = _input_records(inputs, {role: observed(kinds[role]) for role in INPUT_ROLES})
         with _step("Summarised"):
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
-            summary = _summary(options, inputs, detail, counts, output_records, input_records, _versions(spark))
-            samples = _samples(detail)
+            with ThreadPoolExecutor(1) as thread:  # two small queries, each mostly waiting on its stages: together
+                sampled = thread.submit(inheritable_thread_target(_samples), detail)
+                summary = _summary(options, inputs, detail, counts, output_records, input_records, _versions(spark))
+            samples = sampled.result()
         report.write_summary(staging / "summary.json", summary)
         (staging / "report.html").write_text(report.render_html(summary, samples))
         if inputs.plan is not None:
