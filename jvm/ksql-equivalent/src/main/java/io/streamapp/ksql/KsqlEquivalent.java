@@ -191,6 +191,8 @@ public final class KsqlEquivalent {
             return StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
         streams.setStateListener((now, before) -> {
+            // each transition with the tasks this instance runs: a task missing after a rebalance stalls its partitions
+            LOG.info("state {} -> {}, active tasks {}", before, now, activeTasks(streams, now));
             if (now == KafkaStreams.State.RUNNING && announced.compareAndSet(false, true)) {
                 LOG.info("{} application.id={}", RUNNING, config.getProperty(StreamsConfig.APPLICATION_ID_CONFIG));
             }
@@ -205,6 +207,23 @@ public final class KsqlEquivalent {
             LOG.error(FAILED + failure.get());
             streams.close(Duration.ofSeconds(15));
             System.exit(2);
+        }
+    }
+
+    /** The ids of the active tasks of this instance's threads, sorted; "unknown" outside RUNNING and REBALANCING. */
+    static String activeTasks(KafkaStreams streams, KafkaStreams.State state) {
+        if (state != KafkaStreams.State.RUNNING && state != KafkaStreams.State.REBALANCING) {
+            return "unknown";
+        }
+        try {
+            return streams.metadataForLocalThreads().stream()
+                .flatMap(thread -> thread.activeTasks().stream())
+                .map(task -> task.taskId().toString())
+                .sorted()
+                .toList()
+                .toString();
+        } catch (RuntimeException e) {  // the state moved on meanwhile
+            return "unknown";
         }
     }
 
