@@ -234,7 +234,7 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
         with _step("Summarised"):
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
             with ThreadPoolExecutor(1) as thread:  # two small queries, each mostly waiting on its stages: together
-                sampled = thread.submit(inheritable_thread_target(_samples), detail)
+                sampled = thread.submit(inheritable_thread_target(spark)(_samples), detail)
                 summary = _summary(options, inputs, detail, counts, output_records, input_records, _versions(spark))
             samples = sampled.result()
         report.write_summary(staging / "summary.json", summary)
