@@ -136,7 +136,7 @@ def engines(settings: Settings, tmp: Path, console: Console, started: float) -> 
                 starting.result()
                 console.print(f"Kafka Streams ready (ksqlDB's demo joins, not ksqlDB; pid {streams.pid}) "
                               f"after {time.monotonic() - started:.1f}s")
-                yield {FAUST: worker.tail, KAFKA_STREAMS: lambda n: "\n".join(list(streams.log_lines)[-n:])}
+                yield {FAUST: worker.tail, KAFKA_STREAMS: streams.tail}
         finally:
             wait([starting])
             streams.stop()

@@ -16,6 +16,11 @@ from ..settings import Settings
 from .ksqldb import DemoObjects
 
 
+def keys_of(records: Iterable[Record]) -> set[str]:
+    """The records' keys as text (a null key as the empty string)."""
+    return {(r.key or b"").decode("utf-8", "replace") for r in records}
+
+
 def wait_for_keys(bootstrap: str, topic: str, keys: Iterable[str], timeout: float) -> list[Record]:
     """Follow ``topic`` until every key has appeared or ``timeout`` passes; every record read either way.
 
@@ -32,7 +37,7 @@ def wait_for_keys(bootstrap: str, topic: str, keys: Iterable[str], timeout: floa
     with TopicReader(bootstrap, topic) as reader:
         while True:
             records += reader.read_to_end()
-            if wanted <= {(r.key or b"").decode("utf-8", "replace") for r in records}:
+            if wanted <= keys_of(records):
                 return records
             left = deadline - time.monotonic()
             if left <= 0:
@@ -69,9 +74,9 @@ class TableWait:
 
 def wait_for_users(engine: str, settings: Settings, topic: str, ids: Sequence[str], timeout: float) -> TableWait:
     """Follow ``topic`` until every id is a key in it or ``timeout`` passes; how many were found, and when."""
-    started = time.monotonic()
-    keys = {(r.key or b"").decode("utf-8", "replace") for r in wait_for_keys(settings.kafka, topic, ids, timeout)}
-    return TableWait(engine, topic, len(set(ids)), len(keys & set(ids)), time.monotonic() - started)
+    started, wanted = time.monotonic(), set(ids)
+    found = keys_of(wait_for_keys(settings.kafka, topic, wanted, timeout)) & wanted
+    return TableWait(engine, topic, len(wanted), len(found), time.monotonic() - started)
 
 
 def table_changelogs(settings: Settings) -> list[str]:

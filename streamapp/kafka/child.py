@@ -44,6 +44,10 @@ class ChildProcess:
             self._lines = deque(maxlen=LOG_LINES)
         return self._lines
 
+    def tail(self, lines: int = 15) -> str:
+        """The child's last ``lines`` lines of output, as one text (the worker's :meth:`WorkerProcess.tail` too)."""
+        return "\n".join(list(self.log_lines)[-lines:])
+
     def _spawn(self, cmd: Sequence[str]) -> None:
         self._proc = subprocess.Popen(
             list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
