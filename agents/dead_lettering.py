@@ -29,7 +29,7 @@ from streamapp.model.dead_letters import DeadLetter
 from streamapp.model.records import RecordError
 from streamapp.model.topology import owned_topics
 from streamapp.worker.app import StreamappApp
-from streamapp.worker.batch_sender import BatchSender, OnFailure, OnSent
+from streamapp.worker.batch_sender import BatchSender, OnFailure, OnSent, track_topics
 from streamapp.worker.faust_internals import ack_all, aiokafka_producer
 from streamapp.worker.tables import RowWrites
 from streamapp.worker.transport import Record
@@ -112,6 +112,9 @@ class DeadLettering:
                     limits = await asyncio.get_running_loop().run_in_executor(
                         None, read_limits, settings.kafka, topics, self.app.conf.producer_max_request_size)
                     logger.info(limits.summary())
+                    # before any output is sent: no topic written through Faust's producer can drop out of its
+                    # metadata (streamapp.worker.batch_sender.track_topics)
+                    await track_topics(aiokafka_producer(self.app), topics)
                     self._limits = limits
         return self._limits
 
@@ -167,6 +170,7 @@ class DeadLettering:
                     future = await self.app.join_tables.send_raw(topic, key, value, headers=attempt.headers())
                 else:
                     partition = self.app.join_tables.partitioner(key, self.app.partition_counts[topic])
+                    await track_topics(producer, [topic])
                     future = await producer.send(topic, value, key=key, partition=partition,
                                                  headers=list(attempt.headers().items()))
             except Exception as exc:  # noqa: BLE001 - decided just below

@@ -1,11 +1,13 @@
 """The worker transport's parts on the real Apache Kafka broker: whole-batch sends, subscribing to listed topics."""
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from streamapp.kafka.admin import TopicError, admin_client, wait_listed
@@ -46,6 +48,29 @@ async def test_batch_sender_puts_each_record_where_the_partitioner_says_with_its
     finally:
         await consumer.stop()
     assert got == sent
+
+
+async def test_a_batch_topic_stays_in_the_producers_metadata_when_a_new_topic_is_added(
+    bootstrap: str, new_topic
+) -> None:
+    """aiokafka, once it tracks one topic, refreshes only the tracked ones and forgets the rest; a batch queued for a
+    forgotten topic waits silently for another send to it (the demo's lost users).  BatchSender tracks its topics:
+    after a send, adding another topic (the worker's first send to a changelog created late) keeps it known."""
+    cached = new_topic("bscached", partitions=2)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        await producer.client.force_metadata_update()  # nothing tracked yet: every topic, ``cached`` among them
+        assert producer.client.cluster.partitions_for_topic(cached) == {0, 1}
+        late = new_topic("bslate", partitions=1)  # after the producer's last all-topics refresh
+        sender = BatchSender(producer, get_partitioner("murmur2"), {cached: 2})
+        sender.add_to(cached, 1, b"u1", b"row", 1_700_000_000_000)
+        await sender.send()
+        await producer.client.add_topic(late)  # the refresh that used to drop ``cached``
+        assert producer.client.cluster.leader_for_partition(TopicPartition(cached, 1)) is not None
+        await asyncio.wait_for(producer.flush(), 30)
+    finally:
+        await producer.stop()
 
 
 def test_wait_listed_returns_a_topic_created_a_moment_ago_and_names_one_never_created(bootstrap: str) -> None:

@@ -15,13 +15,22 @@ if its delivery fails, hands them to ``on_failure`` (the worker dead-letters the
 Once a batch is delivered, ``on_sent`` learns the offset of its last record: a
 table's changelog batch moves the table's persisted offset, as Faust's own
 changelog sends do.
+
+Every topic a batch goes to is tracked by the producer's metadata first
+(:func:`track_topics`).  aiokafka refreshes the metadata of all topics until it
+tracks one, then of the tracked ones only, and each refresh replaces what it
+knew: a topic it only ever saw in an all-topics refresh drops out at the next
+one.  A batch already queued for it then has no leader and waits, without a word,
+until another send happens to name that topic again; the worker's first send to
+a changelog Faust had just created made that refresh, and a fetch's users sat
+there for a whole demo run (tests/test_transport_parts.py shows it).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 from functools import partial
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Iterable, TypeVar
 
 from ..partitioners import KeyPartitioner
 
@@ -33,6 +42,16 @@ S = TypeVar("S")
 OnFailure = Callable[[str, int, list[Any], BaseException], None]
 #: (topic, partition, offset of the batch's last record) for a batch the broker stored.
 OnSent = Callable[[str, int, int], None]
+
+
+async def track_topics(producer: Any, topics: Iterable[str]) -> None:
+    """Have ``producer``'s metadata track ``topics`` (see the module): none of them can drop out of it later.
+
+    Cheap for topics already tracked (aiokafka answers with a finished future); an
+    untracked one costs one metadata refresh, which this waits for.
+    """
+    client = producer.client
+    await asyncio.gather(*(client.add_topic(topic) for topic in topics))
 
 
 class BatchSender(Generic[S]):
@@ -69,6 +88,7 @@ class BatchSender(Generic[S]):
         """Queue every collected batch with the producer (not waiting for the broker's acknowledgement)."""
         batches = self._full + [(topic, partition, *entry) for (topic, partition), entry in self._open.items()]
         self._full, self._open = [], {}
+        await track_topics(self._producer, {batch[0] for batch in batches})
         for topic, partition, builder, sources in batches:
             builder.close()
             future = await self._producer.send_batch(builder, topic, partition=partition)
