@@ -47,11 +47,12 @@ OnSent = Callable[[str, int, int], None]
 async def track_topics(producer: Any, topics: Iterable[str]) -> None:
     """Have ``producer``'s metadata track ``topics`` (see the module): none of them can drop out of it later.
 
-    Cheap for topics already tracked (aiokafka answers with a finished future); an
-    untracked one costs one metadata refresh, which this waits for.
+    Free for topics already tracked (aiokafka answers with a finished future, and nothing
+    yields to the event loop); an untracked one costs one metadata refresh, waited for here.
     """
-    client = producer.client
-    await asyncio.gather(*(client.add_topic(topic) for topic in topics))
+    refreshes = [future for future in map(producer.client.add_topic, topics) if not future.done()]
+    if refreshes:
+        await asyncio.gather(*refreshes)
 
 
 class BatchSender(Generic[S]):
