@@ -284,6 +284,27 @@ def test_explain_finds_causes_from_the_mismatches_users_only(spark):
     assert got[5]["cause_detail"] == "user and order both in partition 0, user 1005 ms older than the order"
 
 
+def test_the_orders_probe_finds_an_order_without_ts_and_not_one_that_only_shares_a_ts(spark):
+    """order_info probes the orders by ts alone and hashes only the hits: an order whose ts is null is still
+    found (its partition), and another order with a mismatch's ts does not lend it its partition."""
+    from spark_batch import causes
+    from spark_batch.decode import ORDER_COLUMNS
+
+    columns = "user_id string, ts bigint, product_id bigint, qty bigint, unit_price double, channel string"
+    orders = spark.createDataFrame(
+        [("u1", None, 1, 1, 2.5, "web", 4, 0), ("u2", 1002, 2, 1, 2.5, "web", 1, 1),
+         ("u3", 1002, 3, 1, 2.5, "web", 5, 2), ("u4", 1004, 4, 1, 2.5, "web", 2, 3)],
+        f"{columns}, partition int, offset bigint",
+    ).withColumn("kind", F.lit(None).cast("string")).select(*ORDER_COLUMNS)
+    mismatches = spark.createDataFrame([("u1", None, 1, 1, 2.5, "web"), ("u2", 1002, 2, 1, 2.5, "web")], columns)
+    for few in (True, False):
+        info = causes.order_info(orders, mismatches, few)
+        found = mismatches.join(info, [causes.identity_hash() == F.col("_o_hash"),
+                                       F.col("product_id") == F.col("_o_product_id")], "left")
+        # u3 shares u2's ts and sits in partition 5: u2 keeps its own partition
+        assert sorted((r["user_id"], r["order_partition"]) for r in found.collect()) == [("u1", 4), ("u2", 1)]
+
+
 def test_the_repartitioned_users_partition_is_the_partitioner_setting(spark, monkeypatch):
     """The worker repartitions users with its ``partitioner`` setting: the causes place them with it, not murmur2.
 
