@@ -102,9 +102,9 @@ def order_info(orders: DataFrame, mismatches: DataFrame, few: bool, kinds: Obser
     # identity mismatching in both pairs needs no distinct beforehand), and only the hits' whole identity is
     # hashed, not every scanned order's. A null ts probes as _NO_TS (a nullable key would make IN null-aware:
     # no hash join at all); an order that merely shares a ts is a hit grouped apart by its identity, and
-    # joins no mismatch. Two orders grouped together share the hash
-    # and every fixed-width column: the odds that they differ in user_id or channel are those of a 64-bit
-    # collision between orders alike in everything else.
+    # joins no mismatch. Two orders grouped together share the hash and every fixed-width column: the odds
+    # that they differ in user_id or channel are those of a 64-bit collision between orders alike in
+    # everything else.
     ts = F.coalesce(F.col("ts"), F.lit(_NO_TS))
     wanted = mismatches.select(ts)
     probed = orders.select("*", ts.isin(F.broadcast(wanted) if few else wanted).alias("_wanted"))
