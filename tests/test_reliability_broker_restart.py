@@ -19,6 +19,9 @@ output topics, its exit status).
   answers 503 after ``kafka_unreachable_timeout``, the worker logs that once
   (not thousands of client errors) and exits with status 3 after
   ``kafka_unreachable_exit``, for a supervisor to restart it.
+- **Stopped while it is gone.** SIGTERM once ``/health`` answers 503: the worker
+  says why in one line and exits with status 3 at once, not after its clients
+  have waited out their request timeouts on the brokers that are gone.
 """
 from __future__ import annotations
 
@@ -98,6 +101,7 @@ def health_is(worker: WorkerProcess, wanted: int) -> dict[str, Any] | None:
     status, body = get(worker, "/health")
     assert status in (200, 503), (status, body)
     return body if status == wanted else None
+
 
 
 class OrderStream(threading.Thread):
@@ -266,5 +270,28 @@ def test_broker_gone_worker_says_so_once_and_exits_3(kafka: KillableKafka, tmp_p
         assert max(forms.values()) == 1 and len(lines) <= 30, text
         print(f"broker gone: exit {code} after {seconds:.1f} s, {len(lines)} log lines since the kill, "
               f"/health at 503: {json.dumps(unhealthy['kafka'])}")
+    finally:
+        worker.stop()
+
+def test_a_stop_while_kafka_is_unreachable_leaves_at_once_with_status_3(kafka: KillableKafka, tmp_path: Path) -> None:
+    """SIGTERM once /health says Kafka is unreachable, its exit limit far off: one line says why, and the worker
+    leaves with status 3 as at that limit, instead of committing and flushing to brokers that are gone (each
+    request waiting out its timeout, longer than a supervisor's grace period before SIGKILL)."""
+    settings = settings_for(kafka, tmp_path, kafka_unreachable_timeout=2.0, kafka_unreachable_exit=600.0)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start(timeout=120)
+    try:
+        wait_for(worker, "/health 200", lambda: health_is(worker, 200), 60)
+        before = len(worker.log().splitlines())
+        kafka.kill()
+        wait_for(worker, "/health 503", lambda: health_is(worker, 503), 120)
+        stopping = time.monotonic()
+        code = worker.stop(timeout=120)  # SIGTERM; SIGKILL (-9) only after 120 s
+        seconds = time.monotonic() - stopping
+        text = "\n".join(worker.log().splitlines()[before:])
+        assert code == UNREACHABLE_EXIT_CODE, text
+        assert len(re.findall(r"\[CRITICAL\] Stopping while Kafka has been unreachable for \d+ s: leaving at once "
+                              r"with status 3", text)) == 1, text
+        assert "Traceback" not in text, text
+        print(f"stop without Kafka: exit {code} {seconds:.1f} s after SIGTERM")
     finally:
         worker.stop()

@@ -185,6 +185,10 @@ class StreamappApp(faust.App):
             logger.error("Worker not started: %s", exc)
             raise SystemExit(GUARD_EXIT_CODE) from None
 
+    async def on_stop(self) -> None:
+        self.kafka_monitor.before_stop()  # Kafka unreachable: leave at once, not commit and flush to it (health)
+        await super().on_stop()
+
 
 def install_agents(app: StreamappApp, package: str = AGENTS) -> None:
     """Import the agents' package and let it install them on ``app``; a module that fails to import stops us.

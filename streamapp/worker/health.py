@@ -19,6 +19,9 @@ retries every connection several times a second, each failure a log line
   (what was not committed is processed again after the restart): a clean stop
   would flush the producer and commit to the brokers that are gone, and wait
   for them up to the producer's request timeout.
+- **A stop while unreachable** (SIGTERM once ``/health`` answers 503) leaves the
+  same way, with one line saying so: the clean stop would wait on those brokers
+  longer than a supervisor's grace period before it sends SIGKILL.
 - **The flood.** aiokafka's loggers get :class:`RepeatFilter`: a message of the
   same form is logged at most once a minute, with how many were left out.
 """
@@ -231,6 +234,21 @@ class KafkaMonitor:
             "supervisor restarts the worker; what was not committed is processed again then",
             self.state.silent_for(time.monotonic()), UNREACHABLE_EXIT_CODE,
         )
+        self._leave()
+
+    def before_stop(self) -> None:
+        """At the start of the app's stop: when Kafka is unreachable, log why and leave at once (module docstring)."""
+        now = time.monotonic()
+        if self.state.healthy(now):
+            return
+        logger.critical(
+            "Stopping while Kafka has been unreachable for %.0f s: leaving at once with status %d instead of "
+            "committing and flushing to brokers that are gone; what was not committed is processed again after a "
+            "restart", self.state.silent_for(now), UNREACHABLE_EXIT_CODE,
+        )
+        self._leave()
+
+    def _leave(self) -> None:
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
