@@ -103,7 +103,6 @@ def health_is(worker: WorkerProcess, wanted: int) -> dict[str, Any] | None:
     return body if status == wanted else None
 
 
-
 class OrderStream(threading.Thread):
     """All orders through one idempotent librdkafka producer, paced, holding at given counts until released.
 
@@ -272,6 +271,7 @@ def test_broker_gone_worker_says_so_once_and_exits_3(kafka: KillableKafka, tmp_p
               f"/health at 503: {json.dumps(unhealthy['kafka'])}")
     finally:
         worker.stop()
+
 
 def test_a_stop_while_kafka_is_unreachable_leaves_at_once_with_status_3(kafka: KillableKafka, tmp_path: Path) -> None:
     """SIGTERM once /health says Kafka is unreachable, its exit limit far off: one line says why, and the worker
