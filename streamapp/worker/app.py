@@ -186,7 +186,10 @@ class StreamappApp(faust.App):
             raise SystemExit(GUARD_EXIT_CODE) from None
 
     async def on_stop(self) -> None:
-        self.kafka_monitor.before_stop()  # Kafka unreachable: leave at once, not commit and flush to it (health)
+        """Faust's stop commits offsets and flushes the producer: with Kafka unreachable the monitor leaves at once
+        instead (:meth:`~streamapp.worker.health.KafkaMonitor.before_stop`), as a wait on gone brokers outlasts
+        a supervisor's grace period."""
+        self.kafka_monitor.before_stop()
         await super().on_stop()
 
 
