@@ -12,7 +12,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "streamapp"
 #: Bottom to top: a module may import its own layer and those below it, never one above.
-LAYERS = ("errors", "templates", "settings", "partitioners", "model", "kafka", "copartition", "worker", "demo", "cli")
+LAYERS = ("errors", "templates", "settings", "partitioners", "model", "sql", "kafka", "copartition", "worker", "demo", "cli")
 #: The package's entry points sit above every layer (``streamapp.app`` is the worker's app, built lazily).
 TOP = len(LAYERS)
 #: Packages beside streamapp that use it; streamapp never imports them.

@@ -21,6 +21,7 @@ COMMANDS = (
     "produce",
     "demo",
     "ksql_equivalent",
+    "test_runner",
 )
 
 

@@ -364,6 +364,57 @@ def bigint(node: Any, name: str) -> int | None:
     return _number_column(node, name, "BIGINT", _as_long, parse_long, "a 64-bit integer")
 
 
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+
+
+def _as_int(node: int | Decimal) -> int:
+    """JsonNode.intValue: the integer part, its low 32 bits as a signed int."""
+    return (_as_long(node) - INT_MIN) % 2**32 + INT_MIN
+
+
+def _parse_int_text(text: str) -> int | None:
+    """Integer.parseInt, or None where it throws."""
+    value = parse_long(text)
+    return value if value is not None and INT_MIN <= value <= INT_MAX else None
+
+
+def integer(node: Any, name: str) -> int | None:
+    """An INT column (JsonSerdeUtils.toInteger); RecordError naming ``name`` where ksqlDB cannot read it."""
+    return _number_column(node, name, "INT", _as_int, _parse_int_text, "a 32-bit integer")
+
+
+def boolean(node: Any, name: str) -> bool | None:
+    """A BOOLEAN column (JsonSerdeUtils.toBoolean): a JSON boolean, or the string true or false in any case."""
+    if node is None or node is True or node is False:
+        return node
+    if isinstance(node, str) and node.lower() in ("true", "false"):
+        return node.lower() == "true"
+    raise RecordError(f"field {name!r} is {_quote(_plain(node))} ({_json_kind(node)}), expected a BOOLEAN: "
+                      "true, false or a string of either", name)
+
+
+def decimal(node: Any, name: str, precision: int, scale: int) -> Decimal | None:
+    """A DECIMAL(precision, scale) column: a JSON number or a numeric string, at the column's scale (half up),
+    refused when its integer digits do not fit (ksqlDB's DecimalUtil.ensureFit)."""
+    if node is None:
+        return None
+    value: Decimal | None = None
+    if isinstance(node, (int, Decimal)) and not isinstance(node, bool):
+        value = Decimal(node)
+    elif isinstance(node, str):
+        try:
+            value = Decimal(node.strip())
+        except ArithmeticError:
+            value = None
+    if value is None or not value.is_finite():
+        raise RecordError(f"field {name!r} is {_quote(_plain(node))} ({_json_kind(node)}), expected a "
+                          f"DECIMAL({precision}, {scale})", name)
+    fitted = value.quantize(Decimal(1).scaleb(-scale), rounding="ROUND_HALF_UP")
+    if len(fitted.as_tuple().digits) > precision and not fitted.is_zero():
+        raise RecordError(f"field {name!r} is {value}, which does not fit DECIMAL({precision}, {scale})", name)
+    return fitted
+
+
 def double(node: Any, name: str) -> float | None:
     """A DOUBLE column (JsonSerdeUtils.toDouble); RecordError naming ``name`` where ksqlDB cannot read it."""
     return _number_column(node, name, "DOUBLE", _to_double, parse_double, "a number")

@@ -1,0 +1,201 @@
+"""The typed join plan: what a file of ksqlDB statements declares, defined once and read by every executor.
+
+The planner (:mod:`streamapp.sql.planner`) writes it; the pure engine
+(:mod:`streamapp.sql.engine`), the worker, the Kafka Streams program and the
+reconciliation read it.  Like ksqlDB's own ``plan.json`` it is plain data with
+formats and schemas on each part, frozen and JSON-serialisable
+(:meth:`Plan.to_json` / :meth:`Plan.from_json`), so another process (the JVM)
+reads exactly what Python planned.
+
+Names are ksqlDB's resolved names (unquoted upper-cased, quoted as written).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Union
+
+#: The plan's own format version, written in its JSON; a reader refuses another.
+VERSION = 1
+
+STREAM, TABLE = "stream", "table"
+#: A query that reads one source and writes it re-keyed or re-projected (``CREATE TABLE ... AS SELECT ... FROM t``).
+SELECT = "select"
+#: ``CREATE STREAM ... AS SELECT ... FROM s [LEFT | INNER] JOIN t ON ...``.
+STREAM_TABLE_JOIN = "stream_table_join"
+LEFT_SIDE, RIGHT_SIDE = "left", "right"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    #: ksqlDB's type text (``BIGINT``, ``DECIMAL(4, 2)``, ``ARRAY<STRING>``): :func:`streamapp.sql.syntax.parse_type`.
+    type: str
+
+
+@dataclass(frozen=True)
+class Source:
+    """A stream or table: a topic, its key and value columns, their formats and its event time."""
+
+    name: str
+    kind: str  # STREAM | TABLE
+    topic: str
+    key_columns: tuple[Column, ...]
+    value_columns: tuple[Column, ...]
+    key_format: str  # KAFKA | JSON | DELIMITED | NONE
+    value_format: str  # JSON | DELIMITED
+    #: WRAP_SINGLE_VALUE: None unless the statement set it (a single value column is then wrapped in an object).
+    wrap_single_value: bool | None = None
+    #: The value column whose BIGINT is the record's event time (``TIMESTAMP=``); None: the record's timestamp.
+    timestamp: str | None = None
+    #: PARTITIONS= of the statement; None: the topic's own count.
+    partitions: int | None = None
+    #: The statement's line in its file, for messages about it.
+    line: int = 0
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        return self.key_columns + self.value_columns
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+
+# ---- expressions: what a projection or a join key computes from the rows of a query's sources ----------------------
+
+@dataclass(frozen=True)
+class ColumnOf:
+    """Column ``name`` of the query's ``side`` (``left`` or ``right``) source."""
+
+    side: str
+    name: str
+
+
+@dataclass(frozen=True)
+class RowTime:
+    """``ROWTIME`` of one side: its record's event time."""
+
+    side: str
+
+
+@dataclass(frozen=True)
+class AsValue:
+    """``AS_VALUE(x)``: ``x`` copied into the value (a key column kept as a value column too)."""
+
+    argument: "Expression"
+
+
+Expression = Union[ColumnOf, RowTime, AsValue]
+
+_EXPRESSIONS = {"column": ColumnOf, "rowtime": RowTime, "as_value": AsValue}
+
+
+def expression_to_dict(expression: Expression) -> dict[str, Any]:
+    kind = next(k for k, v in _EXPRESSIONS.items() if isinstance(expression, v))
+    if isinstance(expression, AsValue):
+        return {"kind": kind, "argument": expression_to_dict(expression.argument)}
+    return {"kind": kind, **asdict(expression)}
+
+
+def expression_from_dict(data: dict[str, Any]) -> Expression:
+    kind = _EXPRESSIONS[data["kind"]]
+    if kind is AsValue:
+        return AsValue(expression_from_dict(data["argument"]))
+    return kind(**{k: v for k, v in data.items() if k != "kind"})
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One output column: its name and type, what computes it, and whether it is the output's key."""
+
+    name: str
+    type: str
+    expression: Expression
+    key: bool = False
+
+
+@dataclass(frozen=True)
+class Query:
+    """One persistent query: reads ``left`` (and joins ``right``), writes the source ``sink``.
+
+    ``left_key`` is what the left side is keyed by for the join: the stream's key column,
+    or any other expression, in which case ``repartition`` is set and the stream is
+    re-keyed through a topic partitioned by murmur2, as ksqlDB does.
+    """
+
+    name: str
+    kind: str  # SELECT | STREAM_TABLE_JOIN
+    sink: str
+    left: str
+    projection: tuple[Projection, ...]
+    right: str | None = None
+    join_type: str | None = None  # LEFT | INNER
+    left_key: Expression | None = None
+    #: The left side is re-keyed (joined on another column, or its key bytes differ from the join's key format).
+    repartition: bool = False
+    #: The table is re-keyed into the stream's key format (a key-to-key join of two key formats).
+    repartition_right: bool = False
+    line: int = 0
+
+    @property
+    def key(self) -> tuple[Projection, ...]:
+        return tuple(p for p in self.projection if p.key)
+
+    @property
+    def value(self) -> tuple[Projection, ...]:
+        return tuple(p for p in self.projection if not p.key)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every source and every query of a statements file, in statement order."""
+
+    sources: tuple[Source, ...]
+    queries: tuple[Query, ...]
+    #: Where the statements came from (a path, or the packaged default), for messages.
+    origin: str = ""
+    version: int = field(default=VERSION)
+
+    def source(self, name: str) -> Source:
+        return next(s for s in self.sources if s.name == name)
+
+    def sink_of(self, query: Query) -> Source:
+        return self.source(query.sink)
+
+    @property
+    def joins(self) -> tuple[Query, ...]:
+        return tuple(q for q in self.queries if q.kind == STREAM_TABLE_JOIN)
+
+    def writer_of(self, source: str) -> Query | None:
+        return next((q for q in self.queries if q.sink == source), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for query, raw in zip(self.queries, data["queries"]):
+            raw["left_key"] = None if query.left_key is None else expression_to_dict(query.left_key)
+            for projection, raw_projection in zip(query.projection, raw["projection"]):
+                raw_projection["expression"] = expression_to_dict(projection.expression)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+        if data.get("version") != VERSION:
+            raise ValueError(f"plan version {data.get('version')!r}: this streamapp reads version {VERSION}")
+        sources = tuple(
+            Source(**{**raw, "key_columns": tuple(Column(**c) for c in raw["key_columns"]),
+                      "value_columns": tuple(Column(**c) for c in raw["value_columns"])})
+            for raw in data["sources"])
+        queries = tuple(
+            Query(**{**raw,
+                     "left_key": None if raw["left_key"] is None else expression_from_dict(raw["left_key"]),
+                     "projection": tuple(Projection(**{**p, "expression": expression_from_dict(p["expression"])})
+                                         for p in raw["projection"])})
+            for raw in data["queries"])
+        return cls(sources, queries, data.get("origin", ""), data["version"])
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        return cls.from_dict(json.loads(text))

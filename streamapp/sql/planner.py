@@ -1,0 +1,513 @@
+"""Statements -> :class:`~streamapp.sql.plan.Plan`, with ksqlDB's checks and ksqlDB's names.
+
+What ksqlDB rejects is refused with ksqlDB's own message text (its QTT cases match
+on it); what ksqlDB accepts and streamapp cannot run yet is refused saying so.
+Either way one :class:`PlanError` line that names the statement by its line.
+
+The rules follow ksqlDB's planner (``AstSanitizer``, ``LogicalPlanner.buildJoinKey``,
+``JoinNode``, ``FinalProjectNode`` in the ksql repository); docs/declared-joins.md
+walks through them with examples.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import StreamappError
+from . import plan as p
+from . import syntax as s
+
+#: Formats streamapp reads and writes, by part of the record.
+KEY_FORMATS = ("KAFKA", "JSON", "DELIMITED", "NONE")
+VALUE_FORMATS = ("JSON", "DELIMITED")
+#: Formats ksqlDB has that need a schema registry (or Protobuf), which streamapp does not read yet.
+REGISTRY_FORMATS = ("AVRO", "PROTOBUF", "PROTOBUF_NOSR", "JSON_SR")
+#: The WITH properties streamapp knows; ksqlDB's others are refused by name.
+SOURCE_PROPERTIES = ("KAFKA_TOPIC", "KEY_FORMAT", "VALUE_FORMAT", "FORMAT", "TIMESTAMP", "PARTITIONS", "REPLICAS",
+                     "WRAP_SINGLE_VALUE", "RETENTION_MS", "CLEANUP_POLICY")
+#: ksqlDB's column types a KAFKA-format key can have.
+KAFKA_KEY_TYPES = ("INT", "BIGINT", "DOUBLE", "STRING", "BYTES")
+PSEUDO_COLUMNS = ("ROWTIME",)
+UNSUPPORTED_PSEUDO = ("ROWPARTITION", "ROWOFFSET")
+#: A windowed source's bounds: no source streamapp reads is windowed, so they never resolve.
+WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
+
+
+class PlanError(StreamappError, s.SqlError):
+    """A statement ksqlDB rejects, or one streamapp cannot run yet: one line naming it."""
+
+
+def plan_file(path: str | Path) -> p.Plan:
+    """The plan of a ``.sql`` file; a file that cannot be read is a PlanError naming it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError(f"statements file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    return plan_text(text, str(path))
+
+
+def plan_text(text: str, origin: str = "<statements>") -> p.Plan:
+    """The plan of ksqlDB statements; every error is one line starting with ``origin``."""
+    try:
+        statements = s.parse(text)
+        return _Planner(origin).plan(statements)
+    except s.SqlError as exc:
+        raise PlanError(f"{origin}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class _Side:
+    """A source as one side of a query sees it: its alias and whether it is the left or the right one."""
+
+    source: p.Source
+    label: str  # the alias, else the source's name: what qualifies its columns
+    side: str
+
+
+class _Planner:
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.sources: dict[str, p.Source] = {}
+        self.queries: list[p.Query] = []
+
+    def plan(self, statements: Iterable[s.Statement]) -> p.Plan:
+        for statement in statements:
+            if isinstance(statement, s.CreateSource):
+                self._add(statement, self._create_source(statement))
+            elif isinstance(statement, s.CreateAs):
+                sink, query = self._create_as(statement)
+                self._add(statement, sink)
+                self.queries.append(query)
+            else:
+                raise self._unsupported(statement, f"{statement.keyword} statements are not supported: a statements "
+                                                   "file declares sources and persistent queries (CREATE ...)")
+        if not self.queries:
+            raise PlanError(f"{self.origin}: no query: declare at least one CREATE STREAM ... AS SELECT ... JOIN")
+        return p.Plan(tuple(self.sources.values()), tuple(self.queries), self.origin)
+
+    # ---- errors ------------------------------------------------------------------------------------------------------
+
+    def _rejected(self, statement: s.Statement, message: str) -> PlanError:
+        """What ksqlDB itself rejects, with ksqlDB's message."""
+        return PlanError(f"{statement.label}: {message}")
+
+    def _unsupported(self, statement: s.Statement, message: str) -> PlanError:
+        """What ksqlDB accepts and streamapp does not run yet."""
+        return PlanError(f"{statement.label}: not supported by streamapp yet: {message}")
+
+    def _add(self, statement: s.Statement, source: p.Source) -> None:
+        if source.name in self.sources:
+            if getattr(statement, "if_not_exists", False):
+                return
+            kind = self.sources[source.name].kind.upper()
+            raise self._rejected(statement, f"Cannot add {source.kind} '{source.name}': A {kind.lower()} "
+                                            f"with the same name already exists")
+        self.sources[source.name] = source
+
+    # ---- CREATE STREAM / TABLE ---------------------------------------------------------------------------------------
+
+    def _properties(self, statement: s.Statement, properties: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for name, value in properties:
+            if name not in SOURCE_PROPERTIES:
+                raise self._unsupported(statement, f"WITH property {name}")
+            found[name] = value
+        if "FORMAT" in found and ("KEY_FORMAT" in found or "VALUE_FORMAT" in found):
+            raise self._rejected(statement, "Cannot supply both 'FORMAT' and 'KEY_FORMAT' or 'VALUE_FORMAT' properties")
+        return found
+
+    def _create_source(self, statement: s.CreateSource) -> p.Source:
+        props = self._properties(statement, statement.properties)
+        if "KAFKA_TOPIC" not in props:
+            raise self._rejected(statement, 'Missing required property "KAFKA_TOPIC" which has no default value.')
+        if statement.columns is None:
+            raise self._unsupported(statement, f"{statement.name} has no column list: its columns would come from a "
+                                               "schema registry; declare them")
+        key_constraint = "KEY" if statement.kind == "STREAM" else "PRIMARY KEY"
+        for column in statement.columns:
+            if column.constraint in ("HEADERS", "HEADER"):
+                raise self._unsupported(statement, f"header column {column.name}")
+            if column.constraint not in (None, key_constraint):
+                if statement.kind == "TABLE":
+                    raise self._rejected(statement, f"Column `{column.name}` is a 'KEY' column: please use "
+                                                    "'PRIMARY KEY' for tables.")
+                raise self._rejected(statement, f"Column `{column.name}` is a 'PRIMARY KEY' column: please use "
+                                                "'KEY' for streams.")
+        keys = tuple(p.Column(c.name, str(c.type)) for c in statement.columns if c.constraint)
+        values = tuple(p.Column(c.name, str(c.type)) for c in statement.columns if not c.constraint)
+        names = [c.name for c in statement.columns]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate:
+            raise self._rejected(statement, f"Duplicate column names: {duplicate}")
+        if statement.kind == "TABLE" and not keys:
+            raise self._rejected(statement, "Tables require a PRIMARY KEY. Please define the PRIMARY KEY.")
+        key_format, value_format = self._formats(statement, props, default_key="KAFKA" if keys else "NONE")
+        if key_format == "NONE" and keys:
+            raise self._rejected(statement, "The 'NONE' format can only be used when no columns are defined. "
+                                            f"Got: [{', '.join(f'`{k.name}` {k.type} KEY' for k in keys)}]")
+        source = p.Source(
+            name=statement.name, kind=p.STREAM if statement.kind == "STREAM" else p.TABLE,
+            topic=str(props["KAFKA_TOPIC"]), key_columns=keys, value_columns=values,
+            key_format=key_format, value_format=value_format,
+            wrap_single_value=self._wrap(statement, props, values),
+            timestamp=self._timestamp(statement, props, keys + values),
+            partitions=self._partitions(statement, props), line=statement.line)
+        return source
+
+    def _formats(self, statement: s.Statement, props: dict[str, Any], default_key: str,
+                 inherited: tuple[str, str] | None = None) -> tuple[str, str]:
+        both = props.get("FORMAT")
+        key = str(props.get("KEY_FORMAT", both or (inherited[0] if inherited else default_key))).upper()
+        value = props.get("VALUE_FORMAT", both or (inherited[1] if inherited else None))
+        if value is None:
+            raise self._rejected(statement, 'Missing required property "VALUE_FORMAT" which has no default value.')
+        value = str(value).upper()
+        for part, name in (("key", key), ("value", value)):
+            if name not in KEY_FORMATS + VALUE_FORMATS + REGISTRY_FORMATS + ("KAFKA",):
+                raise self._rejected(statement, f"Unknown format: {name}")
+        return key, value
+
+    def _wrap(self, statement: s.Statement, props: dict[str, Any], values: tuple[p.Column, ...]) -> bool | None:
+        if "WRAP_SINGLE_VALUE" not in props:
+            return None
+        wrap = props["WRAP_SINGLE_VALUE"]
+        if not isinstance(wrap, bool):
+            raise self._rejected(statement, f"Invalid value for WRAP_SINGLE_VALUE: {wrap!r} (true or false)")
+        if len(values) != 1:
+            raise self._rejected(statement, "'WRAP_SINGLE_VALUE' is only valid for single-field value schemas")
+        return wrap
+
+    def _timestamp(self, statement: s.Statement, props: dict[str, Any], columns: tuple[p.Column, ...]) -> str | None:
+        if "TIMESTAMP" not in props:
+            return None
+        wanted = str(props["TIMESTAMP"])
+        name = wanted if wanted.startswith("`") else wanted.upper()
+        name = name.strip("`")
+        column = next((c for c in columns if c.name == name), None)
+        if column is None:
+            raise self._rejected(statement, f"The TIMESTAMP column set in the WITH clause does not exist in the "
+                                            f"schema: '{name}'")
+        if column.type != "BIGINT":
+            raise self._unsupported(statement, f"TIMESTAMP column {name} of type {column.type}: only BIGINT "
+                                               "epoch milliseconds")
+        return name
+
+    def _partitions(self, statement: s.Statement, props: dict[str, Any]) -> int | None:
+        if "PARTITIONS" not in props:
+            return None
+        count = props["PARTITIONS"]
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise self._rejected(statement, f"Invalid number of partitions: {count!r}")
+        return count
+
+    def _runnable(self, statement: s.Statement, source: p.Source) -> None:
+        """What streamapp can read and write: checked after ksqlDB's own rules, so ksqlDB's errors come first."""
+        if source.key_format not in KEY_FORMATS:
+            raise self._unsupported(statement, f"{source.name}'s key format {source.key_format} (streamapp reads "
+                                               f"{', '.join(KEY_FORMATS)})")
+        if source.value_format not in VALUE_FORMATS:
+            raise self._unsupported(statement, f"{source.name}'s value format {source.value_format} (streamapp reads "
+                                               f"{', '.join(VALUE_FORMATS)})")
+        if len(source.key_columns) > 1:
+            raise self._unsupported(statement, f"{source.name} has {len(source.key_columns)} key columns")
+        for column in source.key_columns:
+            if source.key_format in ("KAFKA", "DELIMITED") and column.type not in KAFKA_KEY_TYPES:
+                raise self._rejected(statement, f"The '{source.key_format}' format does not support type "
+                                                f"'{column.type.split('(')[0].split('<')[0]}'")
+
+    # ---- CREATE ... AS SELECT ----------------------------------------------------------------------------------------
+
+    def _source(self, statement: s.Statement, relation: s.Relation, side: str) -> _Side:
+        source = self.sources.get(relation.name)
+        if source is None:
+            raise self._rejected(statement, f"{relation.name} does not exist.")
+        return _Side(source, relation.label, side)
+
+    def _create_as(self, statement: s.CreateAs) -> tuple[p.Source, p.Query]:
+        query = statement.query
+        if len(query.joins) > 1:
+            raise self._unsupported(statement, f"a query of {len(query.joins) + 1} sources (n-way joins)")
+        if query.emit == "EMIT FINAL":
+            raise self._unsupported(statement, "EMIT FINAL")
+        left = self._source(statement, query.source, p.LEFT_SIDE)
+        sides = [left] + [self._source(statement, j.right, p.RIGHT_SIDE) for j in query.joins]
+        self._resolvable(statement, sides, query)
+        for clause in query.clauses:
+            raise self._unsupported(statement, f"{clause} in a persistent query")
+        if not query.joins:
+            return self._select(statement, left)
+        join, right = query.joins[0], sides[1]
+        if left.source.name == right.source.name:
+            raise self._rejected(statement, f"Can not join '{left.source.name}' to '{right.source.name}': "
+                                            "self joins are not yet supported.")
+        return self._join(statement, left, right, join)
+
+    def _sink(self, statement: s.CreateAs, props: dict[str, Any], key: tuple[p.Projection, ...],
+              value: tuple[p.Projection, ...], formats: tuple[str, str], partitions: int | None) -> p.Source:
+        key_format, value_format = self._formats(statement, props, "KAFKA", inherited=formats)
+        if not key and "KEY_FORMAT" not in props and "FORMAT" not in props:
+            key_format = "NONE"
+        columns = tuple(p.Column(x.name, x.type) for x in value)
+        sink = p.Source(
+            name=statement.name, kind=p.STREAM if statement.kind == "STREAM" else p.TABLE,
+            topic=str(props.get("KAFKA_TOPIC", statement.name)),
+            key_columns=tuple(p.Column(x.name, x.type) for x in key), value_columns=columns,
+            key_format=key_format, value_format=value_format,
+            wrap_single_value=self._wrap(statement, props, columns),
+            timestamp=self._timestamp(statement, props, columns),
+            partitions=self._partitions(statement, props) or partitions, line=statement.line)
+        return sink
+
+    def _select(self, statement: s.CreateAs, left: _Side) -> tuple[p.Source, p.Query]:
+        """``CREATE TABLE t2 AS SELECT ... FROM t`` (or a stream from a stream): a copy through murmur2."""
+        source = left.source
+        if (statement.kind == "TABLE") != (source.kind == p.TABLE):
+            raise self._unsupported(statement, f"CREATE {statement.kind} AS SELECT from the {source.kind} "
+                                               f"{source.name} (an aggregation or a stream-to-table conversion)")
+        props = self._properties(statement, statement.properties)
+        items = self._projection(statement, [left], statement.query.select, join=False)
+        key_names = {c.name for c in source.key_columns}
+        key_refs = [i for i in items if isinstance(i[1], p.ColumnOf) and i[1].name in key_names]
+        if source.key_columns and not key_refs:
+            missing = ", ".join(c.name for c in source.key_columns)
+            raise self._rejected(statement, f"Key missing from projection (ie, SELECT). The query used to build "
+                                            f"`{statement.name}` must include the key column {missing} "
+                                            "in its projection (eg, SELECT KEY...).")
+        self._one_key(statement, key_refs)
+        projection = tuple(p.Projection(name, type_, expression, expression in [k[1] for k in key_refs])
+                           for name, expression, type_ in items)
+        self._runnable(statement, source)
+        sink = self._sink(statement, props, tuple(x for x in projection if x.key),
+                          tuple(x for x in projection if not x.key),
+                          (source.key_format, source.value_format), source.partitions)
+        self._check_value(statement, sink)
+        query = p.Query(name=statement.name, kind=p.SELECT, sink=sink.name, left=source.name,
+                        projection=projection, line=statement.line)
+        return sink, query
+
+    def _one_key(self, statement: s.Statement, key_refs: list[tuple[str, p.Expression, str]]) -> None:
+        by_column: dict[str, list[str]] = {}
+        for name, expression, _ in key_refs:
+            by_column.setdefault(expression.name, []).append(name)  # type: ignore[union-attr]
+        for column, names in by_column.items():
+            if len(names) > 1:
+                shown = " and ".join(sorted(names)) if len(names) == 2 else ", ".join(sorted(names))
+                raise self._rejected(statement, f"The projection contains a key column ({column}) more than once, "
+                                                f"aliased as: {shown}.")
+
+    def _check_value(self, statement: s.Statement, sink: p.Source) -> None:
+        if not sink.value_columns:
+            raise self._rejected(statement, "The projection contains no value columns.")
+        names = [c.name for c in sink.columns]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate:
+            raise self._rejected(statement, f"Duplicate column names: {duplicate}")
+
+    # ---- joins -------------------------------------------------------------------------------------------------------
+
+    def _join(self, statement: s.CreateAs, left: _Side, right: _Side,
+              join: s.Join) -> tuple[p.Source, p.Query]:
+        kinds = (left.source.kind, right.source.kind)
+        shown = {"INNER": "[INNER] JOIN", "LEFT": "LEFT [OUTER] JOIN", "RIGHT": "RIGHT [OUTER] JOIN",
+                 "FULL": "[FULL] OUTER JOIN"}[join.type]
+        got = f"Got {left.source.name} {shown} {right.source.name}."
+        if kinds == (p.TABLE, p.STREAM):
+            raise self._rejected(statement, "Invalid join order: table-stream joins are not supported; only "
+                                            f"stream-table joins. {got}")
+        if kinds == (p.STREAM, p.STREAM):
+            raise self._unsupported(statement, "stream-stream joins (WITHIN)")
+        if kinds == (p.TABLE, p.TABLE):
+            raise self._unsupported(statement, "table-table joins")
+        if join.type in ("FULL", "RIGHT"):
+            kind = "full-outer" if join.type == "FULL" else "right-outer"
+            raise self._rejected(statement, f"Invalid join type: {kind} join not supported for stream-table join. "
+                                            f"{got}")
+        if join.within is not None:
+            raise self._rejected(statement, "A window definition was provided for a Stream-Table join. These joins "
+                                            "are not windowed. Please drop the window definition (ie. the WITHIN "
+                                            "clause) and try to execute your join again.")
+        sides = [left, right]
+        on = join.on
+        if not isinstance(on, s.Comparison) or on.op != "=":
+            raise self._rejected(statement, f"Unsupported join expression: {on}")
+        left_expr, right_expr = self._side_of(statement, sides, on.left), self._side_of(statement, sides, on.right)
+        if left_expr[0] is right_expr[0]:
+            raise self._rejected(statement, f"Each side of the join must reference exactly one source and not the "
+                                            f"same source. Left side references {left_expr[0].label} and right "
+                                            f"references {right_expr[0].label}")
+        if left_expr[0] is right:
+            left_expr, right_expr = right_expr, left_expr
+        stream_key, stream_type = left_expr[1], left_expr[2]
+        table_key, table_type = right_expr[1], right_expr[2]
+        table_keys = [c.name for c in right.source.key_columns]
+        if not (isinstance(table_key, p.ColumnOf) and table_keys == [table_key.name]):
+            raise self._rejected(statement, "Invalid join condition: stream-table joins require to join on the "
+                                            f"table's primary key. Got {self._shown(left_expr)} = "
+                                            f"{self._shown(right_expr)}.")
+        if stream_type != table_type:
+            raise self._rejected(statement, f"Invalid join condition: types don't match. Got "
+                                            f"{self._shown(left_expr)}{{{stream_type}}} = "
+                                            f"{self._shown(right_expr)}{{{table_type}}}.")
+        props = self._properties(statement, statement.properties)
+        # ksqlDB's viable key columns: each side of ON that is a plain column, left first.
+        viable = [e for e in (stream_key, table_key) if isinstance(e, p.ColumnOf)]
+        items = self._projection(statement, sides, statement.query.select, join=True)
+        in_projection = [v for v in viable if any(expr == v for _, expr, _ in items)]
+        if not in_projection:
+            names = " or ".join(f"{self._label(sides, v)}.{v.name}" for v in viable)
+            raise self._rejected(statement, f"Key missing from projection (ie, SELECT). The query used to build "
+                                            f"`{statement.name}` must include the join expression {names} in its "
+                                            "projection (eg, SELECT "
+                                            f"{self._label(sides, viable[0])}.{viable[0].name}...).")
+        key_column = in_projection[0]
+        key_refs = [item for item in items if item[1] == key_column]
+        self._one_key(statement, key_refs)
+        # The key holds the join key's value, whichever side the projection names it by.
+        projection = tuple(
+            p.Projection(name, type_, stream_key if expression == key_column else expression,
+                         expression == key_column)
+            for name, expression, type_ in items)
+        for source in (left.source, right.source):
+            self._runnable(statement, source)
+        left_src, right_src = left.source, right.source
+        rekeyed = not (isinstance(stream_key, p.ColumnOf)
+                       and [c.name for c in left_src.key_columns] == [stream_key.name])
+        join_key_format = right_src.key_format if rekeyed or left_src.key_format == "NONE" else left_src.key_format
+        key_format = next((f for f in (left_src.key_format, right_src.key_format) if f != "NONE"), "KAFKA")
+        sink = self._sink(statement, props, tuple(x for x in projection if x.key),
+                          tuple(x for x in projection if not x.key), (key_format, left_src.value_format),
+                          left_src.partitions)
+        self._check_value(statement, sink)
+        if sink.kind != p.STREAM:
+            raise self._rejected(statement, "Invalid result type. Your SELECT query produces a STREAM. Please use "
+                                            "CREATE STREAM AS SELECT statement instead.")
+        query = p.Query(
+            name=statement.name, kind=p.STREAM_TABLE_JOIN, sink=sink.name, left=left_src.name,
+            projection=projection, right=right_src.name, join_type=join.type, left_key=stream_key,
+            repartition=rekeyed or left_src.key_format != join_key_format,
+            repartition_right=right_src.key_format != join_key_format, line=statement.line)
+        return sink, query
+
+    @staticmethod
+    def _label(sides: list[_Side], expression: p.ColumnOf) -> str:
+        return next(side.label for side in sides if side.side == expression.side)
+
+    def _shown(self, found: tuple[_Side, p.Expression, str]) -> str:
+        side, expression, _ = found
+        if isinstance(expression, p.ColumnOf):
+            return f"{side.label}.{expression.name}"
+        if isinstance(expression, p.AsValue) and isinstance(expression.argument, p.ColumnOf):
+            return f"AS_VALUE({side.label}.{expression.argument.name})"
+        return str(expression)
+
+    def _side_of(self, statement: s.Statement, sides: list[_Side],
+                 expression: s.Expression) -> tuple[_Side, p.Expression, str]:
+        """Which side one half of ``ON`` reads, what it computes and its type."""
+        resolved, type_ = self._expression(statement, sides, expression)
+        used = {self._sides_of(resolved)} if not isinstance(resolved, tuple) else set()
+        if isinstance(expression, s.Literal) or not used:
+            raise self._rejected(statement, f"Invalid comparison expression '{expression}' in join "
+                                            "'{join}'. Each side of the join comparision must contain references "
+                                            "from exactly one source.")
+        side = next(x for x in sides if x.side in used)
+        return side, resolved, type_
+
+    def _sides_of(self, expression: p.Expression) -> str:
+        if isinstance(expression, p.AsValue):
+            return self._sides_of(expression.argument)
+        return expression.side
+
+    def _resolvable(self, statement: s.Statement, sides: list[_Side], query: s.Query) -> None:
+        """Every column the projection names exists, checked first as ksqlDB's analyzer does."""
+        for item in query.select:
+            for ref in _columns_in(item.expression):
+                known = [x for x in sides if ref.qualifier in (None, x.label)]
+                if ref.qualifier is not None and not known:
+                    raise self._rejected(statement, f"Source '{ref.qualifier}' does not exist.")
+                if ref.name in WINDOW_BOUNDS or not any(ref.name in PSEUDO_COLUMNS + UNSUPPORTED_PSEUDO
+                                                        or x.source.column(ref.name) for x in known):
+                    raise self._rejected(statement, f"SELECT column '{ref}' cannot be resolved.")
+
+    # ---- expressions and the projection ------------------------------------------------------------------------------
+
+    def _column(self, statement: s.Statement, sides: list[_Side], ref: s.Column) -> tuple[p.Expression, str, _Side]:
+        if ref.name in UNSUPPORTED_PSEUDO:
+            raise self._unsupported(statement, f"pseudo column {ref.name}")
+        if ref.qualifier is not None:
+            side = next((x for x in sides if x.label == ref.qualifier), None)
+            if side is None:
+                raise self._rejected(statement, f"Source '{ref.qualifier}' does not exist.")
+            candidates = [side]
+        else:
+            candidates = [x for x in sides if ref.name in PSEUDO_COLUMNS or x.source.column(ref.name)]
+            if len(candidates) > 1:
+                names = " and ".join(x.label for x in candidates)
+                raise self._rejected(statement, f"Column '{ref.name}' is ambiguous. Could be any of: "
+                                                + ", ".join(f"{x.label}.{ref.name}" for x in candidates))
+            if not candidates:
+                raise self._rejected(statement, f"SELECT column '{ref.name}' cannot be resolved.")
+        side = candidates[0]
+        if ref.name in PSEUDO_COLUMNS:
+            return p.RowTime(side.side), "BIGINT", side
+        column = side.source.column(ref.name)
+        if column is None:
+            raise self._rejected(statement, f"Column '{ref}' cannot be resolved.")
+        return p.ColumnOf(side.side, column.name), column.type, side
+
+    def _expression(self, statement: s.Statement, sides: list[_Side], expression: s.Expression) -> tuple[p.Expression, str]:
+        if isinstance(expression, s.Column):
+            resolved, type_, _ = self._column(statement, sides, expression)
+            return resolved, type_
+        if isinstance(expression, s.Call) and expression.name == "AS_VALUE" and len(expression.args) == 1:
+            inner, type_ = self._expression(statement, sides, expression.args[0])
+            return p.AsValue(inner), type_
+        if isinstance(expression, s.Call):
+            raise self._unsupported(statement, f"function {expression.name} (streamapp runs AS_VALUE only)")
+        if isinstance(expression, s.Literal):
+            raise self._unsupported(statement, f"the literal {expression} in a projection")
+        what = expression.kind if isinstance(expression, s.Other) else "a comparison"
+        raise self._unsupported(statement, f"{what} in an expression ({expression})")
+
+    def _projection(self, statement: s.Statement, sides: list[_Side], select: tuple[s.SelectItem, ...],
+                    join: bool) -> list[tuple[str, p.Expression, str]]:
+        """(name, expression, type) of each output column, named as ksqlDB names them."""
+        found: list[tuple[str, p.Expression, str]] = []
+        generated = 0
+        taken = {c.name for side in sides for c in side.source.columns}
+        for item in select:
+            if item.kind in ("all", "source"):
+                chosen = sides if item.kind == "all" else [x for x in sides if x.label == item.source]
+                if not chosen:
+                    raise self._rejected(statement, f"Source '{item.source}' does not exist.")
+                for side in chosen:
+                    for column in side.source.columns:
+                        name = f"{side.label}_{column.name}" if join else column.name
+                        found.append((name, p.ColumnOf(side.side, column.name), column.type))
+                continue
+            expression = item.expression
+            resolved, type_ = self._expression(statement, sides, expression)
+            if item.alias:
+                name = item.alias
+            elif isinstance(expression, s.Column):
+                clashing = join and (expression.name in PSEUDO_COLUMNS
+                                     or sum(1 for x in sides if x.source.column(expression.name)) > 1)
+                label = next(x.label for x in sides if x.side == self._sides_of(resolved))
+                name = f"{label}_{expression.name}" if clashing and expression.qualifier else expression.name
+            else:
+                while f"KSQL_COL_{generated}" in taken:
+                    generated += 1
+                name = f"KSQL_COL_{generated}"
+                generated += 1
+            found.append((name, resolved, type_))
+        return found
+
+
+def _columns_in(expression: s.Expression | None) -> list[s.Column]:
+    if isinstance(expression, s.Column):
+        return [expression]
+    if isinstance(expression, s.Call):
+        return [c for arg in expression.args for c in _columns_in(arg)]
+    if isinstance(expression, s.Comparison):
+        return _columns_in(expression.left) + _columns_in(expression.right)
+    return []

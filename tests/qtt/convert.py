@@ -1,0 +1,389 @@
+"""Convert ksqlDB's own QTT stream-table join cases into ksql-test-runner files.
+
+Usage::
+
+    python tests/qtt/convert.py PATH [--rev REV] [--out DIR]
+
+``PATH`` is either a bare git directory of ``confluentinc/ksql`` (read with
+``git show REV:path``) or a checkout of it (files read from disk). ``--out``
+defaults to the directory holding this script.
+
+For every selected case it writes ``<out>/<slug>/`` with
+
+* ``statements.sql`` -- the case's statements, ``{FORMAT}`` substituted, one per line,
+  each ending in ``;``;
+* ``input.json``  -- ``{"inputs": [...]}``, records copied verbatim, in file order;
+* ``output.json`` -- ``{"outputs": [...]}``, likewise (empty for a negative case);
+* ``case.json``   -- provenance and metadata (file, index, name, format, ring,
+  ksql_commit, expected_exception, post, properties, topics, features).
+
+These are the three files of ksqlDB's ``ksql-test-runner -s statements.sql -i input.json
+-o output.json`` plus ``case.json``. Note that the real runner rejects an empty
+``inputs``/``outputs`` array, so the negative cases (``expected_exception`` set) are only
+meaningful to a harness that reads ``case.json``.
+
+Selection (see /work/shared/reference/ksql-joins.md, Appendix):
+
+* ring R0 and R0+: the 15 positive stream-table cases listed in ``POSITIVE``;
+* ring RN: every QTT negative (``expectedException``) case with exactly one join whose
+  two sources are one STREAM and one TABLE, in either order, in any QTT file
+  (found by ``find_stream_table_negatives``; ``NEGATIVE`` lists the ones known at the
+  commit the lead read, so a new commit that drops or adds one is reported).
+
+Each selected case is looked up by index and its name checked; if the name at that index
+differs, the case is looked up by name and a warning is printed.
+
+Output is deterministic: JSON is written with ``indent=2``, keys in source order
+(never sorted), non-ASCII kept as is, and floating-point literals written with their
+exact source text. Case directories previously written by this script (those holding
+a ``case.json``) are removed first, so a rerun never leaves stale cases behind.
+
+Pure standard library; ``git`` is needed only when ``PATH`` is a bare git directory.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+QTT_DIR = "ksqldb-functional-tests/src/test/resources/query-validation-tests"
+
+
+@dataclass(frozen=True)
+class Selected:
+    """One case to convert: a test node (by file and index) and, for a node with a
+    ``format`` array, the format expanded."""
+
+    file: str
+    index: int
+    name: str
+    format: str | None
+    ring: str
+    features: tuple[str, ...]
+
+
+# Ring R0 and R0+ (reference, Appendix "case -> ring"). Features: what the case needs
+# beyond a plain stream-table join on the key with KAFKA/JSON keys and JSON values.
+POSITIVE: tuple[Selected, ...] = (
+    Selected("join-with-custom-timestamp.json", 2, "stream table join with ts extractor both sides",
+             "JSON", "R0",
+             ("timestamp= column", "timestamp= on sink", "value-column alias",
+              "out-of-order timestamps")),
+    Selected("joins.json", 60, "stream table left join", "JSON", "R0",
+             ("LEFT join", "source aliases", "table update emits nothing")),
+    Selected("joins.json", 62, "stream table inner join", "JSON", "R0",
+             ("source aliases", "table update emits nothing")),
+    Selected("joins.json", 68, "stream to table wrapped single field value schema on inputs", None, "R0",
+             ("null value field", "table tombstone", "value-column alias")),
+    Selected("joins.json", 117, "non-KAFKA key format", None, "R0",
+             ("JSON key", "FORMAT= (key and value)", "SELECT *")),
+    Selected("as_value.json", 5, "join", None, "R0+",
+             ("AS_VALUE in ON", "SELECT *", "rekey-stream-on-expression", "no timestamps")),
+    Selected("joins.json", 69, "stream to table unwrapped single field value schema on inputs", None, "R0+",
+             ("wrap_single_value=false", "null value on stream", "table tombstone",
+              "value-column alias")),
+    Selected("joins.json", 70, "stream to table unwrapped single field value schema on inputs and output",
+             None, "R0+",
+             ("wrap_single_value=false", "wrap_single_value=false on sink", "null value on stream",
+              "table tombstone", "value-column alias")),
+    Selected("joins.json", 97, "on non-STRING value column", None, "R0+",
+             ("rekey-stream-on-value-column", "ROWTIME in select", "SELECT *", "STRING stream key")),
+    Selected("joins.json", 116, "streams with no key columns (stream->table)", None, "R0+",
+             ("keyless-stream", "rekey-stream-on-value-column", "SELECT *", "input key ignored")),
+    Selected("joins.json", 125, "stream-table key-to-key - key format mismatch", None, "R0+",
+             ("DELIMITED key", "key format mismatch", "rekey-table-to-stream-key-format",
+              "case-insensitive value field", "no timestamps")),
+    Selected("joins.json", 126, "stream-table value-to-key - key format mismatch", None, "R0+",
+             ("DELIMITED key", "key format mismatch", "rekey-stream-on-value-column", "LEFT join",
+              "case-insensitive value field", "no timestamps")),
+    Selected("joins.json", 127, "stream-table val-to-key - keyless", None, "R0+",
+             ("NONE key", "keyless-stream", "rekey-stream-on-value-column", "LEFT join",
+              "input key absent", "case-insensitive value field", "string for INT field",
+              "no timestamps")),
+    Selected("none.json", 9, "inherited in CSAS - JOIN with repartition", None, "R0+",
+             ("NONE key", "keyless-stream", "rekey-stream-on-value-column", "input key null",
+              "case-insensitive value field", "no timestamps")),
+    Selected("quoted-identifiers.json", 6, "joins using fields that require quotes", None, "R0+",
+             ("quoted identifiers", "rekey-stream-on-value-column", "LEFT join", "SELECT *",
+              "STRING keys", "no timestamps")),
+)
+
+# Ring RN: the negative single stream-table / table-stream join cases at the commit read.
+NEGATIVE: tuple[Selected, ...] = (
+    Selected("stream-table-join.json", 0, "Should fail on outer-join", None, "RN",
+             ("FULL OUTER stream-table",)),
+    Selected("stream-table-join.json", 1, "Should fail on incorrect join order for inner-join", None, "RN",
+             ("table-stream order",)),
+    Selected("stream-table-join.json", 2, "Should fail on incorrect join order for left-join", None, "RN",
+             ("table-stream order", "LEFT join")),
+    Selected("stream-table-join.json", 3, "Should fail on table-side non-key join attribute for inner-join",
+             None, "RN", ("join on table value column",)),
+    Selected("stream-table-join.json", 4, "Should fail on table-side non-key join attribute for left-join",
+             None, "RN", ("join on table value column", "LEFT join", "AVRO format")),
+    Selected("group-by.json", 133, "windowed join with window bounds", None, "RN",
+             ("GROUP BY over join", "WINDOW TUMBLING", "WINDOWSTART in select", "keyless-stream")),
+    Selected("multi-col-keys.json", 18, "join to multi-column table", None, "RN",
+             ("multi-column table key",)),
+)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class Source:
+    """The ksql repository, as a bare git directory or a checkout."""
+
+    def __init__(self, path: Path, rev: str) -> None:
+        self.path = path
+        self.rev = rev
+        self.checkout = (path / QTT_DIR).is_dir()
+        if not self.checkout and not (path / "HEAD").is_file():
+            raise SystemExit(f"{path}: neither a checkout of confluentinc/ksql nor a git directory")
+
+    def _git(self, *args: str) -> str:
+        flag = ["-C", str(self.path)] if self.checkout else ["--git-dir", str(self.path)]
+        done = subprocess.run(["git", *flag, *args], capture_output=True, text=True, encoding="utf-8")
+        if done.returncode != 0:
+            raise SystemExit(f"git {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    def commit(self) -> str | None:
+        try:
+            if self.checkout:
+                top = Path(self._git("rev-parse", "--show-toplevel").strip())
+                if top.resolve() != self.path.resolve():
+                    return None  # a plain copy, perhaps inside some other repository
+            return self._git("rev-parse", self.rev).strip()
+        except (SystemExit, OSError):
+            return None  # a plain copy without .git
+
+    def qtt_files(self) -> list[str]:
+        if self.checkout:
+            names = [p.name for p in (self.path / QTT_DIR).iterdir() if p.is_file()]
+        else:
+            names = [line.rsplit("/", 1)[-1]
+                     for line in self._git("ls-tree", "--name-only", f"{self.rev}:{QTT_DIR}").splitlines()]
+        return sorted(n for n in names if n.endswith(".json"))
+
+    def read(self, name: str) -> str:
+        if self.checkout:
+            return (self.path / QTT_DIR / name).read_text(encoding="utf-8")
+        return self._git("show", f"{self.rev}:{QTT_DIR}/{name}")
+
+
+def strip_comments(text: str) -> str:
+    """Remove ``//`` and ``/* */`` comments (Jackson ALLOW_COMMENTS) outside JSON strings."""
+    out: list[str] = []
+    i, n, in_string = 0, len(text), False
+    while i < n:
+        c = text[i]
+        if in_string:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if c == '"':
+                in_string = False
+            i += 1
+        elif c == '"':
+            in_string = True
+            out.append(c)
+            i += 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+class RawNumber(str):
+    """A JSON floating-point literal kept as its source text (e.g. ``1.50`` stays ``1.50``)."""
+
+
+def parse(text: str) -> Any:
+    return json.loads(strip_comments(text), parse_float=RawNumber)
+
+
+# --------------------------------------------------------------------------- writing
+
+_RAW = "\u0001RAWNUM\u0001"
+
+
+def _mark(value: Any) -> Any:
+    if isinstance(value, RawNumber):
+        return _RAW + str(value) + _RAW
+    if isinstance(value, dict):
+        return {k: _mark(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mark(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    """``json.dumps(indent=2)`` in source key order, with raw float literals restored."""
+    text = json.dumps(_mark(value), indent=2, ensure_ascii=False, sort_keys=False)
+    marker = json.dumps(_RAW, ensure_ascii=False)[1:-1]
+    return re.sub('"' + re.escape(marker) + "(.*?)" + re.escape(marker) + '"', r"\1", text) + "\n"
+
+
+def slug(file: str, index: int, name: str, fmt: str | None) -> str:
+    stem = file[:-len(".json")] if file.endswith(".json") else file
+    snake = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    parts = [stem, f"{index:03d}", snake] + ([fmt.lower()] if fmt else [])
+    return "-".join(parts)
+
+
+def statements_sql(statements: list[str], fmt: str | None) -> str:
+    lines = []
+    for stmt in statements:
+        if fmt is not None:
+            stmt = stmt.replace("{FORMAT}", fmt)
+        stmt = stmt.strip()
+        if "\n" in stmt or "\r" in stmt:
+            raise SystemExit(f"statement spans several lines, cannot write one per line: {stmt!r}")
+        if not stmt.endswith(";"):
+            stmt += ";"
+        lines.append(stmt)
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- selection
+
+_CREATE = re.compile(
+    r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:SOURCE\s+)?(STREAM|TABLE)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    r"(`[^`]+`|\"[^\"]+\"|\w+)", re.IGNORECASE)
+_JOIN = re.compile(r"\bJOIN\b", re.IGNORECASE)
+_IDENT = r"(`[^`]+`|\w+)"
+_FROM_JOIN = re.compile(
+    r"\bFROM\s+" + _IDENT
+    + r"(?:\s+(?:AS\s+)?(?!(?:JOIN|LEFT|RIGHT|FULL|INNER|OUTER)\b)\w+)?"
+    + r"\s+(?:(?:LEFT|RIGHT|FULL|INNER)\s+)?(?:OUTER\s+)?JOIN\s+" + _IDENT, re.IGNORECASE)
+
+
+def _norm(ident: str) -> str:
+    return ident[1:-1] if ident[0] in "`\"" else ident.upper()
+
+
+def join_sides(statements: list[str]) -> list[tuple[str, str, int]]:
+    """For each statement with a JOIN: (left kind, right kind, number of joins)."""
+    kinds: dict[str, str] = {}
+    found = []
+    for stmt in statements:
+        m = _CREATE.match(stmt)
+        if m:
+            kinds[_norm(m.group(2))] = m.group(1).upper()
+        joins = len(_JOIN.findall(stmt))
+        if joins:
+            fj = _FROM_JOIN.search(stmt)
+            if fj:
+                found.append((kinds.get(_norm(fj.group(1)), "?"), kinds.get(_norm(fj.group(2)), "?"), joins))
+            else:
+                found.append(("?", "?", joins))
+    return found
+
+
+def find_stream_table_negatives(files: dict[str, Any]) -> list[tuple[str, int, str]]:
+    """Every negative case whose only join is between one STREAM and one TABLE."""
+    hits = []
+    for file, doc in files.items():
+        for index, node in enumerate(doc.get("tests", [])):
+            if "expectedException" not in node:
+                continue
+            sides = join_sides(node.get("statements", []))
+            if len(sides) == 1 and sides[0][2] == 1 and {sides[0][0], sides[0][1]} == {"STREAM", "TABLE"}:
+                hits.append((file, index, node["name"]))
+    return hits
+
+
+def resolve(doc: Any, sel: Selected) -> tuple[int, dict[str, Any]]:
+    tests = doc["tests"]
+    if sel.index < len(tests) and tests[sel.index].get("name") == sel.name:
+        return sel.index, tests[sel.index]
+    matches = [i for i, t in enumerate(tests) if t.get("name") == sel.name]
+    if len(matches) != 1:
+        raise SystemExit(f"{sel.file}: no unique test named {sel.name!r} (index {sel.index} expected)")
+    print(f"warning: {sel.file} #{sel.index} is not {sel.name!r}; using #{matches[0]} by name", file=sys.stderr)
+    return matches[0], tests[matches[0]]
+
+
+# --------------------------------------------------------------------------- main
+
+
+def write_case(out: Path, sel: Selected, index: int, node: dict[str, Any], commit: str | None) -> str:
+    if sel.format is not None and sel.format not in node.get("format", []):
+        raise SystemExit(f"{sel.file} #{index}: format {sel.format} not in {node.get('format')}")
+    if sel.format is None and node.get("format"):
+        raise SystemExit(f"{sel.file} #{index}: node has a format array {node['format']}; pick one")
+    if node.get("config"):
+        raise SystemExit(f"{sel.file} #{index}: 'config' expansion is not supported")
+    name = slug(sel.file, index, sel.name, sel.format)
+    case_dir = out / name
+    case_dir.mkdir(parents=True)
+    expected = node.get("expectedException")
+    (case_dir / "statements.sql").write_text(statements_sql(node["statements"], sel.format), encoding="utf-8")
+    (case_dir / "input.json").write_text(dumps({"inputs": node.get("inputs", [])}), encoding="utf-8")
+    (case_dir / "output.json").write_text(
+        dumps({"outputs": [] if expected else node.get("outputs", [])}), encoding="utf-8")
+    meta = {
+        "file": sel.file,
+        "index": index,
+        "name": node["name"],
+        "format": sel.format,
+        "ring": sel.ring,
+        "ksql_commit": commit,
+        "expected_exception": expected,
+        "post": node.get("post"),
+        "properties": node.get("properties"),
+        "topics": node.get("topics"),
+        "features": list(sel.features),
+    }
+    (case_dir / "case.json").write_text(dumps(meta), encoding="utf-8")
+    return name
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("ksql", type=Path, help="bare git directory or checkout of confluentinc/ksql")
+    parser.add_argument("--rev", default="HEAD", help="revision to read from a git directory (default HEAD)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    args = parser.parse_args(argv)
+
+    source = Source(args.ksql, args.rev)
+    commit = source.commit()
+    docs = {name: parse(source.read(name)) for name in source.qtt_files()}
+
+    known = {(s.file, s.index) for s in NEGATIVE}
+    negatives = list(NEGATIVE)
+    for file, index, name in find_stream_table_negatives(docs):
+        if (file, index) not in known and not any(s.file == file and s.name == name for s in NEGATIVE):
+            print(f"note: new negative stream-table case {file} #{index} {name!r}", file=sys.stderr)
+            negatives.append(Selected(file, index, name, None, "RN", ("unclassified",)))
+
+    for old in sorted(args.out.iterdir()):
+        if old.is_dir() and (old / "case.json").is_file():
+            shutil.rmtree(old)
+
+    for sel in (*POSITIVE, *negatives):
+        index, node = resolve(docs[sel.file], sel)
+        expect_negative = sel.ring == "RN"
+        if expect_negative != ("expectedException" in node):
+            raise SystemExit(f"{sel.file} #{index}: ring {sel.ring} but expectedException is "
+                             f"{'present' if 'expectedException' in node else 'absent'}")
+        print(write_case(args.out, sel, index, node, commit))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+CREATE STREAM L (A INT, B INT, C INT) WITH (kafka_topic='LEFT', value_format='JSON');
+CREATE TABLE R (A INT PRIMARY KEY, B INT, C INT) WITH (kafka_topic='RIGHT', value_format='JSON');
+CREATE STREAM OUTPUT AS SELECT * FROM L INNER JOIN R ON L.A = R.A;

@@ -1,0 +1,99 @@
+"""ksqlDB's own query-validation tests (QTT) for stream-table joins, run through the test runner without a broker.
+
+Each directory under ``tests/qtt/`` is one QTT case converted by ``tests/qtt/convert.py``
+(statements, inputs, outputs, and ``case.json``: where it comes from, its expected
+exception and ksqlDB's post-conditions).  A positive case must produce exactly its
+outputs; a rejection must be refused with ksqlDB's message; the output schema, key
+format and repartitioning must be what ksqlDB recorded for the case.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from streamapp.sql import plan as p
+from streamapp.sql.planner import PlanError, plan_file
+from streamapp.sql.runner import run_files
+
+CASES = Path(__file__).parent / "qtt"
+ALL = sorted(d for d in CASES.iterdir() if (d / "case.json").exists())
+
+
+def case_of(directory: Path) -> dict:
+    return json.loads((directory / "case.json").read_text(encoding="utf-8"))
+
+
+POSITIVE = [d for d in ALL if case_of(d)["expected_exception"] is None]
+NEGATIVE = [d for d in ALL if case_of(d)["expected_exception"] is not None]
+
+
+def test_the_converted_cases_are_the_ones_the_issue_names() -> None:
+    """R0 and R0+ of ../shared/reference/ksql-joins.md: 15 positive cases; the stream-table rejections: 7."""
+    rings = sorted(case_of(d)["ring"] for d in ALL)
+    assert rings.count("R0") == 5 and rings.count("R0+") == 10 and rings.count("RN") == 7
+
+
+@pytest.mark.parametrize("case", POSITIVE, ids=lambda d: d.name)
+def test_positive_case_produces_ksqldbs_outputs(case: Path) -> None:
+    plan, result = run_files(case / "statements.sql", case / "input.json", case / "output.json")
+    assert result.differences == []
+    expected_outputs = json.loads((case / "output.json").read_text())["outputs"]
+    assert sum(len(records) for records in result.actual.values()) == len(expected_outputs)
+
+
+@pytest.mark.parametrize("case", POSITIVE, ids=lambda d: d.name)
+def test_positive_case_plans_ksqldbs_schema_and_repartitions(case: Path) -> None:
+    post = case_of(case)["post"] or {}
+    plan = plan_file(case / "statements.sql")
+    for expected in post.get("sources", []):
+        sink = plan.source(expected["name"])
+        if "schema" in expected:
+            schema = ", ".join(f"{c.name} {c.type}{' KEY' if c in sink.key_columns else ''}" for c in sink.columns)
+            assert schema == expected["schema"].replace("`", "")
+        if "keyFormat" in expected:
+            assert sink.key_format == expected["keyFormat"]["format"]
+    query = plan.queries[-1]
+    topics = [t["name"] for t in post.get("topics", {}).get("topics", [])]
+    blacklist = post.get("topics", {}).get("blacklist")
+    if blacklist and re.fullmatch(blacklist, "x-repartition"):
+        assert not query.repartition and not query.repartition_right
+    if topics:
+        assert query.repartition == any(t.endswith("-Join-repartition") for t in topics)
+        assert query.repartition_right == any("RightSourceKeyed" in t and t.endswith("-repartition") for t in topics)
+
+
+@pytest.mark.parametrize("case", NEGATIVE, ids=lambda d: d.name)
+def test_rejection_has_ksqldbs_message(case: Path) -> None:
+    expected = case_of(case)["expected_exception"]["message"]
+    with pytest.raises(PlanError) as raised:
+        plan_file(case / "statements.sql")
+    message = str(raised.value)
+    assert expected in message
+    assert "\n" not in message and message.startswith(str(case / "statements.sql") + ": line ")
+
+
+def test_a_plan_round_trips_through_json() -> None:
+    """The plan the JVM and Spark read is exactly the plan Python made."""
+    for case in POSITIVE:
+        plan = plan_file(case / "statements.sql")
+        assert p.Plan.from_json(plan.to_json()) == plan
+
+
+def test_the_cli_exits_0_on_a_match_1_on_a_difference_2_on_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from streamapp.cli import main
+
+    left = CASES / "joins-060-stream_table_left_join-json"
+    inner = CASES / "joins-062-stream_table_inner_join-json"
+    files = ["-s", str(left / "statements.sql"), "-i", str(left / "input.json")]
+    assert main(["test-runner", *files, "-o", str(left / "output.json")]) == 0
+    assert "Test passed" in capsys.readouterr().out
+    assert main(["test-runner", *files, "-o", str(inner / "output.json")]) == 1
+    out = capsys.readouterr().out
+    assert "INNER_JOIN record 1: expected key 0" in out and "Test failed: 4 differences" in out
+    rejected = CASES / "stream-table-join-000-should_fail_on_outer_join" / "statements.sql"
+    assert main(["test-runner", "-s", str(rejected), "-i", str(left / "input.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "full-outer join not supported for stream-table join" in err

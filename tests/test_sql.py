@@ -1,0 +1,189 @@
+"""The statements' grammar, the planner's refusals, the formats' bytes and the engine's null rules, without Kafka."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from streamapp.model.records import RecordError
+from streamapp.sql import plan as p
+from streamapp.sql.engine import Query, Record
+from streamapp.sql.formats import Codec
+from streamapp.sql.planner import PlanError, plan_file, plan_text
+from streamapp.sql.syntax import SqlError, parse, parse_type
+
+SOURCES = """
+CREATE STREAM payments (customer_id BIGINT KEY, amount DECIMAL(10, 2), currency VARCHAR, paid_at BIGINT)
+  WITH (kafka_topic='payments', value_format='JSON', timestamp='paid_at');
+CREATE TABLE customers (id BIGINT PRIMARY KEY, email STRING, tier STRING)
+  WITH (kafka_topic='customers', value_format='JSON');
+"""
+JOIN = SOURCES + """
+CREATE STREAM enriched AS SELECT p.customer_id, amount, currency, paid_at, email, tier
+  FROM payments p {kind} JOIN customers c ON p.customer_id = c.id EMIT CHANGES;
+"""
+
+
+def one_line_error(text: str) -> str:
+    with pytest.raises(PlanError) as raised:
+        plan_text(text, "joins.sql")
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("joins.sql: ")
+    return message
+
+
+# ---- the grammar --------------------------------------------------------------------------------------------------------
+
+def test_names_are_upper_cased_unless_quoted_and_keywords_are_case_insensitive() -> None:
+    [statement] = parse("create stream `Mixed` (`the key` string key, Amount int) with (kafka_topic='t', "
+                        "value_format='json');")
+    assert statement.name == "Mixed"
+    assert [c.name for c in statement.columns] == ["the key", "AMOUNT"]
+    assert dict(statement.properties) == {"KAFKA_TOPIC": "t", "VALUE_FORMAT": "json"}
+
+
+@pytest.mark.parametrize("text, printed", [
+    ("varchar", "STRING"), ("INTEGER", "INT"), ("decimal(4,2)", "DECIMAL(4, 2)"), ("ARRAY<int>", "ARRAY<INT>"),
+    ("MAP<STRING, BIGINT>", "MAP<STRING, BIGINT>"), ("STRUCT<a INT, `b` STRING>", "STRUCT<`A` INT, `b` STRING>"),
+])
+def test_types_print_as_ksqldb_names_them(text: str, printed: str) -> None:
+    assert str(parse_type(text)) == printed
+
+
+def test_a_syntax_error_names_the_line_and_the_token() -> None:
+    with pytest.raises(SqlError) as raised:
+        parse("CREATE STREAM s (a INT) WITH (kafka_topic='s', value_format='JSON');\nCREATE STREAM x AS SELEC a FROM s;")
+    assert str(raised.value).startswith("line 2, column 20: syntax error at 'SELEC'")
+
+
+def test_a_bad_type_names_its_line() -> None:
+    assert "line 2" in one_line_error("CREATE STREAM s (a INT KEY,\n b DECIMAL(50, 2)) WITH (kafka_topic='s', "
+                                      "value_format='JSON');")
+
+
+# ---- the planner ----------------------------------------------------------------------------------------------------
+
+def test_a_team_join_plans_its_columns_types_and_event_time() -> None:
+    plan = plan_text(JOIN.format(kind="LEFT"))
+    [query] = plan.joins
+    sink = plan.sink_of(query)
+    assert [(c.name, c.type) for c in sink.key_columns] == [("CUSTOMER_ID", "BIGINT")]
+    assert [(c.name, c.type) for c in sink.value_columns] == [
+        ("AMOUNT", "DECIMAL(10, 2)"), ("CURRENCY", "STRING"), ("PAID_AT", "BIGINT"), ("EMAIL", "STRING"),
+        ("TIER", "STRING")]
+    assert (sink.topic, query.join_type, query.repartition) == ("ENRICHED", "LEFT", False)
+    assert plan.source("PAYMENTS").timestamp == "PAID_AT"
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("CREATE STREAM r (k BIGINT KEY, v INT) WITH (kafka_topic='r', value_format='JSON');\n"
+     "CREATE STREAM o AS SELECT * FROM payments p JOIN r WITHIN 1 HOUR ON p.customer_id = r.k;",
+     "not supported by streamapp yet: stream-stream joins"),
+    ("CREATE TABLE o AS SELECT * FROM customers a JOIN customers b ON a.id = b.id;",
+     "self joins are not yet supported"),
+    ("CREATE STREAM o AS SELECT p.customer_id, tier FROM payments p JOIN customers c ON p.customer_id = c.id "
+     "WHERE tier = 'gold';", "not supported by streamapp yet: WHERE in a persistent query"),
+    ("CREATE STREAM o AS SELECT p.customer_id, UCASE(tier) FROM payments p JOIN customers c "
+     "ON p.customer_id = c.id;", "not supported by streamapp yet: function UCASE"),
+    ("INSERT INTO payments SELECT * FROM payments;", "not supported by streamapp yet: INSERT statements"),
+    ("CREATE STREAM o AS SELECT amount FROM payments p JOIN customers c ON p.customer_id = c.id;",
+     "Key missing from projection"),
+    ("CREATE STREAM o AS SELECT p.customer_id, tier FROM payments p JOIN customers c ON p.currency = c.id;",
+     "Invalid join condition: types don't match. Got P.CURRENCY{STRING} = C.ID{BIGINT}."),
+    ("CREATE STREAM o AS SELECT p.customer_id, nope FROM payments p JOIN customers c ON p.customer_id = c.id;",
+     "SELECT column 'NOPE' cannot be resolved."),
+])
+def test_what_cannot_run_is_refused_in_one_line(statement: str, message: str) -> None:
+    error = one_line_error(SOURCES + statement)
+    assert message in error and f"line {6 + statement.count(chr(10))}" in error
+
+
+def test_a_registry_format_is_refused_only_when_a_query_reads_it() -> None:
+    avro = "CREATE STREAM a (k BIGINT KEY, v INT) WITH (kafka_topic='a', format='AVRO');\n"
+    assert "key format AVRO" in one_line_error(SOURCES + avro + "CREATE STREAM o AS SELECT a.k, tier FROM a "
+                                                 "JOIN customers c ON a.k = c.id;")
+
+
+def test_a_missing_file_is_one_line() -> None:
+    with pytest.raises(PlanError, match="cannot be read"):
+        plan_file("/nonexistent/joins.sql")
+
+
+def test_the_seed_is_the_demos_five_statements() -> None:
+    plan = plan_file(p.__file__.replace("plan.py", "seed.sql"))
+    assert [s.name for s in plan.sources] == ["DEMO_USER", "DEMO_USER_REPARTITION", "DEMO_USER_ORDERS",
+                                               "DEMO_USER_ORDERS_MERGED", "DEMO_USER_ORDERS_MERGED_REPARTITION"]
+    assert [q.kind for q in plan.queries] == [p.SELECT, p.STREAM_TABLE_JOIN, p.STREAM_TABLE_JOIN]
+    assert [c.name for c in plan.source("DEMO_USER_ORDERS_MERGED").value_columns] == [
+        "NAME", "AGE", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS"]
+
+
+# ---- formats ----------------------------------------------------------------------------------------------------------
+
+def source(key_type: str, key_format: str = "KAFKA", value_format: str = "JSON", wrap: bool | None = None,
+           values: tuple[p.Column, ...] = (p.Column("V", "STRING"),)) -> p.Source:
+    return p.Source("S", p.STREAM, "s", (p.Column("K", key_type),), values, key_format, value_format, wrap)
+
+
+@pytest.mark.parametrize("key_type, value, data", [
+    ("INT", -2, struct.pack(">i", -2)), ("BIGINT", 2**40, struct.pack(">q", 2**40)),
+    ("DOUBLE", 1.5, struct.pack(">d", 1.5)), ("STRING", "ü1", "ü1".encode()),
+])
+def test_kafka_keys_are_ksqldbs_bytes(key_type: str, value: object, data: bytes) -> None:
+    codec = Codec(source(key_type))
+    assert codec.encode_key(value) == data and codec.decode_key(data) == value
+
+
+def test_a_kafka_key_of_the_wrong_size_names_the_column() -> None:
+    with pytest.raises(RecordError, match="4 bytes: a KAFKA-format BIGINT key K is 8"):
+        Codec(source("BIGINT")).decode_key(b"\0\0\0\1")
+
+
+def test_json_and_delimited_keys_and_values() -> None:
+    assert Codec(source("BIGINT", "JSON")).decode_key(b"12") == 12
+    delimited = Codec(source("INT", "DELIMITED", "DELIMITED", values=(p.Column("A", "INT"), p.Column("B", "STRING"))))
+    assert delimited.decode_key(b"7") == 7
+    assert delimited.decode_value(b'3,"x,y"') == {"A": 3, "B": "x,y"}
+    assert delimited.decode_value(b",") == {"A": None, "B": None}
+    assert delimited.encode_value({"A": 3, "B": "x,y"}) == b'3,"x,y"'
+
+
+def test_an_unwrapped_single_value_is_the_bare_json() -> None:
+    codec = Codec(source("BIGINT", wrap=False))
+    assert codec.decode_value(b'"a"') == {"V": "a"} and codec.encode_value({"V": "a"}) == b'"a"'
+
+
+# ---- the engine's null rules ----------------------------------------------------------------------------------------
+
+def engine(kind: str) -> tuple[p.Plan, Query]:
+    plan = plan_text(JOIN.format(kind=kind))
+    return plan, Query(plan, plan.joins[0])
+
+
+def test_a_null_key_payment_is_emitted_by_left_and_dropped_by_inner() -> None:
+    payment = Record("payments", None, b'{"AMOUNT": 1.5, "CURRENCY": "EUR", "PAID_AT": 7}', 99)
+    [output] = engine("LEFT")[1].process(payment)
+    assert output.record.key is None and output.matched is False and output.record.timestamp == 7
+    assert engine("INNER")[1].process(payment) == []
+
+
+def test_table_rows_update_and_delete_and_a_null_value_payment_is_dropped() -> None:
+    _, query = engine("INNER")
+    key = struct.pack(">q", 5)
+    query.process(Record("customers", key, b'{"email": "a@x", "tier": "gold"}', 1))
+    payment = Record("payments", key, b'{"amount": "2.345", "currency": "EUR", "paid_at": 9}', 2)
+    [output] = query.process(payment)
+    assert output.record.value == (b'{"AMOUNT":2.35,"CURRENCY":"EUR","PAID_AT":9,"EMAIL":"a@x","TIER":"gold"}')
+    assert query.process(Record("payments", key, None, 3)) == []
+    query.process(Record("customers", key, None, 4))
+    assert query.process(payment) == []
+
+
+def test_unreadable_records_raise_record_errors_naming_the_field() -> None:
+    _, query = engine("LEFT")
+    with pytest.raises(RecordError, match="key is null"):
+        query.process(Record("customers", None, b'{"email": "a"}', 1))
+    with pytest.raises(RecordError, match="'PAID_AT' is None"):
+        query.process(Record("payments", struct.pack(">q", 1), b'{"amount": 1}', 1))
+    with pytest.raises(RecordError, match="AMOUNT"):
+        query.process(Record("payments", struct.pack(">q", 1), b'{"amount": "x", "paid_at": 1}', 1))
