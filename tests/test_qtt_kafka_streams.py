@@ -1,0 +1,144 @@
+"""ksqlDB's QTT stream-table cases through Kafka Streams: the plan's topologies under its own TopologyTestDriver.
+
+The same converted cases as ``tests/test_qtt.py`` (which runs them through the pure engine),
+fed the same way, compared the same way (:func:`streamapp.sql.runner.compare`).  The
+rejections are the planner's, in Python, so they are not repeated here.  One JVM serves
+the whole module.  Besides the records, each case's topology must have the stores and
+repartition topics of ksqlDB's recorded topology for it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from streamapp.kafka.streams_runner import StreamsResult, StreamsRunnerError, TopologyTestRunner, Wiring, run_files
+from streamapp.sql import plan as p
+from streamapp.sql.planner import plan_file, plan_text
+from streamapp.sql import runner
+from streamapp.sql.runner import compare, read_records
+
+CASES = Path(__file__).parent / "qtt"
+POSITIVE = sorted(d for d in CASES.iterdir()
+                  if (d / "case.json").exists()
+                  and json.loads((d / "case.json").read_text(encoding="utf-8"))["expected_exception"] is None)
+
+TABLE_STORE, JOIN_REPARTITION = "KafkaTopic_Right-Reduce", "Join-repartition"
+#: The stores and repartition topics of ksqlDB's recorded topology for each case, read from
+#: ``ksqldb-functional-tests/src/test/resources/historical_plans/<case>/<newest version>/topology``
+#: in confluentinc/ksql at 354e3d1c ("Processor: ... (stores: [...])" and "Sink: ... (topic: ...-repartition)").
+KSQLDB_WIRING = {
+    "as_value-005-join": Wiring((TABLE_STORE,), (JOIN_REPARTITION,)),
+    "join-with-custom-timestamp-002-stream_table_join_with_ts_extractor_both_sides-json": Wiring((TABLE_STORE,), ()),
+    "joins-060-stream_table_left_join-json": Wiring((TABLE_STORE,), ()),
+    "joins-062-stream_table_inner_join-json": Wiring((TABLE_STORE,), ()),
+    "joins-068-stream_to_table_wrapped_single_field_value_schema_on_inputs": Wiring((TABLE_STORE,), ()),
+    "joins-069-stream_to_table_unwrapped_single_field_value_schema_on_inputs": Wiring((TABLE_STORE,), ()),
+    "joins-070-stream_to_table_unwrapped_single_field_value_schema_on_inputs_and_output": Wiring((TABLE_STORE,), ()),
+    "joins-097-on_non_string_value_column": Wiring((TABLE_STORE,), (JOIN_REPARTITION,)),
+    "joins-116-streams_with_no_key_columns_stream_table": Wiring((TABLE_STORE,), (JOIN_REPARTITION,)),
+    "joins-117-non_kafka_key_format": Wiring((TABLE_STORE,), ()),
+    "joins-125-stream_table_key_to_key_key_format_mismatch":
+        Wiring(("RightSourceKeyed-Materialize",), ("RightSourceKeyed-SelectKey-repartition",)),
+    "joins-126-stream_table_value_to_key_key_format_mismatch": Wiring((TABLE_STORE,), (JOIN_REPARTITION,)),
+    "joins-127-stream_table_val_to_key_keyless": Wiring((TABLE_STORE,), (JOIN_REPARTITION,)),
+    "none-009-inherited_in_csas_join_with_repartition": Wiring((TABLE_STORE,), (JOIN_REPARTITION,)),
+    "quoted-identifiers-006-joins_using_fields_that_require_quotes": Wiring((TABLE_STORE,), (JOIN_REPARTITION,)),
+}
+
+
+@pytest.fixture(scope="module")
+def streams() -> Iterator[TopologyTestRunner]:
+    """One JVM for the module: starting one is most of a case's cost."""
+    with TopologyTestRunner() as runner:
+        yield runner
+
+
+def test_every_positive_case_has_ksqldbs_wiring_written_down() -> None:
+    assert sorted(KSQLDB_WIRING) == [d.name for d in POSITIVE] and len(POSITIVE) == 15
+
+
+@pytest.mark.parametrize("case", POSITIVE, ids=lambda d: d.name)
+def test_positive_case_through_kafka_streams(case: Path, streams: TopologyTestRunner) -> None:
+    plan, result = run_files(case / "statements.sql", case / "input.json", None, streams)
+    expected = read_records(case / "output.json", "outputs")
+    assert compare(expected, result) == []
+    assert sum(len(records) for records in result.actual.values()) == len(expected)
+    assert result.topologies == {plan.queries[-1].name: KSQLDB_WIRING[case.name]}
+
+
+def _shown(result: StreamsResult) -> list[str]:
+    return [f"{topic}: {record.shown()}" for topic, records in result.actual.items() for record in records]
+
+
+SEED_INPUTS = [
+    ("demo_user", "u1", {"NAME": "ann", "AGE": 30}, 1),
+    ("demo_user", "u2", {"name": "bob", "age": "41"}, 2),
+    ("demo_user_orders", "u1", {"TS": 100, "PRODUCT_ID": 7, "QTY": 2, "UNIT_PRICE": 1.5, "CHANNEL": "web"}, 5),
+    ("demo_user_orders", "u3", {"TS": 110, "PRODUCT_ID": 8, "QTY": 1, "UNIT_PRICE": 2, "CHANNEL": "app"}, 6),
+    ("demo_user", "u1", None, 7),
+    ("demo_user_orders", "u1", {"TS": 120, "PRODUCT_ID": 9, "UNIT_PRICE": "2.25", "CHANNEL": None}, 8),
+    ("demo_user_orders", "u2", {"TS": None, "PRODUCT_ID": 9}, 9),
+    ("demo_user_orders", "u2", {"TS": 130, "PRODUCT_ID": True}, 10),
+    ("demo_user_orders", "u2", {"ts": 140, "qty": 1000}, 11),
+]
+
+
+def test_the_seed_writes_the_same_records_through_both_engines(streams: TopologyTestRunner) -> None:
+    """The seed's three queries: a CTAS copy whose output a join then reads, and two LEFT joins with TIMESTAMP."""
+    plan = plan_file(Path(p.__file__).parent / "seed.sql")
+    inputs = [runner.TestRecord(topic, key, value, ts, i) for i, (topic, key, value, ts) in enumerate(SEED_INPUTS)]
+    python, kafka_streams = runner.run(plan, inputs), streams.run(plan, inputs)
+    assert _shown(kafka_streams) == _shown(python)
+    counts = {topic: len(records) for topic, records in kafka_streams.actual.items()}
+    assert counts == {"demo_user_repartition": 3, "DEMO_USER_ORDERS_MERGED": 4,
+                      "DEMO_USER_ORDERS_MERGED_REPARTITION": 4}
+    # the order without a TS and the one whose PRODUCT_ID is a boolean, skipped by each join
+    assert len(kafka_streams.skipped) == 4 and "field 'PRODUCT_ID' is true" in kafka_streams.skipped[1]
+    assert kafka_streams.topologies["DEMO_USER_REPARTITION"] == Wiring((), ())
+
+
+def test_a_table_tombstone_does_not_reach_a_table_with_a_timestamp_column(streams: TopologyTestRunner) -> None:
+    """ksqlDB reads TIMESTAMP='RTS' from the value, and a tombstone has none: its extractor returns -1
+    (LoggingTimestampExtractor) and Kafka Streams drops the record, so the row stays and still joins."""
+    plan = plan_text(
+        "CREATE TABLE T (ID BIGINT PRIMARY KEY, V STRING, RTS BIGINT) "
+        "WITH (kafka_topic='t', value_format='JSON', timestamp='RTS');\n"
+        "CREATE STREAM S (ID BIGINT KEY, N STRING) WITH (kafka_topic='s', value_format='JSON');\n"
+        "CREATE STREAM O AS SELECT S.ID, N, V FROM S LEFT JOIN T ON S.ID = T.ID;\n")
+    inputs = [runner.TestRecord("t", 1, {"V": "one", "RTS": 5}, 1, 0), runner.TestRecord("t", 1, None, 20, 1),
+              runner.TestRecord("s", 1, {"N": "after"}, 30, 2)]
+    result = streams.run(plan, inputs)
+    assert _shown(result) == ['O: key 1, value {"N":"after","V":"one"}, timestamp 30']
+    assert result.skipped == ["O: a t record was skipped: a null value has no RTS for its event time "
+                              "(Kafka Streams drops it)"]
+
+
+def test_a_plan_the_jvm_cannot_run_is_one_line_and_the_jvm_goes_on(streams: TopologyTestRunner) -> None:
+    case = CASES / "joins-060-stream_table_left_join-json"
+    plan = plan_file(case / "statements.sql")
+    other = p.Plan(plan.sources, plan.queries, plan.origin, version=2)
+    with pytest.raises(StreamsRunnerError) as raised:
+        streams.run(other, read_records(case / "input.json", "inputs"), "bad.json")
+    assert str(raised.value) == "bad.json: Kafka Streams: plan version 2: this program reads version 1"
+    assert streams.run(plan, read_records(case / "input.json", "inputs")).actual["LEFT_JOIN"]
+
+
+def test_the_cli_runs_kafka_streams_with_the_same_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    from streamapp.cli import main
+
+    left = CASES / "joins-126-stream_table_value_to_key_key_format_mismatch"
+    files = ["test-runner", "--engine", "kafka-streams", "-s", str(left / "statements.sql"),
+             "-i", str(left / "input.json")]
+    assert main([*files, "-o", str(left / "output.json")]) == 0
+    assert "Test passed: every expected record written: OUTPUT (1)" in capsys.readouterr().out
+    other = CASES / "joins-127-stream_table_val_to_key_keyless" / "output.json"
+    assert main([*files, "-o", str(other)]) == 1
+    out = capsys.readouterr().out
+    assert "OUTPUT record 1: expected key 10" in out and "got key \"10\"" in out and "Test failed" in out
+    rejected = CASES / "stream-table-join-000-should_fail_on_outer_join" / "statements.sql"
+    assert main(["test-runner", "--engine", "kafka-streams", "-s", str(rejected), "-i", str(left / "input.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "full-outer join not supported for stream-table join" in err
