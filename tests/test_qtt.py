@@ -97,3 +97,11 @@ def test_the_cli_exits_0_on_a_match_1_on_a_difference_2_on_an_error(capsys: pyte
     assert main(["test-runner", "-s", str(rejected), "-i", str(left / "input.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "full-outer join not supported for stream-table join" in err
+
+
+def test_the_readme_lists_every_converted_case() -> None:
+    readme = (CASES.parent.parent / "README.md").read_text(encoding="utf-8")
+    for case in ALL:
+        c = case_of(case)
+        row = f"| {c['ring']} | `{c['file']}` #{c['index']}" + (f" [{c['format']}]" if c["format"] else "") + " |"
+        assert row in readme, f"README.md lacks the row of {case.name}"

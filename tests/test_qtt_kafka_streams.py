@@ -96,7 +96,9 @@ def test_the_seed_writes_the_same_records_through_both_engines(streams: Topology
     assert counts == {"demo_user_repartition": 3, "DEMO_USER_ORDERS_MERGED": 4,
                       "DEMO_USER_ORDERS_MERGED_REPARTITION": 4}
     # the order without a TS and the one whose PRODUCT_ID is a boolean, skipped by each join
-    assert len(kafka_streams.skipped) == 4 and "field 'PRODUCT_ID' is true" in kafka_streams.skipped[1]
+    assert [line.split(":")[0] for line in kafka_streams.skipped] == [line.split(":")[0] for line in python.skipped]
+    assert len(kafka_streams.skipped) == 4
+    assert sum("field 'PRODUCT_ID' is true" in line for line in kafka_streams.skipped) == 2
     assert kafka_streams.topologies["DEMO_USER_REPARTITION"] == Wiring((), ())
 
 

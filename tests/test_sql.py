@@ -187,3 +187,15 @@ def test_unreadable_records_raise_record_errors_naming_the_field() -> None:
         query.process(Record("payments", struct.pack(">q", 1), b'{"amount": 1}', 1))
     with pytest.raises(RecordError, match="AMOUNT"):
         query.process(Record("payments", struct.pack(">q", 1), b'{"amount": "x", "paid_at": 1}', 1))
+
+
+def test_a_tombstone_of_a_table_with_a_timestamp_column_is_dropped_as_kafka_streams_drops_it() -> None:
+    plan = plan_text(SOURCES.replace("WITH (kafka_topic='customers', value_format='JSON')",
+                                     "WITH (kafka_topic='customers', value_format='JSON', timestamp='since')")
+                     .replace("tier STRING)", "tier STRING, since BIGINT)") + JOIN.split(";", 2)[2].format(kind="INNER"))
+    query = Query(plan, plan.joins[0])
+    key = struct.pack(">q", 5)
+    query.process(Record("customers", key, b'{"email": "a@x", "tier": "gold", "since": 3}', 1))
+    with pytest.raises(RecordError, match="timestamp extractor has no column to read"):
+        query.process(Record("customers", key, None, 4))
+    assert len(query.process(Record("payments", key, b'{"amount": 1, "paid_at": 9}', 9))) == 1

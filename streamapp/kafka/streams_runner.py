@@ -29,7 +29,7 @@ from ..sql import plan as p
 from ..sql.engine import Record
 from ..sql.formats import Codec
 from ..sql.planner import plan_file
-from ..sql.runner import Result, RunnerError, TestRecord, _input_key, _input_value, _read_back, compare, read_records
+from ..sql.runner import Result, TestRecord, compare, encode_inputs, read_back, read_records
 from .child import die_with_parent
 from .jvm import classpath, java
 
@@ -57,19 +57,6 @@ class StreamsResult(Result):
     """A :class:`~streamapp.sql.runner.Result` with each query's wiring, to hold against ksqlDB's."""
 
     topologies: dict[str, Wiring] = field(default_factory=dict)
-
-
-def encode_inputs(plan: p.Plan, inputs: list[TestRecord], origin: str) -> list[Record]:
-    """The inputs as bytes, with the codecs and checks of :func:`streamapp.sql.runner.run` (one line on a bad one)."""
-    codecs = {s.topic: Codec(s) for s in plan.sources if plan.writer_of(s.name) is None}
-    declared = {s.topic for s in plan.sources}
-    for record in inputs:
-        if record.topic not in declared:
-            raise RunnerError(f"{origin}: inputs[{record.index}] is for topic {record.topic!r}, which no statement "
-                              "declares")
-    return [Record(r.topic, _input_key(codecs[r.topic], r.key, f"{origin}: inputs[{r.index}]"),
-                   _input_value(codecs[r.topic], r.value), r.timestamp or 0)
-            for r in inputs if r.topic in codecs]
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -149,7 +136,7 @@ class TopologyTestRunner:
             topic = out["topic"]
             written = actual.setdefault(topic, [])
             record = Record(topic, _bytes(out["key_b64"]), _bytes(out["value_b64"]), out["timestamp"])
-            written.append(_read_back(sinks[topic], record, len(written)))
+            written.append(read_back(sinks[topic], record, len(written)))
         topologies = {name: Wiring(tuple(w["stores"]), tuple(w["repartitions"]))
                       for name, w in answer["topologies"].items()}
         return StreamsResult(actual, skipped=list(answer["skipped"]), topologies=topologies)

@@ -60,6 +60,12 @@ class Reader:
         key = self.codec.decode_key(record.key)
         columns = self.codec.decode_value(record.value)
         if columns is None:
+            if self.source.timestamp is not None and self.source.kind == p.TABLE:
+                # ksqlDB's timestamp extractor reads the column from the value: a tombstone has none, so Kafka
+                # Streams drops it (the extractor gives -1) and the row stays; so does this engine.
+                raise RecordError(f"a tombstone of a table with TIMESTAMP={self.source.timestamp}: ksqlDB's "
+                                  "timestamp extractor has no column to read, so Kafka Streams drops it (the row "
+                                  "stays)", self.source.timestamp)
             return key, None
         if self._key_name is not None:
             columns[self._key_name] = key
@@ -119,12 +125,16 @@ class Query:
                 return [Output(Record(self._sink_topic, self.sink_codec.encode_key(key), None, record.timestamp))]
             return []
         if self._join_key is None:
-            return [self._emit(row, None, None)]
-        join_key = self._join_key(row, None)
+            return [self.output(row, None, None)]
+        join_key = self.join_key(row)
         found = None if join_key is None else self.table.get(join_key)
         if found is None and self.query.join_type == "INNER":
             return []
-        return [self._emit(row, found, found is not None)]
+        return [self.output(row, found, found is not None)]
+
+    def join_key(self, row: Row) -> Any:
+        """The value a stream row looks the table up by (None: it finds no row)."""
+        return self._join_key(row, None) if self._join_key is not None else None
 
     def _update_table(self, record: Record) -> None:
         assert self.right is not None
@@ -136,7 +146,8 @@ class Query:
         else:
             self.table[key] = row
 
-    def _emit(self, left: Row, right: Row | None, matched: bool | None) -> Output:
+    def output(self, left: Row, right: Row | None, matched: bool | None) -> Output:
+        """The record the query writes for a left row and the table row it found (None: a miss)."""
         columns = {name: value(left, right) for name, value in self._values}
         timestamp = left[1]
         if self._sink_timestamp is not None:

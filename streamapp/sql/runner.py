@@ -4,10 +4,14 @@ Files as ksqlDB's runner reads them (``docs/how-to-guides/test-an-app.md`` in th
 repository): the statements, ``{"inputs": [...]}`` and ``{"outputs": [...]}``, each
 record ``{topic, key, value, timestamp}`` in its logical JSON form.
 
-Fed as ksqlDB's QTT executor feeds them (``TestExecutor``): each query in statement
-order gets every input of the topics it reads, one record at a time in file order
-(never re-sorted by timestamp; a missing timestamp is 0), then whatever earlier queries
-wrote to its topics.  Inputs are serialised with their source's formats and outputs
+Fed as ksqlDB's QTT executor feeds a query (``TestExecutor``): one record at a time in
+file order, never re-sorted by timestamp (a missing timestamp is 0).  A record goes to
+every query that reads its topic, in statement order, and what a query writes goes at
+once to the queries that read it: a copied table (``CREATE TABLE ... AS SELECT``) holds
+a row as soon as its source record is read, as the worker's does once it has loaded it.
+(ksqlDB's executor pipes a query's derived topics after all its direct inputs instead;
+no stream-table case of its tests chains two queries, so the two agree on all of them.)
+Inputs are serialised with their source's formats and outputs
 read back with their sink's, so the bytes go through the same codecs as the worker's.
 
 Compared as ``ExpectedRecordComparator`` compares: per topic, in order, the same count;
@@ -40,6 +44,8 @@ class RunnerError(StreamappError):
 @dataclass(frozen=True)
 class TestRecord:
     """One record of an input or output file, as written there."""
+
+    __test__ = False  # not a pytest test class, whatever its name
 
     topic: str
     key: Any
@@ -118,37 +124,48 @@ def _input_value(codec: Codec, value: Any) -> bytes | None:
 
 # ---- the run ----------------------------------------------------------------------------------------------------------
 
-def run(plan: p.Plan, inputs: list[TestRecord], origin: str = "input") -> Result:
-    """Feed ``inputs`` through every query of ``plan``; the records each output topic received."""
-    readers = {s.topic: Codec(s) for s in plan.sources if plan.writer_of(s.name) is None}
+def encode_inputs(plan: p.Plan, inputs: list[TestRecord], origin: str) -> list[Record]:
+    """The inputs as bytes, through their sources' codecs (one RunnerError line for a record it cannot use)."""
+    codecs = {s.topic: Codec(s) for s in plan.sources if plan.writer_of(s.name) is None}
+    declared = {s.topic for s in plan.sources}
     for record in inputs:
-        if record.topic not in readers and record.topic not in {s.topic for s in plan.sources}:
+        if record.topic not in declared:
             raise RunnerError(f"{origin}: inputs[{record.index}] is for topic {record.topic!r}, which no statement "
                               "declares")
-    encoded = [Record(r.topic, _input_key(readers[r.topic], r.key, f"{origin}: inputs[{r.index}]"),
-                      _input_value(readers[r.topic], r.value), r.timestamp or 0)
-               for r in inputs if r.topic in readers]
+    return [Record(r.topic, _input_key(codecs[r.topic], r.key, f"{origin}: inputs[{r.index}]"),
+                    _input_value(codecs[r.topic], r.value), r.timestamp or 0)
+            for r in inputs if r.topic in codecs]
+
+
+def run(plan: p.Plan, inputs: list[TestRecord], origin: str = "input") -> Result:
+    """Feed ``inputs`` through every query of ``plan``; the records each output topic received."""
+    engines = [Query(plan, query) for query in plan.queries]
     written: dict[str, list[Record]] = {}
     skipped: list[str] = []
-    for query in plan.queries:
-        engine = Query(plan, query)
-        direct = [r for r in encoded if r.topic in engine.topics]
-        derived = [r for topic in engine.topics for r in written.get(topic, [])]
-        for record in direct + derived:
+
+    def feed(record: Record) -> None:
+        for engine in engines:
+            if record.topic not in engine.topics:
+                continue
             try:
                 outputs = engine.process(record)
             except RecordError as exc:  # ksqlDB logs the record to its processing log and goes on
-                skipped.append(f"{query.name}: a {record.topic} record was skipped: {exc.reason}")
+                skipped.append(f"{engine.query.name}: a {record.topic} record was skipped: {exc.reason}")
                 continue
             for output in outputs:
                 written.setdefault(output.record.topic, []).append(output.record)
+                feed(output.record)  # a query reading this one's output sees it at once
+
+    for record in encode_inputs(plan, inputs, origin):
+        feed(record)
     sinks = {plan.source(q.sink).topic: Codec(plan.source(q.sink)) for q in plan.queries}
-    actual = {topic: [_read_back(sinks[topic], record, i) for i, record in enumerate(records)]
+    actual = {topic: [read_back(sinks[topic], record, i) for i, record in enumerate(records)]
               for topic, records in written.items()}
     return Result(actual, skipped=skipped)
 
 
-def _read_back(codec: Codec, record: Record, index: int) -> TestRecord:
+def read_back(codec: Codec, record: Record, index: int) -> TestRecord:
+    """An output record in its logical JSON form, as the file of expected outputs writes it."""
     text_key = codec.key_format == "DELIMITED" and record.key is not None
     key = record.key.decode("utf-8", "replace") if text_key else codec.decode_key(record.key)  # type: ignore[union-attr]
     value = codec.decode_value(record.value)

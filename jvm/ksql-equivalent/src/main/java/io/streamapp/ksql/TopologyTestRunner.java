@@ -32,9 +32,11 @@ import org.apache.kafka.streams.test.TestRecord;
 
 /**
  * A plan's queries run under Kafka Streams' own TopologyTestDriver, without a broker, fed as ksqlDB's QTT executor
- * feeds them ({@code TestExecutor}): one driver per query in statement order, started at the epoch and never
- * advanced, record caches off; every input of the query's topics piped one record at a time in file order, then
- * what earlier queries wrote to them; the sink drained after each record.
+ * feeds a query ({@code TestExecutor}): one driver per query, started at the epoch and never advanced, record caches
+ * off; each input piped one record at a time in file order to every query that reads its topic, in statement order,
+ * the sink drained after each record, and what a query wrote piped at once to the queries that read it (as the
+ * Python runner does; ksqlDB's executor pipes derived topics after all direct inputs, which no stream-table case of
+ * its tests tells apart).
  *
  * <p>Reads from stdin a JSON list of cases, {@code {"plan": <Plan.to_json()>, "inputs": [{"topic", "key_b64",
  * "value_b64", "timestamp"}...]}}, one after the other (the list may arrive case by case), and prints one JSON line
@@ -70,10 +72,10 @@ public final class TopologyTestRunner {
     }
 
     static ObjectNode runCase(JsonNode testCase, Path stateDir) {
+        List<Driven> drivers = new ArrayList<>();
         try {
             Plan plan = Plan.parse(testCase.get("plan"));
             List<Input> inputs = inputs(testCase.get("inputs"));
-            Map<String, List<Input>> written = new LinkedHashMap<>();
             ObjectNode result = ColumnType.JSON.createObjectNode();
             ArrayNode outputs = result.putArray("outputs");
             List<String> skipped = new ArrayList<>();
@@ -81,14 +83,11 @@ public final class TopologyTestRunner {
             for (Plan.Query query : plan.queries()) {
                 Topology topology = PlanTopology.build(plan, query);
                 topologies.set(query.name(), wiring(topology));
-                List<Input> fed = new ArrayList<>();
-                List<String> topics = PlanTopology.inputTopics(plan, query);
-                inputs.stream().filter(r -> topics.contains(r.topic())).forEach(fed::add);
-                topics.forEach(topic -> fed.addAll(written.getOrDefault(topic, List.of())));
-                for (Input out : run(plan, query, topology, fed, stateDir, skipped)) {
-                    written.computeIfAbsent(out.topic(), t -> new ArrayList<>()).add(out);
-                    outputs.add(record(out));
-                }
+                drivers.add(new Driven(query, PlanTopology.inputTopics(plan, query), plan.source(query.sink()).topic(),
+                                       new TopologyTestDriver(topology, config(query, stateDir), Instant.EPOCH)));
+            }
+            for (Input record : inputs) {
+                feed(record, drivers, outputs, skipped);
             }
             ArrayNode reasons = result.putArray("skipped");
             skipped.forEach(reasons::add);
@@ -98,31 +97,56 @@ public final class TopologyTestRunner {
             return error(e.getMessage());
         } catch (RuntimeException e) {
             return error(KsqlEquivalent.oneLine(e));
+        } finally {
+            drivers.forEach(Driven::close);
         }
     }
 
-    /** One query under its own driver: each record piped, the sink read after it, in that order. */
-    private static List<Input> run(Plan plan, Plan.Query query, Topology topology, List<Input> fed, Path stateDir,
-                                   List<String> skipped) {
-        String sinkTopic = plan.source(query.sink()).topic();
-        List<Input> outputs = new ArrayList<>();
-        SkippedRecords.collect(query.name(), skipped);
-        try (TopologyTestDriver driver = new TopologyTestDriver(topology, config(query, stateDir), Instant.EPOCH)) {
-            Map<String, TestInputTopic<byte[], byte[]>> in = new LinkedHashMap<>();
-            TestOutputTopic<byte[], byte[]> out = driver.createOutputTopic(
-                sinkTopic, new ByteArrayDeserializer(), new ByteArrayDeserializer());
-            for (Input record : fed) {
+    /** One query under its own driver, with its input topics and its sink. */
+    private record Driven(Plan.Query query, List<String> topics, String sinkTopic, TopologyTestDriver driver,
+                          Map<String, TestInputTopic<byte[], byte[]>> in, TestOutputTopic<byte[], byte[]> out) {
+
+        Driven(Plan.Query query, List<String> topics, String sinkTopic, TopologyTestDriver driver) {
+            this(query, topics, sinkTopic, driver, new LinkedHashMap<>(),
+                 driver.createOutputTopic(sinkTopic, new ByteArrayDeserializer(), new ByteArrayDeserializer()));
+        }
+
+        /** Pipe one record in; what the sink received for it. */
+        List<Input> pipe(Input record, List<String> skipped) {
+            SkippedRecords.collect(query.name(), skipped);
+            try {
                 in.computeIfAbsent(record.topic(), topic -> driver.createInputTopic(
                         topic, new ByteArraySerializer(), new ByteArraySerializer()))
                     .pipeInput(record.key(), record.value(), record.timestamp());
-                for (TestRecord<byte[], byte[]> written : out.readRecordsToList()) {
-                    outputs.add(new Input(sinkTopic, written.key(), written.value(), written.timestamp()));
-                }
+            } finally {
+                SkippedRecords.stop();
             }
-        } finally {
-            SkippedRecords.stop();
+            List<Input> written = new ArrayList<>();
+            for (TestRecord<byte[], byte[]> out : out.readRecordsToList()) {
+                written.add(new Input(sinkTopic, out.key(), out.value(), out.timestamp()));
+            }
+            return written;
         }
-        return outputs;
+
+        void close() {
+            driver.close();
+        }
+    }
+
+    /**
+     * One record to every query that reads its topic, in statement order; what a query writes goes at once to the
+     * queries that read it (the Python runner's order: a copied table holds a row as soon as its source is read).
+     */
+    private static void feed(Input record, List<Driven> drivers, ArrayNode outputs, List<String> skipped) {
+        for (Driven driven : drivers) {
+            if (!driven.topics().contains(record.topic())) {
+                continue;
+            }
+            for (Input out : driven.pipe(record, skipped)) {
+                outputs.add(record(out));
+                feed(out, drivers, outputs, skipped);
+            }
+        }
     }
 
     /** The base config of ksqlDB's QTT executor: every table update forwarded (no cache), its processing log. */
