@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from streamapp.worker.app import StreamappApp
 
-from . import counters_log, orders, users, users_repartition
+from . import counters_log, streams, tables
 from .dead_lettering import DeadLettering
 
 
 def install(app: StreamappApp) -> None:
-    """Every agent and the timer, sharing one :class:`DeadLettering` (the record limits are read once)."""
+    """An agent per table topic and per joined stream, and the timer, sharing one :class:`DeadLettering`
+    (the record limits are read once)."""
     dead_letters = DeadLettering(app)
-    users.install(app, dead_letters)
-    users_repartition.install(app, dead_letters)
-    orders.install(app, dead_letters)
+    tables.install(app, dead_letters)
+    streams.install(app, dead_letters)
     counters_log.install(app)

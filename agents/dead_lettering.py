@@ -27,7 +27,6 @@ from faust.types import TP
 from streamapp.kafka.limits import RecordLimits, read_limits, record_size
 from streamapp.model.dead_letters import DeadLetter
 from streamapp.model.records import RecordError
-from streamapp.model.topology import owned_topics
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.batch_sender import BatchSender, OnFailure, OnSent, track_topics
 from streamapp.worker.faust_internals import ack_all, aiokafka_producer
@@ -58,7 +57,7 @@ class OutputChecks:
     def check_timestamp(self, timestamp_ms: int, field: str) -> None:
         """Refuse (RecordError on ``field``) a record timestamp one of the topics would refuse."""
         if not self.low <= timestamp_ms <= self.high:
-            refused = [self.limits.bad_timestamp(topic, timestamp_ms, self.now_ms) for topic in self.topics]
+            refused = [self.limits.bad_timestamp(topic, timestamp_ms, self.now_ms, field) for topic in self.topics]
             raise RecordError(next(r for r in refused if r is not None), field)
 
     def check_size(self, topic: str, key: bytes | None, value: bytes | None, what: str) -> None:
@@ -108,7 +107,7 @@ class DeadLettering:
             async with self._lock:
                 if self._limits is None:
                     settings, tables = self.app.settings, self.app.join_tables
-                    topics = [*owned_topics(settings), *(tables.changelog_topic(t) for t in tables.by_source)]
+                    topics = [*self.app.topology.owned_topics(), *tables.changelog_topics()]
                     limits = await asyncio.get_running_loop().run_in_executor(
                         None, read_limits, settings.kafka, topics, self.app.conf.producer_max_request_size)
                     logger.info(limits.summary())

@@ -39,14 +39,14 @@ from rich.table import Table
 
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, free_port
-from streamapp.model.topology import owned_topics
+from streamapp.sql.topology import topology
 from streamapp.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from worker import Rate, cpu_seconds, end_offsets, pipe_loop, produce_many, start_worker, users_records  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from workerkit import isolated, stats  # noqa: E402
+from workerkit import isolated, loaded, stats  # noqa: E402
 
 console = Console(width=160)
 TIMEOUT = 3600
@@ -68,7 +68,7 @@ def timed(pid: int, produce: Callable[[], object], done: Callable[[], bool], cou
 def bench_pipe(base: Settings, users: list[tuple[bytes, bytes]]) -> Rate:
     settings = isolated(base)
     changelog = f"{settings.app_id}-users-changelog"
-    ensure_topics(settings.bootstrap_servers, {**owned_topics(settings), changelog: settings.partitions})
+    ensure_topics(settings.bootstrap_servers, {**topology(settings).owned_topics(), changelog: settings.partitions})
     outputs = [changelog, settings.users_repartition_topic]
     child = subprocess.Popen([sys.executable, __file__, "pipe", "--bootstrap", settings.bootstrap_servers,
                               "--source", settings.users_topic, "--changelog", changelog,
@@ -96,12 +96,12 @@ def bench_worker(base: Settings, tmp: Path, users: list[tuple[bytes, bytes]]) ->
                 totals = stats(worker)
             except httpx.TimeoutException:  # a loaded machine: ask again
                 return False
-            return totals["users"] >= len(users) and totals["users_repartitioned"] >= len(users)
+            return min(loaded(totals, settings)) >= len(users)
 
         rate = timed(worker.proc.pid, lambda: produce_many(settings.bootstrap_servers, settings.users_topic, users),
                      done, len(users))
         totals = stats(worker)
-        if (totals["users"], totals["users_repartitioned"], totals["dead_lettered"]) != (len(users), len(users), 0):
+        if (*loaded(totals, settings), totals["dead_lettered"]) != (len(users), len(users), 0):
             raise RuntimeError(f"the worker loaded {totals} of {len(users):,} users: {worker.tail(3)}")
         return rate, rss_before, psutil.Process(worker.proc.pid).memory_info().rss / 2**20
     finally:

@@ -6,9 +6,9 @@ librdkafka client would), starts two workers of one group and times each request
 the machine's load falls on all of them alike:
 
 - ``/partition/{key}?partitions=6`` — pure computation over HTTP: the baseline;
-- ``/users/{id}`` sent to the key's owner — answered locally;
-- ``/users/{id}`` sent to the other worker — forwarded once to the owner;
-- ``/users?partition=P&limit=50`` — one page of RocksDB rows;
+- ``/tables/demo_user_repartition/{id}`` sent to the key's owner — answered locally;
+- ``/tables/demo_user_repartition/{id}`` sent to the other worker — forwarded once to the owner;
+- ``/tables/demo_user_repartition?partition=P&limit=50`` — one page of RocksDB rows;
 - ``/stats`` — asks the other worker too.
 
     .venv/bin/python benchmarks/web.py [--users 2000] [--requests 300]
@@ -31,14 +31,14 @@ from rich.table import Table
 
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, free_port
-from streamapp.model.topology import owned_topics
+from streamapp.sql.topology import topology
 from streamapp.partitioners import partition
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
 
 def load_users(settings: Settings, count: int) -> list[str]:
-    ensure_topics(settings.bootstrap_servers, owned_topics(settings))
+    ensure_topics(settings.bootstrap_servers, topology(settings).owned_topics())
     producer = Producer({"bootstrap.servers": settings.bootstrap_servers, "partitioner": "consistent"})
     ids = [uuid.uuid4().hex for _ in range(count)]
     for i, user_id in enumerate(ids):
@@ -72,8 +72,8 @@ async def timed(session: aiohttp.ClientSession, urls: list[str]) -> list[float]:
 
 async def measure(workers: list[str], ids: list[str], n: int, requests: int) -> dict[str, list[float]]:
     async with aiohttp.ClientSession() as session:
-        rep = await owners(session, workers[0], "users_repartition")
-        last = f"{workers[0]}/users/{ids[-1]}"
+        rep = await owners(session, workers[0], "demo_user_repartition")
+        last = f"{workers[0]}/tables/demo_user_repartition/{ids[-1]}"
         while True:
             async with session.get(last) as response:
                 body = await response.json()
@@ -90,9 +90,11 @@ async def measure(workers: list[str], ids: list[str], n: int, requests: int) -> 
 
         cases = {
             "/partition/{key} (baseline)": [f"{workers[0]}/partition/{u}?partitions={n}" for u in sample],
-            "/users/{id} at the owner": [f"{owner_of(u)}/users/{u}" for u in sample],
-            "/users/{id} at the other worker (routed)": [f"{other(u)}/users/{u}" for u in sample],
-            "/users?partition=P&limit=50": [f"{rep[i % n]}/users?partition={i % n}&limit=50" for i in range(requests)],
+            "/tables/{table}/{id} at the owner": [f"{owner_of(u)}/tables/demo_user_repartition/{u}" for u in sample],
+            "/tables/{table}/{id} at the other worker (routed)": [f"{other(u)}/tables/demo_user_repartition/{u}"
+                                                              for u in sample],
+            "/tables/{table}?partition=P&limit=50": [f"{rep[i % n]}/tables/demo_user_repartition?partition={i % n}&limit=50"
+                                                     for i in range(requests)],
             "/stats (both workers)": [f"{workers[0]}/stats"] * requests,
         }
         for urls in cases.values():

@@ -46,8 +46,7 @@ from rich.table import Table
 from streamapp.kafka.admin import admin_client, ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.kafka.reader import TopicReader
-from streamapp.model.join import MISS_HEAD
-from streamapp.model.topology import owned_topics
+from streamapp.sql.topology import topology
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
@@ -56,7 +55,9 @@ from workerkit import isolated, make_order, wait_for_users  # noqa: E402
 
 console = Console(width=160)
 #: How an output value without its user (a join miss) starts.
-MISS = MISS_HEAD.encode()
+#: How a miss of the seed's join starts: its user columns null (the value's first two columns).
+MISS = b'{"NAME":null,"AGE":null'
+
 #: Shortest timed window of a round that tells processors apart on a shared machine.
 MIN_ROUND_SECONDS = 20.0
 
@@ -164,7 +165,7 @@ def bench_worker(base: Settings, tmp: Path, users: list[tuple[bytes, bytes]],
 
 def bench_pipe(base: Settings, orders: list[tuple[bytes, bytes]]) -> Rate:
     settings = isolated(base)
-    ensure_topics(settings.bootstrap_servers, owned_topics(settings))
+    ensure_topics(settings.bootstrap_servers, topology(settings).owned_topics())
     outputs = [settings.merged_topic, settings.merged_repartition_topic]
     child = subprocess.Popen([sys.executable, __file__, "pipe", "--bootstrap", settings.bootstrap_servers,
                               "--source", settings.orders_topic, "--outputs", ",".join(outputs)],
@@ -247,7 +248,7 @@ def bench_quix(base: Settings, tmp: Path, python: str, users: list[tuple[bytes, 
                orders: list[tuple[bytes, bytes]]) -> Rate:
     """Quix Streams' ``join_asof(how="left")`` twice (``benchmarks/peers/quix.py``), timed like the worker."""
     settings = isolated(base)
-    ensure_topics(settings.bootstrap_servers, owned_topics(settings))
+    ensure_topics(settings.bootstrap_servers, topology(settings).owned_topics())
     outputs = [settings.merged_topic, settings.merged_repartition_topic]
     group = f"quix-{uuid.uuid4().hex[:8]}"
     log = (tmp / f"{group}.log").open("wb")

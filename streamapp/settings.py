@@ -89,19 +89,30 @@ class Settings:
     bootstrap_servers: str = _doc(
         "Kafka bootstrap servers, comma separated host:port.", default="127.0.0.1:9092"
     )
+    statements: str = _doc(
+        "The ksqlDB statements (a `.sql` file) that declare the joins the worker runs and tests; empty: the "
+        "seed's five statements shipped with streamapp (the demo's users and orders), whose topics the seed "
+        "topic settings below rename.",
+        default="",
+    )
+    output_prefix: str = _doc(
+        "Prefix of each topic the worker's queries write, before the topic ksqlDB writes (the query's "
+        "`KAFKA_TOPIC`, else its name), so the worker and ksqlDB run side by side; empty: the worker replaces ksqlDB.",
+        default="streamapp_",
+    )
     users_topic: str = _doc("Users table topic (ksqlDB `DEMO_USER`).", default="demo_user")
     orders_topic: str = _doc("Orders stream topic.", default="demo_user_orders")
     users_repartition_topic: str = _doc(
         "Users re-keyed by the join's partitioner, written by the Faust worker.",
-        default="streamapp_user_repartition",
+        default="streamapp_demo_user_repartition",
     )
     merged_topic: str = _doc(
         "Faust output of the direct join (mirrors `DEMO_USER_ORDERS_MERGED`).",
-        default="streamapp_orders_merged",
+        default="streamapp_DEMO_USER_ORDERS_MERGED",
     )
     merged_repartition_topic: str = _doc(
         "Faust output of the repartitioned join (mirrors `DEMO_USER_ORDERS_MERGED_REPARTITION`).",
-        default="streamapp_orders_merged_repartition",
+        default="streamapp_DEMO_USER_ORDERS_MERGED_REPARTITION",
     )
     ksqldb_users_repartition_topic: str = _doc(
         "Users rewritten by ksqlDB's (murmur2) partitioner: the topic of `DEMO_USER_REPARTITION`, "

@@ -67,7 +67,8 @@ def test_pairs_file(tmp_path: Path) -> None:
 
 def test_worker_pairs_are_its_two_joins() -> None:
     settings = Settings(orders_topic="o", users_topic="u", users_repartition_topic="ur")
-    assert pairs_from_worker(settings) == [JoinedPair("o", "u", "worker:direct"), JoinedPair("o", "ur", "worker:repartition")]
+    assert pairs_from_worker(settings) == [JoinedPair("o", "u", "worker:demo_user_orders_merged"),
+                                           JoinedPair("o", "ur", "worker:demo_user_orders_merged_repartition")]
 
 
 def test_ksqldb_basic_auth_is_sent_when_set(replay: Replay) -> None:

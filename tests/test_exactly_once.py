@@ -23,7 +23,7 @@ from streamapp.worker.process import WorkerProcess
 
 from test_reliability_kill import reconcile
 from workerkit import (
-    BackgroundProducer, Dataset, TopicTail, check_output, holds_at_least, isolated, make_dataset, output_tails,
+    orders_read, BackgroundProducer, Dataset, TopicTail, check_output, holds_at_least, isolated, make_dataset, output_tails,
     produce, stats, wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
 
@@ -135,14 +135,14 @@ def test_takeover_and_a_worker_joining_mid_stream_exactly_once(broker_settings: 
         joiner.start(timeout=180)  # the group rebalances while the others' transactions are open
         joined_at_join = len(tails[1].records)
         wait_until(lambda: holds_at_least(tails[1], int(total * 0.5)), 300, "50% of the orders joined", [first, victim, joiner])
-        victim_orders = stats(victim)["orders"]
+        victim_orders = orders_read(stats(victim), victim.settings)
         victim.kill()
         produced_at_kill = stream.produced
         stream.finish(600)
         assert produced_at_kill < total, "the stream ended before the kill"
         assert victim_orders > 0, "the victim processed no order before it was killed"
         wait_for_outputs(tails, dataset, [first, joiner], 600)
-        assert stats(joiner)["orders"] > 0, "the worker that joined mid-stream processed no order"
+        assert orders_read(stats(joiner), joiner.settings) > 0, "the worker that joined mid-stream processed no order"
         for worker in (first, joiner):
             assert "Traceback" not in worker.log(), worker.tail(40)
         for tail in tails:
@@ -188,14 +188,15 @@ def test_a_paused_worker_is_fenced_and_resumes_without_duplicates_or_crash(broke
         stream.start()
 
         wait_until(lambda: holds_at_least(tails[1], int(total * 0.2)), 300, "20% of the orders joined", [survivor, zombie])
-        assert stats(zombie)["orders"] > 0, "the zombie-to-be processed no order"
+        assert orders_read(stats(zombie), zombie.settings) > 0, "the zombie-to-be processed no order"
         assert zombie.proc is not None
         os.kill(zombie.proc.pid, signal.SIGSTOP)
         paused = True
         stream.resume()  # the rest arrives while the zombie is paused: the survivor takes its partitions over
 
         def survivor_holds_all() -> bool:
-            return len(survivor.get("/stats?scope=local").json()["counters"]["orders"]) == n
+            read = survivor.get("/stats?scope=local").json()["counters"]["records"]
+            return len(read.get(survivor.settings.orders_topic, {})) == n
 
         wait_until(survivor_holds_all, 300, "the survivor processing orders of every partition", [survivor])
         os.kill(zombie.proc.pid, signal.SIGCONT)

@@ -1,57 +1,23 @@
-"""The worker's fast paths give exactly what the plain ones give.
-
-The join value built by string formatting against ``json.dumps`` of the
-columns, the order decoder's fast path against its field-by-field checks (no
-Faust).
+"""The fast paths give exactly what the plain ones give: the demo's order decoder (the reconciliation's) against
+its field-by-field checks, and the plan's JSON decoder (the worker's) against ksqlDB's rules field by field (no Faust).
 """
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamapp.model.join import join_columns, join_record, join_value, order_tail
-from streamapp.model.records import Order, RecordError, User, _checked_order, decode_order
+from streamapp.model.records import Order, RecordError, _checked_order, decode_order
+from streamapp.sql import plan as p
+from streamapp.sql.engine import Query
+from streamapp.sql.formats import Codec, json_text
 
 
 texts = st.text(max_size=30).filter(lambda s: not any(0xD800 <= ord(c) <= 0xDFFF for c in s))
 ints = st.integers(min_value=-(2**70), max_value=2**70)
 floats = st.floats(allow_nan=True, allow_infinity=True)
-#: Prices compared with json.dumps, which writes NaN and infinities its own way (tested on their own below).
-finite = st.floats(allow_nan=False, allow_infinity=False)
-orders = st.builds(Order, user_id=texts.filter(bool), ts=st.integers(min_value=0, max_value=2**62),
-                   product_id=st.none() | ints, qty=st.none() | ints, unit_price=st.none() | finite,
-                   channel=st.none() | texts)  # every column but ts is nullable
-users = st.none() | st.builds(lambda name, age: User("u", name, age), st.none() | texts, st.none() | ints)
-
-
-@given(orders, users)
-def test_join_value_is_compact_json_dumps_byte_for_byte(order: Order, user: User | None) -> None:
-    expected = json.dumps(join_columns(order, user), separators=(",", ":"), ensure_ascii=False).encode()
-    row = None if user is None else user.to_table_value()
-    assert join_value(order_tail(order), row) == expected
-    assert join_record(order, user).value == expected
-
-
-def test_join_value_writes_json_escapes_and_specials_as_json_does() -> None:
-    order = Order("u1", 7, 1, 2, -0.0, 'we"b\n\\')
-    value = join_value(order_tail(order), {"name": "Zoë \u2028 \x00", "age": 2**64})
-    assert value == json.dumps(join_columns(order, User("u1", "Zoë \u2028 \x00", 2**64)),
-                               separators=(",", ":"), ensure_ascii=False).encode()
-    assert b'"UNIT_PRICE":-0.0' in value
-
-
-@pytest.mark.parametrize(("price", "text"), [(math.inf, b'"Infinity"'), (-math.inf, b'"-Infinity"'),
-                                             (math.nan, b'"NaN"')])
-def test_a_price_json_numbers_cannot_hold_is_written_as_ksqldb_writes_it(price: float, text: bytes) -> None:
-    """ksqlDB reads ``"NaN"``/``"Infinity"`` into a DOUBLE and writes them back as those strings (Jackson's
-    WRITE_NAN_AS_STRINGS); ``json.dumps`` would write bare ``NaN``, which no JSON reader accepts."""
-    value = join_value(order_tail(Order("u1", 7, 1, 2, price, "web")), None)
-    assert b'"UNIT_PRICE":' + text + b"," in value
-    assert json.loads(value)["UNIT_PRICE"] == text.decode().strip('"')
 
 
 json_values = st.recursive(st.none() | st.booleans() | ints | floats | texts,
@@ -97,3 +63,65 @@ def test_order_timestamps_must_fit_a_kafka_timestamp(ts: int, read: int | None) 
         with pytest.raises(RecordError) as error:
             decode_order(b"k", value)
         assert error.value.field == "ts" and str(ts) in error.value.reason
+
+
+#: A value of every type the plan's fast path takes as it is (the rest always go field by field).
+PLAIN_COLUMNS = p.Source("S", p.STREAM, "s", (), (p.Column("B", "BIGINT"), p.Column("I", "INT"), p.Column("D", "DOUBLE"),
+                                               p.Column("S", "STRING"), p.Column("F", "BOOLEAN")), "NONE", "JSON")
+plan_values = st.fixed_dictionaries({}, optional={name: json_values | ints | floats for name in
+                                                  ("b", "I", "d", "S", "f", "B", "D")})
+
+
+@settings(max_examples=500)
+@given(plan_values)
+def test_the_plans_fast_decode_reads_exactly_what_ksqldbs_rules_read(fields: dict) -> None:
+    """The fast path takes an object of exactly one field per column; one more field sends it field by field."""
+    codec = Codec(PLAIN_COLUMNS)
+    fast, checked = json.dumps(fields).encode(), json.dumps({**fields, "zz_extra": None}).encode()
+    try:
+        expected = codec.decode_value(checked)
+    except RecordError:
+        with pytest.raises(RecordError):
+            codec.decode_value(fast)
+        return
+    got = codec.decode_value(fast)
+    assert got is not None and expected is not None
+    for name, value in expected.items():
+        assert type(got[name]) is type(value) and (got[name] == value or (value != value and got[name] != got[name]))
+
+
+plain_rows = st.fixed_dictionaries({name: st.none() | st.booleans() | ints | floats | texts
+                                    for name in ("B", "I", "D", "S", "F")})
+
+
+@settings(max_examples=500)
+@given(plain_rows)
+def test_the_plans_value_encoder_writes_what_json_text_writes(row: dict) -> None:
+    """Plain rows go through the C encoder; NaN and infinities fall back: either way, json_text's bytes."""
+    in_order = {c.name: row[c.name] for c in PLAIN_COLUMNS.value_columns}
+    assert Codec(PLAIN_COLUMNS).encode_value(row) == json_text(in_order).encode("utf-8")
+    assert Codec(PLAIN_COLUMNS).encode_value(in_order) == json_text(in_order).encode("utf-8")
+
+
+seed_values = st.none() | st.booleans() | ints | floats | texts
+left_rows = st.fixed_dictionaries({name: seed_values for name in ("USER_ID", "TS", "PRODUCT_ID", "QTY", "UNIT_PRICE",
+                                                                   "CHANNEL")})
+right_rows = st.none() | st.fixed_dictionaries({"NAME": seed_values, "AGE": seed_values})
+
+
+@settings(max_examples=500, deadline=None)
+@given(left_rows, right_rows)
+def test_the_joins_value_writer_writes_what_the_sinks_codec_writes(left: dict, right: dict | None) -> None:
+    """The seed's two joins written straight from the rows, the order's columns shared between them, against
+    the projected row written by the sink's codec (json_text: NaN as "NaN", ...)."""
+    from streamapp.settings import Settings
+    from streamapp.sql.topology import load_plan
+
+    plan = load_plan(Settings())
+    texts: dict[str, str] = {}
+    for query in plan.joins:
+        table_row = None if right is None else (right, 0)
+        key, value, timestamp = Query(plan, query).encode((left, 7), table_row, texts)
+        projected = {"NAME": None if right is None else right["NAME"], "AGE": None if right is None else right["AGE"],
+                     **{name: left[name] for name in ("PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS")}}
+        assert value == json_text(projected).encode("utf-8") and timestamp == 7

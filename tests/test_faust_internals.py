@@ -33,7 +33,7 @@ def owner(path: str) -> type:
 @pytest.mark.parametrize("path, name", faust_internals.PRIVATE_NAMES, ids=[f"{p}.{n}" for p, n in faust_internals.PRIVATE_NAMES])
 def test_each_private_name_is_still_there(path: str, name: str, tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=str(tmp_path / "data")))
-    instances = {"Consumer": app.consumer, "Store": app.join_tables.users.data, "Producer": app.producer,
+    instances = {"Consumer": app.consumer, "Store": app.join_tables.by_name["demo_user"].data, "Producer": app.producer,
                  "ThreadDelegateConsumer": app.consumer, "AIOKafkaConsumerThread": app.consumer._thread}
     if path.startswith("aiokafka."):
         instances["AIOKafkaConsumer"] = aiokafka_consumer()
@@ -51,10 +51,10 @@ def test_the_adapter_reaches_them_on_a_real_app(tmp_path: Path) -> None:
     from faust.types import TP
 
     app = create_app(Settings(data_dir=str(tmp_path / "data")))
-    db = faust_internals.partition_db(app.join_tables.users, 2)
+    db = faust_internals.partition_db(app.join_tables.by_name["demo_user"], 2)
     db[b"u1"] = b'{"name": "A", "age": 1}'
-    assert faust_internals.partition_db(app.join_tables.users, 2).get(b"u1") == b'{"name": "A", "age": 1}'
-    assert faust_internals.partition_db(app.join_tables.users, 3).get(b"u1") is None
+    assert faust_internals.partition_db(app.join_tables.by_name["demo_user"], 2).get(b"u1") == b'{"name": "A", "age": 1}'
+    assert faust_internals.partition_db(app.join_tables.by_name["demo_user"], 3).get(b"u1") is None
     assert app.consumer._read_offset[TP("t", 0)] is None  # what accept_all() starts from
     assert inspect.iscoroutinefunction(app.consumer._add_gap)
     with pytest.raises(NotReady):  # not started yet: the method is there and says so

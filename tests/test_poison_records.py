@@ -30,7 +30,7 @@ from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
 from workerkit import (
-    Dataset, Order, TopicTail, check_output, committed_offsets, isolated, make_dataset, murmur2_partition, produce,
+    orders_read, Dataset, Order, TopicTail, check_output, committed_offsets, isolated, make_dataset, murmur2_partition, produce,
     stats, wait_for_outputs, wait_for_users as wait_for_loaded, worker_settings,
 )
 
@@ -73,7 +73,7 @@ def order_value(**changes: object) -> bytes:
 def poisons(settings: Settings, tag: str = "") -> list[Poison]:
     """The six records of issue 13, and others of the same families."""
     merged, merged_r = settings.merged_topic, settings.merged_repartition_topic
-    users_changelog = f"{settings.app_id}-users-changelog"
+    users_changelog = f"{settings.app_id}-demo_user-changelog"
     two_hours_ahead = int(time.time() * 1000) + 2 * 3_600_000
     nested_600 = b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web", "x": ' + \
         b"[" * 600 + b"]" * 600 + b"}"
@@ -81,10 +81,10 @@ def poisons(settings: Settings, tag: str = "") -> list[Poison]:
     return [
         # 1. A user of about 1 MB: its repartition row is larger than the producer takes.
         Poison("user 1 MB", "users", b"pu-big" + k, json.dumps({"name": "x" * 1_040_000, "age": 1}).encode(),
-               "value", ("repartition row for " + settings.users_repartition_topic, "max_request_size"), ("value",)),
+               "value", ("copied row for " + settings.users_repartition_topic, "max_request_size"), ("value",)),
         # 5. A user named with a lone surrogate: never into the table.
-        Poison("user name \\ud800", "users", b"pu-surrogate" + k, b'{"name": "\\ud800", "age": 3}', "name",
-               ("'name'", "lone surrogate")),
+        Poison("user name \\ud800", "users", b"pu-surrogate" + k, b'{"name": "\\ud800", "age": 3}', "NAME",
+               ("'NAME'", "lone surrogate")),
         # 6. A user nested 10,000 deep.
         Poison("user nested 10,000", "users", b"pu-deep" + k, b'{"a":' * 10_000 + b"1" + b"}" * 10_000, "value",
                ("10000 deep", f"limit of {MAX_NESTING}")),
@@ -95,7 +95,7 @@ def poisons(settings: Settings, tag: str = "") -> list[Poison]:
                ("value",)),
         # Own: a tombstone whose 1 MB key is larger than the producer takes (repartitioned tombstone).
         Poison("users tombstone, 1 MB key", "users", b"K" * 1_040_000, None, "value",
-               ("repartition tombstone", "max_request_size"), ("key",)),
+               ("copied tombstone", "max_request_size"), ("key",)),
         # 2. 1,000,000 NUL bytes: the dead letter itself is too large and is cut.
         Poison("order of 1,000,000 NUL bytes", "orders", b"po-nul" + k, b"\x00" * 1_000_000, "value",
                ("not valid JSON",), ("value",)),
@@ -106,7 +106,7 @@ def poisons(settings: Settings, tag: str = "") -> list[Poison]:
                "value", ("10000 deep",)),
         # 4. A lone surrogate in the channel (escaped), and own: the same as raw bytes (not UTF-8).
         Poison("order channel \\ud800", "orders", b"po-surrogate" + k, order_value()[:-1] + b', "channel": "\\ud800"}',
-               "channel", ("'channel'", "lone surrogate")),
+               "CHANNEL", ("'CHANNEL'", "lone surrogate")),
         Poison("order channel raw surrogate bytes", "orders", b"po-raw-surrogate" + k,
                order_value()[:-1] + b', "channel": "\xed\xa0\x80"}', "value", ("not UTF-8",)),
         # Own: nesting just past the limit, below Python's recursion limit.
@@ -121,7 +121,7 @@ def poisons(settings: Settings, tag: str = "") -> list[Poison]:
                (f"joined record for {merged_r}", f"max.message.bytes of topic {merged_r}")),
         # Own: ts two hours ahead: Kafka 4 refuses record timestamps more than 1 h ahead, and the
         # refused batch used to take the valid orders sharing it along, silently.
-        Poison("order ts 2 h ahead", "orders", b"po-future" + k, order_value(ts=two_hours_ahead), "ts",
+        Poison("order ts 2 h ahead", "orders", b"po-future" + k, order_value(ts=two_hours_ahead), "TS",
                ("ahead of now", "message.timestamp.after.max.ms")),
     ]
 
@@ -132,7 +132,7 @@ def create_limited_topics(settings: Settings) -> None:
     topics = [
         NewTopic(settings.dead_letter_topic, n, 1, config={"max.message.bytes": str(DEAD_LETTER_MAX)}),
         NewTopic(settings.merged_repartition_topic, n, 1, config={"max.message.bytes": str(MERGED_REPARTITION_MAX)}),
-        NewTopic(f"{settings.app_id}-users-changelog", n, 1,
+        NewTopic(f"{settings.app_id}-demo_user-changelog", n, 1,
                  config={"max.message.bytes": str(USERS_CHANGELOG_MAX), "cleanup.policy": "compact"}),
     ]
     admin = admin_client(settings.bootstrap_servers)
@@ -206,7 +206,7 @@ def finish(tails: list[TopicTail], dataset: Dataset, bad: list[Poison], worker: 
         tail.drain()
     assert_healthy(worker)
     if joins_every_order:  # this process joined each valid order once: no duplicate is still on its way
-        assert stats(worker)["orders"] == len(dataset.orders)
+        assert orders_read(stats(worker), worker.settings) == len(dataset.orders)
     for tail in tails[:2]:
         check = check_output(dataset, tail.records, settings.partitions)
         assert (check.missing, check.wrong, check.duplicates) == ([], [], 0), (tail.topic, check)

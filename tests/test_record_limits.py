@@ -94,7 +94,7 @@ def test_timestamp_window_with_its_margin_and_reasons() -> None:
                           broker_timestamps=TimestampWindow(None, None))
     now = 1_800_000_000_000
     assert limits.bad_timestamp("out", now + hour - 60_000, now) is None
-    reason = limits.bad_timestamp("out", now + 2 * hour, now) or ""
+    reason = limits.bad_timestamp("out", now + 2 * hour, now, "ts") or ""
     assert "2 h ahead of now" in reason and "message.timestamp.after.max.ms" in reason and "'ts'" in reason
     assert limits.bad_timestamp("out", 0, now) is None  # no lower bound
     assert limits.bad_timestamp("elsewhere", 2**63 - 1, now) is None  # the broker's window: unbounded here

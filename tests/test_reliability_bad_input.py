@@ -23,7 +23,7 @@ from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
 from workerkit import (
-    TopicTail, check_output, isolated, make_dataset, produce, stats, wait_for_outputs, wait_for_users, worker_settings,
+    orders_read, TopicTail, check_output, isolated, make_dataset, produce, stats, wait_for_outputs, wait_for_users, worker_settings,
 )
 
 ORDER_FIELDS = {"ts": "int", "product_id": "int", "qty": "int", "unit_price": "number", "channel": "str"}
@@ -66,7 +66,8 @@ def malformed(count: int, seed: int) -> list[Malformed]:
             made.append(Malformed(role, None, json.dumps(good).encode()[:-1], "value", "not valid JSON"))
         elif kind == 1:  # (an empty key is the id "", as in ksqlDB) a BIGINT string Long.parseLong refuses
             name = "age" if role == "users" else "ts"
-            made.append(Malformed(role, key, json.dumps({**good, name: "1e3"}).encode(), name, "expected a BIGINT"))
+            made.append(Malformed(role, key, json.dumps({**good, name: "1e3"}).encode(), name.upper(),
+                                  "expected a BIGINT"))
         elif kind == 2:
             binary = bytes([0xFF, rng.randrange(256)]) + rng.randbytes(rng.randint(0, 30))
             made.append(Malformed(role, binary, json.dumps(good).encode(), "key", "is not UTF-8"))
@@ -80,28 +81,28 @@ def malformed(count: int, seed: int) -> list[Malformed]:
             made.append(Malformed(role, key, other.encode(), "value", "expected an object"))
         elif kind == 6 and role == "orders":  # a missing column is NULL, but an order needs its ts
             del good[rng.choice(["ts", "TS"]) if "TS" in good else "ts"]
-            made.append(Malformed(role, key, json.dumps(good).encode(), "ts", "'ts' is missing or null"))
+            made.append(Malformed(role, key, json.dumps(good).encode(), "TS", "'TS' is missing or null"))
         elif kind == 6:  # a NULL column is fine, a number ksqlDB cannot read is not (in upper case too)
-            made.append(Malformed(role, key, json.dumps({"NAME": good["name"], "AGE": {"years": 3}}).encode(), "age",
+            made.append(Malformed(role, key, json.dumps({"NAME": good["name"], "AGE": {"years": 3}}).encode(), "AGE",
                                   "expected a BIGINT"))
         elif kind == 7:
             name = rng.choice(list(fields))
             good[name] = rng.choice(WRONG[fields[name]])
-            made.append(Malformed(role, key, json.dumps(good).encode(), name, TYPE_WORDS[fields[name]]))
+            made.append(Malformed(role, key, json.dumps(good).encode(), name.upper(), TYPE_WORDS[fields[name]]))
         elif kind == 8:  # huge and broken: a big document cut short
             text = json.dumps({**good, "note": "x" * HUGE})
             made.append(Malformed(role, key, text[:-2].encode(), "value", "not valid JSON"))
         elif kind == 9:  # huge value in a field of the wrong type
             name = rng.choice(list(fields))
             good[name] = {"int": "9" * HUGE, "number": "x" * HUGE, "str": "y" * HUGE + "\ud800"}[fields[name]]
-            made.append(Malformed(role, key, json.dumps(good).encode(), name, TYPE_WORDS[fields[name]]))
+            made.append(Malformed(role, key, json.dumps(good).encode(), name.upper(), TYPE_WORDS[fields[name]]))
         elif kind == 10 and role == "orders":
             made.append(Malformed(role, key, None, "value", "value is null"))
         elif kind == 10:  # a users tombstone is valid; a null key with a broken value is reported by its key
             made.append(Malformed(role, None, f'{{"name": {i}'.encode(), "key", "key is null"))
         elif role == "orders":
             good["ts"] = -rng.randint(1, 10**12)
-            made.append(Malformed(role, key, json.dumps(good).encode(), "ts", "expected epoch milliseconds >= 0"))
+            made.append(Malformed(role, key, json.dumps(good).encode(), "TS", "expected epoch milliseconds >= 0"))
         else:
             made.append(Malformed(role, key, b"   ", "value", "not valid JSON"))
     return made
@@ -144,7 +145,7 @@ def run(settings: Settings, tmp_path: Path, bad_count: int, orders: int, timeout
             tail.drain()
         assert worker.proc is not None and worker.proc.poll() is None, worker.tail()
         # Each valid order joined once (a second join would be a duplicate still on its way): the worker says so.
-        assert stats(worker)["orders"] == len(dataset.orders)
+        assert orders_read(stats(worker), worker.settings) == len(dataset.orders)
         for tail in tails[:2]:
             check = check_output(dataset, tail.records, n)
             assert (check.missing, check.wrong, check.duplicates) == ([], [], 0), (tail.topic, check)
@@ -171,7 +172,7 @@ def run(settings: Settings, tmp_path: Path, bad_count: int, orders: int, timeout
 def test_malformed_generator_breaks_each_record_once() -> None:
     made = malformed(600, seed=1)
     assert len({(m.topic_role, m.key, m.value) for m in made}) == len(made)
-    assert {m.field for m in made} >= {"key", "value", "ts", "qty", "age", "name", "channel"}
+    assert {m.field for m in made} >= {"key", "value", "TS", "QTY", "AGE", "NAME", "CHANNEL"}
     assert any(m.value is not None and len(m.value) > HUGE for m in made)
 
 
@@ -203,7 +204,7 @@ def test_order_with_timestamp_beyond_int64_is_dead_lettered(broker_settings: Set
         while not tails[2].records and time.monotonic() < deadline:
             tails[2].poll(0.5)
         letters = [from_record(r.key, r.value, r.headers) for r in tails[2].records]
-        assert [(d.key, d.field) for d in letters] == [(b"poison", "ts")], letters
+        assert [(d.key, d.field) for d in letters] == [(b"poison", "TS")], letters
         assert "Traceback" not in worker.log(), worker.tail(40)
     finally:
         for tail in tails:

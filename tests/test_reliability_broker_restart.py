@@ -44,7 +44,8 @@ from streamapp.worker.health import UNREACHABLE_EXIT_CODE
 from streamapp.worker.process import WorkerProcess
 
 from workerkit import (
-    Dataset, TopicTail, assert_every_order_joined, isolated, make_dataset, produce, stats, wait_for_outputs, wait_until,
+    Dataset, TopicTail, assert_every_order_joined, isolated, loaded, make_dataset, orders_read, produce, stats,
+    wait_for_outputs, wait_until,
     worker_settings,
 )
 
@@ -190,14 +191,14 @@ def broker_restart_mid_stream(kafka: KillableKafka, tmp_path: Path, dataset: Dat
         pid = worker.proc.pid if worker.proc else None
         produce(kafka.bootstrap, settings.users_topic, dataset.user_records())
         users = len(dataset.users)
-        wait_for(worker, f"{users} users in both tables", lambda: (
-            (t := stats(worker))["users"] == users and t["users_repartitioned"] == users), timeout)
+        wait_for(worker, f"{users} users in both tables", lambda: loaded(stats(worker), settings) == (users, users),
+                 timeout)
         hold_kill, hold_restart = int(total * 0.6), int(total * 0.8)
         stream = OrderStream(kafka.bootstrap, settings.orders_topic, dataset.order_records(), chunk, chunk / rate,
                              holds=(hold_kill, hold_restart))
         stream.start()
         joined_at_kill = wait_for(worker, "30% of the orders joined",
-                                  lambda: (o := stats(worker)["orders"]) >= total * 0.3 and o, timeout)
+                                  lambda: (o := orders_read(stats(worker), settings)) >= total * 0.3 and o, timeout)
         queued_at_kill = stream.queued
         kafka.kill()
         killed = time.monotonic()

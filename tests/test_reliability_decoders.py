@@ -3,9 +3,9 @@
 Pure (no broker): ``streamapp.model.records.decode_user`` / ``decode_order`` are what
 the worker runs on every input record before the dead-letter decision, so a
 decoder that raised anything else would stop the agent instead of
-dead-lettering one record.  The same holds for the join (``streamapp.model.join``) on
-any order and any table row, and for JSON with lone surrogates (escaped or as
-raw bytes) and nesting far past Python's recursion limit.
+dead-lettering one record.  The same holds for JSON with lone surrogates (escaped or as
+raw bytes) and nesting far past Python's recursion limit.  (The worker's own decoders and join,
+built from the plan, are held against these in ``tests/test_engine_seed.py``.)
 """
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamapp.model.join import join_record, join_value, order_tail
 from streamapp.partitioners.sticky import STICKY_BATCH_SIZE, NullKeyPartitions
-from streamapp.model.records import MAX_NESTING, Order, RecordError, User, decode_order, decode_user, nesting_depth
+from streamapp.model.records import MAX_NESTING, RecordError, User, decode_order, decode_user, nesting_depth
 
 FIELDS = {"key", "value", "name", "age", "ts", "product_id", "qty", "unit_price", "channel"}
 INT64 = (-(2**63), 2**63 - 1)
@@ -95,14 +94,11 @@ def test_one_wrong_field_is_named(user_id: str, order: dict, data: st.DataObject
 
 @SETTINGS
 @given(order=valid_orders)
-def test_a_null_key_order_is_read_and_joined_with_null_user_columns_and_a_null_user_is_refused(order: dict) -> None:
+def test_a_null_key_order_is_read_and_a_null_user_is_refused(order: dict) -> None:
     """ksqlDB's LEFT JOIN (Kafka Streams 3.7+, KIP-962) joins a null-key order; its table skips a null-key user."""
     value = json.dumps(order).encode()
     decoded = decode_order(None, value)
     assert decoded == dataclasses.replace(decode_order(b"u", value), user_id=None)
-    record = join_record(decoded, None)
-    assert (record.key, record.timestamp_ms, record.matched) == (None, order["ts"], False)
-    assert record.value == join_record(decode_order(b"u", value), None).value  # the bytes of a miss
     with pytest.raises(RecordError) as info:
         decode_user(None, b'{"name": "x", "age": 1}')
     assert info.value.field == "key" and "key is null" in info.value.reason
@@ -212,22 +208,6 @@ def test_decoders_raise_only_record_errors_on_hostile_json(key: bytes | None, va
             for text in (record.user_id or "", getattr(record, "name", None) or "", getattr(record, "channel", None) or ""):
                 text.encode("utf-8")  # what ksqlDB cannot represent never gets through
             assert nesting_depth(value) <= MAX_NESTING
-
-
-@SETTINGS
-@given(order=st.builds(Order, user_id=st.text(min_size=1, max_size=5), ts=st.integers(0, INT64[1]),
-                       product_id=st.integers(*INT64), qty=st.integers(*INT64),
-                       unit_price=st.floats(allow_nan=True, allow_infinity=True), channel=surrogate_text),
-       row=st.none() | any_json | st.fixed_dictionaries({"name": any_json, "age": any_json}))
-def test_join_raises_only_record_errors_on_any_row(order: Order, row: object) -> None:
-    """The join on any order and any table row (an old row, a stray one): bytes that are JSON, or a RecordError."""
-    try:
-        value = join_value(order_tail(order), row)  # type: ignore[arg-type]
-    except RecordError as error:
-        assert error.reason and "\n" not in error.reason and len(error.reason) < 300, error.reason
-        return
-    columns = json.loads(value)
-    assert list(columns) == ["NAME", "AGE", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS"]
 
 
 @pytest.mark.parametrize("kind", ["[", "{"])

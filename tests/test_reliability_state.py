@@ -1,7 +1,7 @@
 """State loss: delete a worker's RocksDB directory, restart, and both tables come back from their changelogs.
 
 Real worker, real RocksDB, real Apache Kafka broker. The rows are read through the
-worker's own ``/users`` pages (every partition, both tables) and hashed; the
+worker's own ``/tables/{table}`` pages (every partition, both tables) and hashed; the
 expected digest is computed from the records produced (last write per key wins,
 a tombstone deletes; partition = murmur2 of the key, which both the producer
 and the repartition use), independently of the worker.
@@ -18,15 +18,17 @@ from streamapp.kafka.reader import read_topic
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
-from streamapp.model.topology import TABLE_NAMES
-from workerkit import digest, isolated, make_dataset, murmur2_partition, produce, stats, table_rows, worker_settings
+from workerkit import digest, isolated, loaded, make_dataset, murmur2_partition, produce, stats, table_rows, worker_settings
+
+#: The seed's two tables, both partitioned by murmur2 here (the users are produced with it).
+TABLE_NAMES = ("demo_user", "demo_user_repartition")
 
 
 def expected_rows(records: list[tuple[bytes, bytes | None]], n: int) -> list[tuple[str, int, str, object]]:
     final: dict[bytes, bytes | None] = {}
     for key, value in records:
         final[key] = value
-    return [(table, murmur2_partition(key, n), key.hex(), json.loads(value))
+    return [(table, murmur2_partition(key, n), key.hex(), {k.upper(): v for k, v in json.loads(value).items()})
             for key, value in final.items() if value is not None for table in TABLE_NAMES]
 
 
@@ -70,7 +72,7 @@ def test_deleted_rocksdb_recovers_from_changelogs(broker_settings: Settings, tmp
         wait_for_digest(worker, wanted, timeout=120)
     finally:
         assert worker.stop() == 0, worker.tail()
-    stores = [p for p in settings.data_path.rglob("CURRENT") if "users" in str(p)]
+    stores = [p for p in settings.data_path.rglob("CURRENT") if "demo_user" in str(p)]
     assert stores, f"no RocksDB store under {settings.data_path}"
     repartitioned = len(read_topic(settings.bootstrap_servers, settings.users_repartition_topic))
 
@@ -79,11 +81,10 @@ def test_deleted_rocksdb_recovers_from_changelogs(broker_settings: Settings, tmp
     restarted = WorkerProcess(settings, tmp_path / "worker-restarted.log").start(timeout=120)
     try:
         seconds = wait_for_digest(restarted, wanted, timeout=120)
-        loaded = stats(restarted)
-        assert (loaded["users"], loaded["users_repartitioned"]) == (0, 0), "the users topic was reprocessed, not recovered"
+        assert loaded(stats(restarted), settings) == (0, 0), "the users topic was reprocessed, not recovered"
         assert "Traceback" not in restarted.log(), restarted.tail(40)
     finally:
         assert restarted.stop() == 0, restarted.tail()
-    assert [p for p in settings.data_path.rglob("CURRENT") if "users" in str(p)], "tables not rebuilt on disk"
+    assert [p for p in settings.data_path.rglob("CURRENT") if "demo_user" in str(p)], "tables not rebuilt on disk"
     assert len(read_topic(settings.bootstrap_servers, settings.users_repartition_topic)) == repartitioned
     print(f"state loss: {len(records)} user records, tables identical {seconds:.1f} s after the restart")

@@ -18,7 +18,7 @@ from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
 from workerkit import (
-    BackgroundProducer, check_output, isolated, output_tails, make_dataset, produce, stats, wait_for_outputs,
+    orders_read, BackgroundProducer, check_output, isolated, output_tails, make_dataset, produce, stats, wait_for_outputs,
     wait_for_users, worker_settings,
 )
 
@@ -26,7 +26,7 @@ from workerkit import (
 def local_orders_by_partition(worker: WorkerProcess) -> dict[str, int]:
     response = worker.get("/stats?scope=local")
     assert response.status_code == 200, response.text
-    return response.json()["counters"]["orders"]
+    return response.json()["counters"]["records"].get(worker.settings.orders_topic, {})
 
 
 def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float, timeout: float) -> None:
@@ -49,7 +49,7 @@ def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float
             assert time.monotonic() < deadline, survivor.tail()
             tails[1].poll(0.2)
         before = local_orders_by_partition(survivor)
-        victim_orders = stats(victim)["orders"]
+        victim_orders = orders_read(stats(victim), victim.settings)
         victim.kill()
         produced_at_kill = stream.produced
         stream.finish(timeout)

@@ -65,11 +65,11 @@ def start(settings: Settings, tmp: Path, name: str, users: int) -> Worker:
     worker = Worker(process, list(dataset.users))
     for user_id in worker.user_ids:  # until the assignment is known to the web views (no more 503s)
         for _ in range(100):
-            if worker.request("GET", f"/users/{user_id}")[0] == 200:
+            if worker.request("GET", f"/tables/demo_user/{user_id}")[0] == 200:
                 break
             time.sleep(0.5)
         else:
-            raise AssertionError(f"/users/{user_id} never answered 200: {process.tail()}")
+            raise AssertionError(f"/tables/demo_user/{user_id} never answered 200: {process.tail()}")
     return worker
 
 
@@ -91,8 +91,9 @@ hostile_text = st.one_of(
                      "%C0%AF", "%ED%A0%80", "x" * 5000, "00ff", "-1", "9" * 40, "1e3", "%207", "+7", "0x10", "NaN"]),
 )
 PARAMS = ("partition", "partitions", "limit", "after", "table", "encoding", "scope", "key", "x")
-TEMPLATES = ("/users/{}", "/users", "/partition/{}", "/copartition", "/stats", "/", "/{}", "/table/{}",
-             "/router/{}", "/static/{}", "/{}/{}", "/users/{}/{}", "//users//{}", "/favicon.ico", "/table/users/{}/")
+TEMPLATES = ("/users/{}", "/users", "/tables", "/tables/{}", "/tables/demo_user/{}", "/tables/demo_user_repartition",
+             "/tables/{}/{}", "/partition/{}", "/copartition", "/stats", "/", "/{}", "/table/{}", "/router/{}",
+             "/static/{}", "/{}/{}", "/users/{}/{}", "//users//{}", "/favicon.ico", "/table/demo_user/{}/")
 
 
 @st.composite
@@ -154,10 +155,10 @@ def test_every_writing_method_is_refused(worker: Worker, target: str, method: st
 
 def test_token_gives_the_data_and_nothing_else_does(worker: Worker) -> None:
     user_id = worker.user_ids[0]
-    status, _, body = worker.request("GET", f"/users/{user_id}")
-    assert status == 200 and json.loads(body)["tables"]["users"]["found"], body[:300]
+    status, _, body = worker.request("GET", f"/tables/demo_user/{user_id}")
+    assert status == 200 and json.loads(body)["tables"]["demo_user"]["found"], body[:300]
     for token in (None, "", TOKEN.upper(), "Bearer " + TOKEN):
-        status, _, body = worker.request("GET", f"/users/{user_id}", token)
+        status, _, body = worker.request("GET", f"/tables/demo_user/{user_id}", token)
         assert status == 401 and user_id.encode() not in body
 
 
@@ -189,14 +190,14 @@ def test_default_bind_is_loopback_only(worker: Worker) -> None:
 
 
 def test_raw_table_blueprint_only_with_opt_in(worker: Worker, broker: EmbeddedBroker, tmp_path: Path) -> None:
-    for path in ("/table/", "/table/users/", f"/table/users/{worker.user_ids[0]}/"):
+    for path in ("/table/", "/table/demo_user/", f"/table/demo_user/{worker.user_ids[0]}/"):
         status, _, body = worker.request("GET", path)
-        assert status == 404 and b'"name"' not in body and b"User " not in body, (path, status, body[:300])
+        assert status == 404 and b'"NAME"' not in body and b"User " not in body, (path, status, body[:300])
     settings = isolated(broker.settings(Settings()), "webopt", web_token=TOKEN, web_table_blueprint=True)
     opted = start(settings, tmp_path, "opt", users=3)
     try:
         status, _, body = opted.request("GET", "/table/")
-        assert status == 200 and b"users" in body, (status, body[:300])
+        assert status == 200 and b"demo_user" in body, (status, body[:300])
         assert opted.request("GET", "/table/", None)[0] == 401
     finally:
         assert opted.process.stop() == 0, opted.process.tail()

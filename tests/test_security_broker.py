@@ -104,7 +104,7 @@ def full_run(secured_broker: EmbeddedBroker, spark, tmp_path_factory: pytest.Tem
         command("guard --json", "guard", "--json")
         command("doctor --json", "doctor", "--json", "--html", str(tmp / "doctor.html"))
         result.outputs["doctor.html"] = (tmp / "doctor.html").read_text(encoding="utf-8")
-        for path in ("/health", "/stats", "/users?table=users&partition=0", "/"):
+        for path in ("/health", "/stats", "/tables/demo_user?partition=0", "/"):
             response = worker.get(path)
             result.outputs[f"web {path}"] = f"{response.status_code} {response.text}"
         for topic in (settings.ksqldb_merged_topic, settings.ksqldb_merged_repartition_topic):

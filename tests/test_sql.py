@@ -183,7 +183,7 @@ def test_unreadable_records_raise_record_errors_naming_the_field() -> None:
     _, query = engine("LEFT")
     with pytest.raises(RecordError, match="key is null"):
         query.process(Record("customers", None, b'{"email": "a"}', 1))
-    with pytest.raises(RecordError, match="'PAID_AT' is None"):
+    with pytest.raises(RecordError, match="'PAID_AT' is missing or null"):
         query.process(Record("payments", struct.pack(">q", 1), b'{"amount": 1}', 1))
     with pytest.raises(RecordError, match="AMOUNT"):
         query.process(Record("payments", struct.pack(">q", 1), b'{"amount": "x", "paid_at": 1}', 1))

@@ -20,7 +20,8 @@ import aiohttp
 import pytest
 
 from test_web_placement import rdkafka_partition
-from test_web_views import PARTITIONS, USERS, Running, get, produce_orders, wait_for, wait_loaded
+from test_web_views import (DIRECT, PARTITIONS, REPARTITIONED, USERS, Running, declared, get, produce_orders, wait_for,
+                            wait_loaded)
 from test_web_views import web_worker  # noqa: F401  (the module's worker fixture)
 from workerkit import end_process
 
@@ -96,24 +97,26 @@ async def test_browser_looks_up_a_user(web_worker: Running, page: Page, tmp_path
     missed = sum(1 for u, p in order_partitions.items() if web_worker.users[u][0] != p)
 
     async def counted() -> bool:
-        return (await get(f"{web_worker.url()}/stats"))[1]["group"]["totals"]["orders"] == USERS
+        totals = (await get(f"{web_worker.url()}/stats"))[1]["group"]["totals"]
+        return totals["records"].get(web_worker.settings.orders_topic) == USERS
 
     await wait_for(counted, "the orders to be counted")
     user_id, (partition, value) = next(
         (u, pv) for u, pv in web_worker.users.items() if pv[0] != rdkafka_partition("murmur2", u.encode(), PARTITIONS)
     )
     await page.send("Page.navigate", url=f"{web_worker.url()}/#token={web_worker.settings.web_token}")
-    await page.wait("document.readyState === 'complete' && !!document.getElementById('user-input')")
+    await page.wait("document.readyState === 'complete' && document.getElementById('table-input').options.length === 2")
     await page.wait("document.getElementById('copartition').textContent.startsWith('Co-partitioned') "
                     "|| document.getElementById('copartition').textContent.startsWith('Not co-partitioned')")
-    await page.eval(f"document.getElementById('user-input').value = {json.dumps(user_id)}; "
+    await page.eval(f"document.getElementById('table-input').value = {json.dumps(DIRECT)}; "
+                    f"document.getElementById('key-input').value = {json.dumps(user_id)}; "
                     "document.getElementById('lookup-button').click(); true")
     await page.wait("!document.getElementById('result').hidden")
     shown = await page.eval(
-        "({user: document.getElementById('result-user').textContent,"
-        " partition: document.getElementById('partition-users').textContent,"
-        " repartition: document.getElementById('partition-users_repartition').textContent,"
-        " row: document.getElementById('value-users').textContent,"
+        "({user: document.getElementById('result-key').textContent,"
+        f" partition: document.getElementById('partition-{DIRECT}').textContent,"
+        f" repartition: document.getElementById('partition-{REPARTITIONED}').textContent,"
+        f" row: document.getElementById('value-{DIRECT}').textContent,"
         " verdict: document.getElementById('verdict').textContent,"
         " error: document.getElementById('error').textContent})"
     )
@@ -124,15 +127,15 @@ async def test_browser_looks_up_a_user(web_worker: Running, page: Page, tmp_path
     assert shown["user"] == user_id
     assert shown["partition"] == str(partition)
     assert shown["repartition"] == str(rdkafka_partition("murmur2", user_id.encode(), PARTITIONS))
-    assert json.loads(shown["row"]) == value
-    assert user_id in shown["verdict"] and "direct join misses it" in shown["verdict"]
+    assert json.loads(shown["row"]) == declared(value)
+    assert user_id in shown["verdict"] and f"table {DIRECT} has it in partition {partition}" in shown["verdict"]
     users_in_partition = sum(1 for p, _ in web_worker.users.values() if p == partition)
-    await page.wait(f"!!document.getElementById('users-in-{partition}') && "
-                    f"document.getElementById('users-in-{partition}').textContent === '{users_in_partition}'")
+    await page.wait(f"!!document.getElementById('rows-in-{partition}') && "
+                    f"document.getElementById('rows-in-{partition}').textContent === '{users_in_partition}'")
     orders_in = sum(1 for p in order_partitions.values() if p == partition)
     bar = await page.eval(f"(() => {{ const g = document.getElementById('bar-{web_worker.settings.merged_topic}-{partition}');"
                           " return [g.dataset.joined, g.dataset.missed]; })()")
-    assert await page.eval(f"document.getElementById('orders-in-{partition}').textContent") == str(orders_in)
+    assert await page.eval(f"document.getElementById('records-in-{partition}').textContent") == str(orders_in)
     direct_hits = sum(1 for u, p in order_partitions.items() if p == partition and web_worker.users[u][0] == p)
     assert bar == [str(direct_hits), str(orders_in - direct_hits)]
     merged = await page.eval(
@@ -145,8 +148,8 @@ async def test_browser_looks_up_a_user(web_worker: Running, page: Page, tmp_path
 
 async def test_browser_shows_the_error_for_a_wrong_token(web_worker: Running, page: Page) -> None:  # noqa: F811
     await page.send("Page.navigate", url=f"{web_worker.url()}/#token=wrong")
-    await page.wait("document.readyState === 'complete' && !!document.getElementById('user-input')")
-    await page.eval("document.getElementById('user-input').value = 'someone'; "
+    await page.wait("document.readyState === 'complete' && !!document.getElementById('key-input')")
+    await page.eval("document.getElementById('key-input').value = 'someone'; "
                     "document.getElementById('lookup-button').click(); true")
     error = await page.wait("document.getElementById('error').textContent")
     assert "bearer token" in error

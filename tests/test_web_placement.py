@@ -113,18 +113,19 @@ def _key_with_different_partitions() -> tuple[bytes, int, int]:
 
 def test_diagnose_direct_join_misses_repartitioned_finds() -> None:
     key, crc, mm = _key_with_different_partitions()
-    text = diagnose(key.decode(), "murmur2", mm, crc, mm, place(key, 6))
+    text = diagnose(key.decode(), "murmur2", mm, [("users", crc), ("users_repartition", mm)], place(key, 6))
     assert f"partition {mm}" in text and f"partition {crc}" in text
-    assert "confluent-kafka" in text and "direct join misses it" in text
-    assert "repartitioned join finds it" in text
+    assert "confluent-kafka" in text and f"table users has it in partition {crc}" in text
+    assert "so its join misses it" in text
+    assert "table users_repartition has the row in the same partition, so its join finds it" in text
 
 
 def test_diagnose_same_partition_and_missing() -> None:
     key, _, mm = _key_with_different_partitions()
-    assert "direct join finds it" in diagnose("u", "murmur2", mm, mm, None, place(key, 6))
-    assert "does not have the row" in diagnose("u", "murmur2", mm, mm, None, place(key, 6))
-    assert "neither users table" in diagnose("u", "murmur2", mm, None, None, place(key, 6))
-    assert "random partition" in diagnose("u", "random", None, 1, 2, place(key, 6))
+    assert "its join finds it" in diagnose("u", "murmur2", mm, [("a", mm), ("b", None)], place(key, 6))
+    assert "table b does not have the row" in diagnose("u", "murmur2", mm, [("a", mm), ("b", None)], place(key, 6))
+    assert "is in no table (a, b)" in diagnose("u", "murmur2", mm, [("a", None), ("b", None)], place(key, 6))
+    assert "random partition" in diagnose("u", "random", None, [("a", 1), ("b", 2)], place(key, 6))
 
 
 def test_merge_sums_counters_of_workers() -> None:

@@ -94,12 +94,12 @@ async def test_checks_run_again_once_keyed_records_arrive_and_on_demand(
 
     users = produce_users(s, USERS, partitioner="consistent")
 
-    async def counted(name: str) -> bool:
-        return (await get(f"{url}/stats"))[1]["group"]["totals"][name] == USERS
+    async def counted(group: str, topic: str) -> bool:
+        return (await get(f"{url}/stats"))[1]["group"]["totals"][group].get(topic) == USERS
 
-    await wait_for(lambda: counted("users_repartitioned"), "the worker to load the users in both tables")
+    await wait_for(lambda: counted("rows", s.users_repartition_topic), "the worker to load the users in both tables")
     order_partitions, _ = produce_orders(s, list(users))
-    await wait_for(lambda: counted("orders"), "the worker to count the orders")
+    await wait_for(lambda: counted("records", s.orders_topic), "the worker to count the orders")
 
     async def rechecked() -> Any:
         body = (await get(f"{url}/copartition"))[1]
@@ -125,7 +125,7 @@ async def test_checks_run_again_once_keyed_records_arrive_and_on_demand(
     assert shown[4] and shown[4] != "none needed" and shown[4].split("\n")[0] == direct["fixes"][0]["text"]
     assert "could not run yet" not in await page.eval(text("guard-checks"))
     await page.wait("!!document.querySelector('#stats-picture svg') && "
-                    f"document.getElementById('orders-in-0').textContent !== ''")
+                    f"document.getElementById('records-in-0').textContent !== ''")
     grid = Counter((order_partitions[u], q) for u, (q, _) in users.items())
     cells = await page.eval(
         "Object.fromEntries([...document.querySelectorAll('#counters-picture g[id^=cell-]')]"
@@ -142,9 +142,9 @@ async def test_checks_run_again_once_keyed_records_arrive_and_on_demand(
         bar = await page.eval(f"(() => {{ const g = document.getElementById('bar-{s.merged_topic}-{p}');"
                               " return [g.dataset.joined, g.dataset.missed]; })()")
         assert bar == [str(grid[(p, p)]), str(orders_in - grid[(p, p)])], (p, bar)
-        assert await page.eval(text(f"orders-in-{p}")) == str(orders_in)
+        assert await page.eval(text(f"records-in-{p}")) == str(orders_in)
     users_in = Counter(q for q, _ in users.values())
-    assert [await page.eval(text(f"users-in-{q}")) for q in range(n)] == [str(users_in[q]) for q in range(n)]
+    assert [await page.eval(text(f"rows-in-{q}")) for q in range(n)] == [str(users_in[q]) for q in range(n)]
     size = await no_overflow(page)
     assert size["inner"] == WIDTH and size["scroll"] <= size["client"], size
     shot = await page.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
@@ -205,9 +205,10 @@ def test_placement_matrix_and_picture_escape_names() -> None:
     users = topic_report(TopicSample("u", 3, [(b"a", 0), (b"b", 2), (b"c", 1), (b"z", 0)]))
     assert placement_matrix(orders, users) == [[1, 0, 0], [0, 1, 1]]
     assert placement_matrix(orders, None) is None
-    group = {"users": {"0": 2}, "orders": {"0": 1, "1": 2}, "joined": {"<out>": {"0": 1, "1": 1}},
+    group = {"rows": {"u": {"0": 2}}, "records": {"<o>": {"0": 1, "1": 2}}, "joined": {"<out>": {"0": 1, "1": 1}},
              "missed": {"<out>": {"1": 1}}, "dead_lettered": {}}
-    svg = layout(group, ["<out>"], 2, placement_matrix(orders, users)).render()
-    assert "<out>" not in svg and "&lt;out&gt;" in svg
+    svg = layout(group, "<o>", "u", ["<out>"], 2, placement_matrix(orders, users)).render()
+    assert "<out>" not in svg and "&lt;out&gt;" in svg and "<o>" not in svg and "&lt;o&gt; partition" in svg
+    assert '<text id="records-in-1"' in svg and '>2</text>' in svg and '<text id="rows-in-0"' in svg
     assert 'id="cell-1-2" class="miss"' in svg and 'id="cell-0-0" class="hit"' in svg
     assert 'data-joined="1" data-missed="1"' in svg

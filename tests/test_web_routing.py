@@ -14,7 +14,8 @@ import pytest
 from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.worker.process import WorkerProcess
 from test_web_placement import rdkafka_partition
-from test_web_views import PARTITIONS, TOKEN, Running, get, produce_users, unique_settings, wait_for, wait_loaded
+from test_web_views import (DIRECT, PARTITIONS, REPARTITIONED, TOKEN, Running, declared, get, produce_users, unique_settings,
+                            wait_for, wait_loaded)
 
 USERS = 30
 
@@ -62,8 +63,8 @@ async def assignment(running: Running, table: str) -> dict[int, str]:
 
 
 async def test_lookup_sent_to_the_non_owner_is_answered_by_the_owner(two_workers: Running) -> None:
-    rep_owners = await assignment(two_workers, "users_repartition")
-    direct_owners = await assignment(two_workers, "users")
+    rep_owners = await assignment(two_workers, REPARTITIONED)
+    direct_owners = await assignment(two_workers, DIRECT)
     await wait_loaded(two_workers, two_workers.url(0))
     urls = [two_workers.url(0), two_workers.url(1)]
     answered_by = set()
@@ -72,16 +73,17 @@ async def test_lookup_sent_to_the_non_owner_is_answered_by_the_owner(two_workers
         murmur = rdkafka_partition("murmur2", user_id.encode(), PARTITIONS)
         owner = rep_owners[murmur]
         other = urls[1 - urls.index(owner)]
-        status, routed = await get(f"{other}/users/{user_id}")
+        status, routed = await get(f"{other}/tables/{REPARTITIONED}/{user_id}")
         assert status == 200, routed
         assert (routed["answered_by"], routed["routed_from"]) == (owner, other)
-        direct, rep = routed["tables"]["users"], routed["tables"]["users_repartition"]
-        assert (direct["partition"], direct["row"], direct["owner"]) == (partition, value, direct_owners[partition])
-        assert (rep["partition"], rep["row"], rep["owner"]) == (murmur, value, owner)
+        direct, rep = routed["tables"][DIRECT], routed["tables"][REPARTITIONED]
+        row = declared(value)
+        assert (direct["partition"], direct["row"], direct["owner"]) == (partition, row, direct_owners[partition])
+        assert (rep["partition"], rep["row"], rep["owner"]) == (murmur, row, owner)
         assert routed["unreachable"] == []
         assert [c["worker"] for c in direct["copies"]] == [direct_owners[partition]]
         fanned_out += direct_owners[partition] != owner
-        status, straight = await get(f"{owner}/users/{user_id}")
+        status, straight = await get(f"{owner}/tables/{REPARTITIONED}/{user_id}")
         assert status == 200 and straight["routed_from"] is None
         assert {**routed, "routed_from": None} == straight
         answered_by.add(owner)
@@ -90,36 +92,37 @@ async def test_lookup_sent_to_the_non_owner_is_answered_by_the_owner(two_workers
 
 
 async def test_local_scope_marks_active_and_standby_copies(two_workers: Running) -> None:
-    owners = await assignment(two_workers, "users")
+    owners = await assignment(two_workers, DIRECT)
     await wait_loaded(two_workers, two_workers.url(0))
     for i in range(2):
         url = two_workers.url(i)
         for user_id, (partition, value) in list(two_workers.users.items())[:10]:
-            status, body = await get(f"{url}/users/{user_id}?scope=local")
+            status, body = await get(f"{url}/tables/{DIRECT}/{user_id}?scope=local")
             assert status == 200 and body["worker"] == url
-            for copy in body["tables"]["users"]:
-                assert (copy["partition"], copy["row"]) == (partition, value)
+            for copy in body["tables"][DIRECT]:
+                assert (copy["partition"], copy["row"]) == (partition, declared(value))
                 assert copy["active"] == (owners[partition] == url)
-            assert [c["active"] for c in body["tables"]["users"]] == ([True] if owners[partition] == url else [])
+            assert [c["active"] for c in body["tables"][DIRECT]] == ([True] if owners[partition] == url else [])
 
 
 async def test_partition_page_sent_to_the_non_owner_is_answered_by_the_owner(two_workers: Running) -> None:
-    owners = await assignment(two_workers, "users")
+    owners = await assignment(two_workers, DIRECT)
     await wait_loaded(two_workers, two_workers.url(1))
     urls = [two_workers.url(0), two_workers.url(1)]
     for partition, owner in owners.items():
         other = urls[1 - urls.index(owner)]
-        status, body = await get(f"{other}/users?partition={partition}&limit=500")
+        status, body = await get(f"{other}/tables/{DIRECT}?partition={partition}&limit=500")
         assert status == 200, body
         assert body["answered_by"] == body["owner"] == owner
         expected = sorted(u for u, (p, _) in two_workers.users.items() if p == partition)
-        assert [row["user_id"] for row in body["rows"]] == expected
+        assert [row["key"] for row in body["rows"]] == expected
 
 
 async def test_stats_add_up_both_workers(two_workers: Running) -> None:
-    await assignment(two_workers, "users")
+    await assignment(two_workers, DIRECT)
     await wait_loaded(two_workers, two_workers.url(0))
     status, body = await get(f"{two_workers.url(1)}/stats")
     assert status == 200 and set(body["workers"]) == {two_workers.url(0), two_workers.url(1)}
-    per_worker = [w["totals"]["users"] for w in body["workers"].values()]
-    assert body["group"]["totals"]["users"] == sum(per_worker) >= USERS
+    topic = two_workers.settings.users_topic
+    per_worker = [w["totals"]["rows"].get(topic, 0) for w in body["workers"].values()]
+    assert body["group"]["totals"]["rows"][topic] == sum(per_worker) >= USERS

@@ -10,11 +10,15 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from streamapp.sql import plan as p
+from streamapp.sql.formats import Codec
 from streamapp.worker.web import params
 from streamapp.worker.web.params import MAX_KEY_BYTES, MAX_LIMIT, WebInputError
 from streamapp.worker.web.security import middlewares, quiet_malformed_requests, token_ok
 
 TOKEN = "s3cret-token"
+BIGINT_TABLE = p.Source("C", p.TABLE, "c", (p.Column("ID", "BIGINT"),), (p.Column("V", "STRING"),), "KAFKA", "JSON")
+STRING_TABLE = p.Source("U", p.TABLE, "u", (p.Column("ID", "STRING"),), (p.Column("V", "STRING"),), "KAFKA", "JSON")
 
 
 @pytest.mark.parametrize(
@@ -27,7 +31,10 @@ TOKEN = "s3cret-token"
         (lambda: params.partition("-1", 6), "partition", "partition=-1"),
         (lambda: params.limit(str(MAX_LIMIT + 1)), "limit", f"limit={MAX_LIMIT + 1}: must be between 1 and {MAX_LIMIT}"),
         (lambda: params.limit("0"), "limit", "limit=0"),
-        (lambda: params.table("orders"), "table", "table='orders': expected one of users, users_repartition"),
+        (lambda: params.table("orders", ["demo_user", "demo_user_repartition"]), "table",
+         "table='orders': expected one of demo_user, demo_user_repartition"),
+        (lambda: params.table_key("x1", None, BIGINT_TABLE), "key", "key='x1': not a BIGINT"),
+        (lambda: params.table_key(" ", None, BIGINT_TABLE), "key", "key is empty: give a BIGINT"),
         (lambda: params.key("zz", "hex"), "key", "key='zz': not hex"),
         (lambda: params.key("a", "base64"), "encoding", "encoding='base64'"),
         (lambda: params.key("", None), "key", "key is empty"),
@@ -48,8 +55,12 @@ def test_good_input() -> None:
     assert params.limit(None) == params.DEFAULT_LIMIT and params.limit(str(MAX_LIMIT)) == MAX_LIMIT
     assert params.key("00ff", "hex") == b"\x00\xff"
     assert params.key("ü") == "ü".encode()
-    assert params.after("") is None and params.after("u1") == b"u1"
-    assert params.table(None) == "users"
+    assert params.after("", STRING_TABLE) is None and params.after("u1", STRING_TABLE) == b"u1"
+    assert params.table("demo_user", ["demo_user"]) == "demo_user"
+    assert params.table_key("-2", None, BIGINT_TABLE) == (-2).to_bytes(8, "big", signed=True)
+    assert params.table_key("00ff", "hex", BIGINT_TABLE) == b"\x00\xff"
+    assert params.key_text((-2).to_bytes(8, "big", signed=True), Codec(BIGINT_TABLE)) == "-2"
+    assert params.key_text(b"u1", Codec(STRING_TABLE)) == "u1"
 
 
 def test_token_compare() -> None:

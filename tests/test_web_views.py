@@ -27,6 +27,13 @@ from test_web_placement import rdkafka_partition
 TOKEN = "web-test-token"
 PARTITIONS = 6
 USERS = 24
+#: The seed's two tables: the users as their producer placed them, and as the join's partitioner placed them.
+DIRECT, REPARTITIONED = "demo_user", "demo_user_repartition"
+
+
+def declared(value: dict[str, Any]) -> dict[str, Any]:
+    """A produced user as its table row holds it: the value columns, named as declared."""
+    return {name.upper(): column for name, column in value.items()}
 
 
 @dataclass
@@ -96,7 +103,7 @@ async def wait_loaded(running: Running, url: str) -> None:
 
     async def all_found() -> Any:
         for user_id in running.users:
-            status, body = await get(f"{url}/users/{user_id}", running.settings.web_token or None)
+            status, body = await get(f"{url}/tables/{DIRECT}/{user_id}", running.settings.web_token or None)
             if status != 200 or not all(t["found"] for t in body["tables"].values()):
                 missing.append((status, body))
                 return False
@@ -127,49 +134,73 @@ async def test_lookup_shows_rows_partitions_placement_and_verdict(web_worker: Ru
     await wait_loaded(web_worker, web_worker.url())
     misses = 0
     for user_id, (partition, value) in web_worker.users.items():
-        status, body = await get(f"{web_worker.url()}/users/{user_id}")
+        status, body = await get(f"{web_worker.url()}/tables/{DIRECT}/{user_id}")
         assert status == 200, body
         key = user_id.encode()
         murmur = rdkafka_partition("murmur2", key, PARTITIONS)
-        direct, rep = body["tables"]["users"], body["tables"]["users_repartition"]
-        assert (direct["partition"], direct["row"], direct["topic"]) == (partition, value, web_worker.settings.users_topic)
-        assert (rep["partition"], rep["row"]) == (murmur, value)
+        direct, rep = body["tables"][DIRECT], body["tables"][REPARTITIONED]
+        assert (direct["partition"], direct["row"], direct["topic"]) == (partition, declared(value),
+                                                                         web_worker.settings.users_topic)
+        assert (rep["partition"], rep["row"]) == (murmur, declared(value))
+        assert body["key"] == user_id and body["table"] == DIRECT
         assert direct["owner"] == rep["owner"] == body["answered_by"] == web_worker.url()
         assert body["placement"]["by_profile"]["confluent-kafka"] == partition
         assert body["placement"]["by_profile"]["ksqldb"] == body["join"]["partition"] == murmur
         assert body["routed_from"] is None and body["unreachable"] == []
         if partition != murmur:
             misses += 1
-            assert "direct join misses it" in body["verdict"] and "repartitioned join finds it" in body["verdict"]
+            assert f"table {DIRECT} has it in partition {partition}" in body["verdict"]
+            assert f"table {REPARTITIONED} has the row in the same partition, so its join finds it" in body["verdict"]
         else:
-            assert "direct join finds it" in body["verdict"]
+            assert f"table {DIRECT} has the row in the same partition" in body["verdict"]
     assert misses > 0
 
 
+async def test_the_old_user_address_redirects_to_the_first_table(web_worker: Running) -> None:
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as session:
+        async with session.get(f"{web_worker.url()}/users/a%20b?encoding=utf-8", allow_redirects=False) as response:
+            assert response.status == 307
+            assert response.headers["Location"] == f"/tables/{DIRECT}/a%20b?encoding=utf-8"
+        async with session.get(f"{web_worker.url()}/users?partition=1&table={REPARTITIONED}",
+                               allow_redirects=False) as response:
+            assert (response.status, response.headers["Location"]) == (307, f"/tables/{REPARTITIONED}?partition=1")
+
+
+async def test_tables_lists_the_declared_tables(web_worker: Running) -> None:
+    status, body = await get(f"{web_worker.url()}/tables")
+    s = web_worker.settings
+    assert status == 200 and body == {"tables": [
+        {"table": DIRECT, "source": "DEMO_USER", "topic": s.users_topic, "key": [{"name": "USER_ID", "type": "STRING"}],
+         "key_format": "KAFKA", "joined_by": [s.merged_topic]},
+        {"table": REPARTITIONED, "source": "DEMO_USER_REPARTITION", "topic": s.users_repartition_topic,
+         "key": [{"name": "USER_ID", "type": "STRING"}], "key_format": "KAFKA", "joined_by": [s.merged_repartition_topic]},
+    ]}
+
+
 async def test_unknown_user_is_in_neither_table(web_worker: Running) -> None:
-    status, body = await get(f"{web_worker.url()}/users/nobody-{uuid.uuid4().hex}")
+    status, body = await get(f"{web_worker.url()}/tables/{REPARTITIONED}/nobody-{uuid.uuid4().hex}")
     assert status == 200
-    assert not body["tables"]["users"]["found"] and not body["tables"]["users_repartition"]["found"]
-    assert "neither users table" in body["verdict"]
+    assert not body["tables"][DIRECT]["found"] and not body["tables"][REPARTITIONED]["found"]
+    assert f"is in no table ({REPARTITIONED}, {DIRECT})" in body["verdict"]
 
 
-@pytest.mark.parametrize("table", ["users", "users_repartition"])
+@pytest.mark.parametrize("table", [DIRECT, REPARTITIONED])
 async def test_users_pages_cover_each_partition_in_key_order(web_worker: Running, table: str) -> None:
     await wait_loaded(web_worker, web_worker.url())
     expected: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
     for user_id, (partition, _) in web_worker.users.items():
-        p = partition if table == "users" else rdkafka_partition("murmur2", user_id.encode(), PARTITIONS)
+        p = partition if table == DIRECT else rdkafka_partition("murmur2", user_id.encode(), PARTITIONS)
         expected[p].append(user_id)
     for partition in range(PARTITIONS):
         seen: list[str] = []
         after = ""
         while True:
-            status, body = await get(f"{web_worker.url()}/users?table={table}&partition={partition}&limit=2&after={after}")
+            status, body = await get(f"{web_worker.url()}/tables/{table}?partition={partition}&limit=2&after={after}")
             assert status == 200, body
             assert len(body["rows"]) <= 2 and body["owner"] == web_worker.url()
-            seen += [row["user_id"] for row in body["rows"]]
+            seen += [row["key"] for row in body["rows"]]
             for row in body["rows"]:
-                assert row["row"] == web_worker.users[row["user_id"]][1]
+                assert row["row"] == declared(web_worker.users[row["key"]][1])
             if body["next_after"] is None:
                 break
             after = body["next_after"]
@@ -230,18 +261,18 @@ async def test_stats_count_per_partition(web_worker: Running) -> None:
     async def settled() -> Any:
         status, body = await get(f"{web_worker.url()}/stats")
         totals = body["group"]["totals"]
-        return body if totals["orders"] == USERS and totals["dead_lettered"] == 1 else None
+        return body if totals["records"].get(s.orders_topic) == USERS and totals["dead_lettered"] == 1 else None
 
     body = await wait_for(settled, "all orders counted")
     assert list(body["workers"]) == [web_worker.url()] and body["unreachable"] == []
     group = body["group"]
-    assert group["users"] == dict(Counter(str(p) for p, _ in web_worker.users.values()))
-    assert group["orders"] == dict(Counter(str(p) for p in order_partitions.values()))
+    assert group["rows"][s.users_topic] == dict(Counter(str(p) for p, _ in web_worker.users.values()))
+    assert group["records"][s.orders_topic] == dict(Counter(str(p) for p in order_partitions.values()))
     direct_hits = Counter(str(p) for u, p in order_partitions.items() if web_worker.users[u][0] == p)
     direct_misses = Counter(str(p) for u, p in order_partitions.items() if web_worker.users[u][0] != p)
     assert group["joined"].get(s.merged_topic, {}) == dict(direct_hits)
     assert group["missed"].get(s.merged_topic, {}) == dict(direct_misses)
-    assert group["joined"][s.merged_repartition_topic] == group["orders"]
+    assert group["joined"][s.merged_repartition_topic] == group["records"][s.orders_topic]
     assert group["missed"].get(s.merged_repartition_topic, {}) == {}
     assert group["dead_lettered"] == {s.orders_topic: {str(bad_partition): 1}}
     assert sum(direct_misses.values()) > 0
@@ -254,12 +285,13 @@ async def test_stats_count_per_partition(web_worker: Running) -> None:
         ("/partition/abc?partitions=many", 400, "partitions='many'"),
         ("/partition/abc?partitions=0", 400, "partitions=0"),
         ("/partition/zz?partitions=3&encoding=hex", 400, "not hex"),
-        ("/users/abc?encoding=base64", 400, "encoding='base64'"),
-        ("/users", 400, "partition is required"),
-        ("/users?partition=6", 400, "partition=6: must be between 0 and 5"),
-        ("/users?partition=x", 400, "partition='x'"),
-        ("/users?partition=0&limit=501", 400, "limit=501"),
-        ("/users?partition=0&table=orders", 400, "table='orders'"),
+        (f"/tables/{DIRECT}/abc?encoding=base64", 400, "encoding='base64'"),
+        (f"/tables/{DIRECT}", 400, "partition is required"),
+        (f"/tables/{DIRECT}?partition=6", 400, "partition=6: must be between 0 and 5"),
+        (f"/tables/{DIRECT}?partition=x", 400, "partition='x'"),
+        (f"/tables/{DIRECT}?partition=0&limit=501", 400, "limit=501"),
+        ("/tables/orders?partition=0", 400, f"table='orders': expected one of {DIRECT}, {REPARTITIONED}"),
+        ("/tables/orders/u1", 400, "table='orders'"),
         ("/nope", 404, "/nope"),
         ("/table/users/", 404, "/table/users/"),
     ],
@@ -276,10 +308,10 @@ async def test_token_and_read_only(web_worker: Running) -> None:
         assert status == 401 and "bearer token" in body["error"]
     status, body = await get(f"{web_worker.url()}/router/", None)
     assert status == 401
-    status, body = await get(f"{web_worker.url()}/users/abc", method="POST")
+    status, body = await get(f"{web_worker.url()}/tables/{DIRECT}/abc", method="POST")
     assert status == 405 and "read-only" in body["error"]
     status, page = await get(f"{web_worker.url()}/", None)
-    assert status == 200 and 'id="user-input"' in page
+    assert status == 200 and 'id="key-input"' in page and 'id="table-input"' in page
 
 
 def test_binds_loopback_only(web_worker: Running) -> None:

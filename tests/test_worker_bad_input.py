@@ -22,8 +22,8 @@ from streamapp.worker.process import WorkerProcess
 from workerkit import isolated, make_order, make_users, produce, read_all, stats, to_json, wait_for_users, wait_until
 
 BAD_USERS: list[tuple[bytes | None, bytes | None, str]] = [
-    (b"bad-user-1", b'{"name": "x", "age": true}', "'age' is True (a JSON boolean), expected a BIGINT"),
-    (b"bad-user-2", b'{"name": "x", "age": "old"}', "'age' is 'old' (a string), expected a BIGINT"),
+    (b"bad-user-1", b'{"name": "x", "age": true}', "'AGE' is True (a JSON boolean), expected a BIGINT"),
+    (b"bad-user-2", b'{"name": "x", "age": "old"}', "'AGE' is 'old' (a string), expected a BIGINT"),
     (b"bad-user-3", b"{broken", "not valid JSON"),
     (None, b'{"name": "nobody", "age": 1}', "key is null"),
     (None, None, "key is null"),  # neither key nor value: its dead letter is written all the same
@@ -31,9 +31,9 @@ BAD_USERS: list[tuple[bytes | None, bytes | None, str]] = [
 ]
 BAD_ORDERS: list[tuple[bytes | None, bytes | None, str]] = [
     (b"bad-order-1", b"not json at all", "not valid JSON"),
-    (b"bad-order-2", b'{"product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web"}', "'ts' is missing"),
+    (b"bad-order-2", b'{"product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web"}', "'TS' is missing"),
     (b"bad-order-3", b'{"ts": 5, "product_id": 1, "qty": "two", "unit_price": 1.0, "channel": "web"}',
-     "'qty' is 'two' (a string), expected a BIGINT"),
+     "'QTY' is 'two' (a string), expected a BIGINT"),
     (b"bad-order-4", None, "value is null"),
     (b"bad-order-5", b"[1,2,3]", "JSON list, expected an object"),
     (None, b'{"ts": 5, "qty": 1', "not valid JSON"),  # a null-key order is read, its value is still checked
@@ -71,7 +71,8 @@ def test_malformed_records_are_dead_lettered_and_valid_orders_joined(
         wait_for_users([worker], len(users))
         deleted = next(iter(users))
         produce(settings.bootstrap_servers, settings.users_topic, [(deleted.encode(), None)], "murmur2")
-        wait_until(lambda: (lambda s: (s["users_deleted"], s["users_repartition_deleted"]) == (1, 1))(stats(worker)),
+        wait_until(lambda: (lambda s: (s["deleted"].get(settings.users_topic), s["deleted"].get(
+                       settings.users_repartition_topic)) == (1, 1))(stats(worker)),
                    60, "the tombstone to delete the user from both tables", [worker])
         produce(settings.bootstrap_servers, settings.orders_topic, mixed_orders, "murmur2")
 

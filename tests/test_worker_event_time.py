@@ -17,12 +17,12 @@ from pathlib import Path
 from faust.types import TP
 
 from streamapp.kafka.admin import ensure_topics
-from streamapp.model.topology import owned_topics
+from streamapp.sql.topology import topology
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 from streamapp.worker.transport import Handler, event_time_runs, rounds
 
-from workerkit import isolated, produce, read_all, stats, wait_until
+from workerkit import orders_read, isolated, produce, read_all, stats, wait_until
 
 PAIRS = 60
 
@@ -86,7 +86,7 @@ def order_value(ts: int, sequence: int) -> bytes:
 
 def test_a_user_and_its_order_in_one_fetch_join_by_event_time(broker_settings: Settings, tmp_path: Path) -> None:
     settings = isolated(broker_settings, partitions=3)
-    ensure_topics(settings.bootstrap_servers, owned_topics(settings))
+    ensure_topics(settings.bootstrap_servers, topology(settings).owned_topics())
     user_ms = int(time.time() * 1000) - 60_000
     later = {f"later-{i}" for i in range(PAIRS)}  # order ts after the user's record: enriched
     earlier = {f"earlier-{i}" for i in range(PAIRS)}  # order ts before it: a miss, as in Kafka Streams
@@ -99,7 +99,7 @@ def test_a_user_and_its_order_in_one_fetch_join_by_event_time(broker_settings: S
             [(u.encode(), order_value(order_ts[u], i), order_ts[u]) for i, u in enumerate(users)])
 
     with WorkerProcess(settings, tmp_path / "worker.log").start() as worker:
-        wait_until(lambda: stats(worker)["orders"] == len(users), 90, "every order joined", [worker])
+        wait_until(lambda: orders_read(stats(worker), worker.settings) == len(users), 90, "every order joined", [worker])
         for output in (settings.merged_topic, settings.merged_repartition_topic):
             names = {r.key.decode(): json.loads(r.value)["NAME"]
                      for r in read_all(settings.bootstrap_servers, output, settings.partitions, len(users))}

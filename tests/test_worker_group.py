@@ -4,7 +4,7 @@ Real worker processes, each with its own RocksDB directory, on the session's Apa
 Kafka broker. Two workers start, a third joins mid-stream (a rebalance that moves
 partitions to it), then the second one stops cleanly (a rebalance that moves its
 partitions away). Throughout, a lookup thread asks every live worker's
-``/users/{user_id}`` for random users: a lookup is answered by the worker that owns the
+``/tables/demo_user_repartition/{user_id}`` for random users: a lookup is answered by the worker that owns the
 key's join partition, whichever worker it was sent to (``table_route``-style forwarding).
 At the end every order has been joined into both outputs, each exactly once under both
 guarantees. Under exactly-once a read_committed reader sees no aborted work. Under
@@ -56,7 +56,7 @@ class Lookups(threading.Thread):
             user_id = rng.choice(ids)
             phase = self.phase
             try:
-                response = worker.get(f"/users/{user_id}", timeout=20.0)
+                response = worker.get(f"/tables/demo_user_repartition/{user_id}", timeout=20.0)
                 body = response.json()
             except (httpx.TransportError, ValueError) as exc:  # a worker stopping between choice and call
                 self.answers.append((phase, name, -1, {"error": repr(exc)}))
@@ -124,7 +124,7 @@ def test_a_worker_joins_and_another_leaves_under_a_steady_stream(broker_settings
     answered = [(phase, body) for phase, _, status, body in lookups.answers if status == 200]
     for phase, body in answered:
         assert body["answered_by"] == body["join"]["owner"], (phase, body)
-        assert body["user_id"] in dataset.users
+        assert body["key"] in dataset.users
     by_phase = Counter(phase for phase, _ in answered)
     for phase in ("two workers", "three workers", "after the leave"):
         assert by_phase[phase] > 0, f"no lookup answered with {phase}: {outcomes}"

@@ -20,7 +20,7 @@ from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
-from workerkit import isolated, make_order, make_users, produce, read_all, stats, to_json, wait_for_users
+from workerkit import isolated, make_order, make_users, orders_read, produce, read_all, stats, to_json, wait_for_users
 
 USERS = 240
 COLUMNS = ["NAME", "AGE", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS"]
@@ -52,7 +52,7 @@ def run_scenario(settings: Settings, tmp_path: Path, users_partitioner: str, wor
         created = describe(settings.bootstrap_servers)
         owned = [settings.users_topic, settings.orders_topic, settings.users_repartition_topic,
                  settings.merged_topic, settings.merged_repartition_topic, settings.dead_letter_topic,
-                 f"{settings.app_id}-users-changelog", f"{settings.app_id}-users_repartition-changelog"]
+                 f"{settings.app_id}-demo_user-changelog", f"{settings.app_id}-demo_user_repartition-changelog"]
         assert {t: created[t].partitions for t in owned} == {t: n for t in owned}
 
         produce(settings.bootstrap_servers, settings.users_topic,
@@ -88,17 +88,19 @@ def run_scenario(settings: Settings, tmp_path: Path, users_partitioner: str, wor
         for proc in procs:
             assert proc.proc is not None and proc.proc.poll() is None, proc.tail()
             if workers > 1:
-                assert stats(proc)["orders"] > 0, f"a worker joined no orders: {proc.tail()}"
+                assert orders_read(stats(proc), proc.settings) > 0, f"a worker joined no orders: {proc.tail()}"
     finally:
         for proc in procs:
             assert proc.stop() == 0, proc.tail()
     if workers == 1:
         placed = crc32_partition if users_partitioner == "consistent_random" else murmur2_partition
-        assert stored_rows(Path(procs[0].settings.data_dir), "users", n) == {
-            uid.encode(): (placed(uid.encode(), n), row) for uid, row in users.items()
+        # a table row is its value columns, named as declared
+        assert stored_rows(Path(procs[0].settings.data_dir), "demo_user", n) == {
+            uid.encode(): (placed(uid.encode(), n), {k.upper(): v for k, v in row.items()}) for uid, row in users.items()
         }
-        assert stored_rows(Path(procs[0].settings.data_dir), "users_repartition", n) == {
-            uid.encode(): (murmur2_partition(uid.encode(), n), row) for uid, row in users.items()
+        assert stored_rows(Path(procs[0].settings.data_dir), "demo_user_repartition", n) == {
+            uid.encode(): (murmur2_partition(uid.encode(), n), {k.upper(): v for k, v in row.items()})
+            for uid, row in users.items()
         }
 
 

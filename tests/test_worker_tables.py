@@ -13,7 +13,8 @@ from faust.types import TP
 
 from streamapp.settings import Settings
 from streamapp.worker.app import create_app
-from streamapp.worker.tables import WRITE_BUFFER_SIZE, RowWrites, dumps_compact, dumps_spaced, partition_row
+from streamapp.sql import plan as p
+from streamapp.worker.tables import WRITE_BUFFER_SIZE, RowLookup, RowWrites, dumps_compact, dumps_spaced
 
 ROWS = [{"name": "Ann", "age": 30}, {"name": None, "age": None}, {"name": "é \u2028 \"q\" \\ \x00", "age": -2**63},
         {"name": "😀", "age": 2**63 - 1}, {"age": 1, "name": ""}]
@@ -22,7 +23,7 @@ ROWS = [{"name": "Ann", "age": 30}, {"name": None, "age": None}, {"name": "é \u
 @pytest.mark.parametrize("row", ROWS)
 def test_a_row_is_stored_as_fausts_json_codec_writes_it(row: dict[str, object], tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=str(tmp_path / "data")))
-    table = app.join_tables.users
+    table = app.join_tables.by_name["demo_user"]
     assert RowWrites(table).value(row) == codecs.dumps(table.value_serializer, row)
 
 
@@ -37,33 +38,58 @@ def test_both_tables_databases_flush_small_memtables(tmp_path: Path) -> None:
     from faust.stores.rocksdb import DEFAULT_WRITE_BUFFER_SIZE
 
     app = create_app(Settings(data_dir=str(tmp_path / "data")))
-    for table in (app.join_tables.users, app.join_tables.users_repartition):
+    for table in (app.join_tables.by_name["demo_user"], app.join_tables.by_name["demo_user_repartition"]):
         assert table.data.rocksdb_options.write_buffer_size == WRITE_BUFFER_SIZE < DEFAULT_WRITE_BUFFER_SIZE
         assert table.data.rocksdb_options.as_options() is not None  # Faust builds the database's options from it
 
 
 def test_rows_go_to_their_partitions_database_in_one_write_and_deletes_remove_them(tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=str(tmp_path / "data")))
-    table = app.join_tables.users
+    table = app.join_tables.by_name["demo_user"]
+    rows = RowLookup(table, app.topology.table("demo_user").source, with_key=False)
     writes = RowWrites(table)
-    writes.put(1, b"u1", writes.value({"name": "A", "age": 1}))
-    writes.put(1, b"u2", writes.value({"name": "B", "age": 2}))
-    writes.put(1, b"u1", writes.value({"name": "A2", "age": 3}))  # later in the fetch: wins
-    writes.put(2, b"u3", writes.value({"name": "C", "age": 4}))
-    assert partition_row(table, 1, b"u1") is None  # nothing before write()
+    writes.put(1, b"u1", writes.value({"NAME": "A", "AGE": 1}))
+    writes.put(1, b"u2", writes.value({"NAME": "B", "AGE": 2}))
+    writes.put(1, b"u1", writes.value({"NAME": "A2", "AGE": 3}))  # later in the fetch: wins
+    writes.put(2, b"u3", writes.value({"NAME": "C", "AGE": 4}))
+    assert rows.get(1, b"u1") is None  # nothing before write()
     writes.write()
-    assert partition_row(table, 1, b"u1") == {"name": "A2", "age": 3}
-    assert partition_row(table, 2, b"u3") == {"name": "C", "age": 4}
-    assert partition_row(table, 2, b"u1") is None  # never another partition's row
+    assert rows.get(1, b"u1") == ({"NAME": "A2", "AGE": 3}, 0)
+    assert rows.get(2, b"u3") == ({"NAME": "C", "AGE": 4}, 0)
+    assert rows.get(2, b"u1") is None  # never another partition's row
     writes.put(1, b"u2", None)
     writes.write()
-    assert partition_row(table, 1, b"u2") is None
-    assert partition_row(table, 1, b"u1") == {"name": "A2", "age": 3}
+    assert rows.get(1, b"u2") is None
+    assert rows.get(1, b"u1") == ({"NAME": "A2", "AGE": 3}, 0)
+
+
+def test_a_row_an_older_streamapp_stored_reads_by_ksqldbs_case_insensitive_rule(tmp_path: Path) -> None:
+    app = create_app(Settings(data_dir=str(tmp_path / "data")))
+    table = app.join_tables.by_name["demo_user"]
+    writes = RowWrites(table)
+    writes.put(0, b"u1", b'{"name": "Old", "age": 7}')
+    writes.write()
+    assert RowLookup(table, app.topology.table("demo_user").source, False).get(0, b"u1") == ({"NAME": "Old", "AGE": 7}, 0)
+
+
+def test_decimal_rows_stay_exact_and_the_key_column_is_read_when_a_join_selects_it(tmp_path: Path) -> None:
+    from decimal import Decimal
+
+    app = create_app(Settings(data_dir=str(tmp_path / "data")))
+    table = app.join_tables.by_name["demo_user"]
+    source = p.Source("C", p.TABLE, "c", (p.Column("ID", "BIGINT"),), (p.Column("AMOUNT", "DECIMAL(20, 2)"),),
+                      "KAFKA", "JSON")
+    writes = RowWrites(table)
+    key = (12).to_bytes(8, "big")
+    writes.put(0, key, writes.value({"AMOUNT": Decimal("123456789012345678.91")}))
+    writes.write()
+    assert RowLookup(table, source, with_key=True).get(0, key) == (
+        {"AMOUNT": Decimal("123456789012345678.91"), "ID": 12}, 0)
 
 
 def test_a_stored_changelog_batch_moves_the_persisted_offset_recovery_starts_from(tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=str(tmp_path / "data")))
-    table = app.join_tables.users_repartition
+    table = app.join_tables.by_name["demo_user_repartition"]
     writes = RowWrites(table)
     writes.sent(4, 41)
     assert table.data.persisted_offset(TP(writes.changelog, 4)) == 41

@@ -5,7 +5,7 @@ Everything talks to the session's real Apache Kafka broker; the worker is the re
 itself (``/stats``, ``/health``) and on its output topics, never on its log.
 
 The expected join output is computed here from the produced users and orders,
-independently of ``streamapp.model.join``: key = USER_ID as UTF-8, value = compact
+independently of the plan's engine (``streamapp.sql.engine``): key = USER_ID as UTF-8, value = compact
 JSON with ksqlDB's UPPERCASE columns in select order, record timestamp = TS,
 partition = murmur2 (the pure-Python reference hash) of the key.
 """
@@ -305,15 +305,15 @@ async def http_get(url: str, token: str | None = None, timeout: float = 20.0) ->
 
 
 async def table_rows(base_url: str, table: str, partitions: int, token: str | None = None) -> list[tuple[int, str, Any]]:
-    """Every row of one table, (partition, key hex, row), paged through the worker's ``/users`` view."""
+    """Every row of one table, (partition, key hex, row), paged through the worker's ``/tables/{table}`` view."""
     rows: list[tuple[int, str, Any]] = []
     for partition in range(partitions):
         after = ""
         while True:
-            query = f"?table={table}&partition={partition}&limit=500" + (f"&after={after}" if after else "")
-            status, body = await http_get(f"{base_url}/users{query}", token)
+            query = f"?partition={partition}&limit=500" + (f"&after={after}" if after else "")
+            status, body = await http_get(f"{base_url}/tables/{table}{query}", token)
             if status != 200:
-                raise AssertionError(f"/users{query}: {status} {body}")
+                raise AssertionError(f"/tables/{table}{query}: {status} {body}")
             rows += [(partition, r["key_hex"], r["row"]) for r in body["rows"]]
             if body["next_after"] is None:
                 break
@@ -385,11 +385,22 @@ def wait_until(condition: Callable[[], T], timeout: float, what: Callable[[], st
                          + "\n---\n".join(w.tail(10) for w in workers))
 
 
+def loaded(totals: dict[str, Any], settings: Settings) -> tuple[int, int]:
+    """Users loaded into the table of the users topic and into the repartitioned one, from ``/stats`` totals."""
+    rows = totals["rows"]
+    return rows.get(settings.users_topic, 0), rows.get(settings.users_repartition_topic, 0)
+
+
+def orders_read(totals: dict[str, Any], settings: Settings) -> int:
+    """Orders the worker read, from ``/stats`` totals."""
+    return totals["records"].get(settings.orders_topic, 0)
+
+
 def wait_for_users(workers: Sequence[WorkerProcess], count: int, timeout: float = 90.0) -> None:
     """Until the workers together say (``/stats``) they loaded ``count`` users into both tables."""
     def totals() -> tuple[int, int]:
-        per = [stats(w) for w in workers]
-        return sum(p["users"] for p in per), sum(p["users_repartitioned"] for p in per)
+        per = [loaded(stats(w), w.settings) for w in workers]
+        return sum(p[0] for p in per), sum(p[1] for p in per)
 
     wait_until(lambda: totals() == (count, count), timeout,
                lambda: f"{count} users in both tables, have {totals()}: {workers[0].tail(5)}")

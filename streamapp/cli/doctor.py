@@ -47,7 +47,7 @@ def add_parser(sub: Any) -> None:
                         help=f"keyed records to read per topic (default {DEFAULT_SAMPLE})")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with a picture of the cluster")
-    add_arguments(parser, only=("bootstrap_servers", "ksqldb_endpoint", "users_topic", "orders_topic",
+    add_arguments(parser, only=("bootstrap_servers", "ksqldb_endpoint", "statements", "users_topic", "orders_topic",
                                 "users_repartition_topic"))
     parser.set_defaults(func=run)
 

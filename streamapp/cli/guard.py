@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ..copartition.guard import CopartitionReport, check_copartitioning
 from ..settings import Settings, add_arguments
+from ..sql.topology import topology
 
 #: The worker stores table keys raw (``streamapp.worker.tables``); the CLI checks against that without loading Faust.
 WORKER_KEY_SERIALIZER = "raw"
@@ -30,14 +31,14 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--sample", type=int, default=1000, metavar="N", help="keyed records to read (default 1000)")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     add_arguments(parser, only=(
-        "bootstrap_servers", "users_topic", "orders_topic", "users_repartition_topic", "merged_topic",
+        "bootstrap_servers", "statements", "users_topic", "orders_topic", "users_repartition_topic", "merged_topic",
         "merged_repartition_topic", "partitioner",
     ))
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    serializers = dict.fromkeys((settings.users_topic, settings.users_repartition_topic), WORKER_KEY_SERIALIZER)
+    serializers = dict.fromkeys((t.topic for t in topology(settings).tables), WORKER_KEY_SERIALIZER)
     report = check_copartitioning(settings, serializers, sample=args.sample)
     if args.json:
         print(json.dumps(report.to_dict()))

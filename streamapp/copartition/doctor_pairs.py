@@ -21,8 +21,8 @@ import httpx
 
 from ..kafka.admin import describe
 from ..kafka.security import ksqldb_http_options
-from ..model.topology import joins
 from ..settings import Settings
+from ..sql.topology import topology
 from .doctor import DEFAULT_SAMPLE, DoctorError, DoctorReport, JoinedPair, diagnose_reports, examine_topics
 
 #: ksqlDB's REST media type (``/ksql``).
@@ -49,8 +49,8 @@ def pairs_from_file(path: str) -> list[JoinedPair]:
 
 
 def pairs_from_worker(settings: Settings) -> list[JoinedPair]:
-    """streamapp's own joins (orders with users, orders with the repartitioned users)."""
-    return [JoinedPair(join.stream, join.table_topic, f"worker:{join.pair}") for join in joins(settings)]
+    """streamapp's own joins: each declared join's stream and table topics (``statements``, else the seed's)."""
+    return [JoinedPair(join.stream, join.table_topic, f"worker:{join.pair}") for join in topology(settings).joins]
 
 
 def pairs_from_listing(entities: Sequence[dict[str, Any]]) -> tuple[list[JoinedPair], int]:

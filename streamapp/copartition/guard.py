@@ -18,9 +18,9 @@ from typing import Any, Mapping
 
 from ..errors import StreamappError
 from ..kafka.admin import describe
-from ..model.topology import joins
 from ..partitioners import get_partitioner
 from ..settings import Settings
+from ..sql.topology import Topology, topology
 from .fingerprint import Fingerprint, fingerprint_topic
 
 logger = logging.getLogger(__name__)
@@ -76,9 +76,30 @@ class TopicFacts:
     fingerprint_error: str | None = None
 
 
-def joined_pairs(settings: Settings) -> list[tuple[str, str]]:
-    """(stream, table) topic pairs of the worker's joins."""
-    return [(join.stream, join.table_topic) for join in joins(settings)]
+def joined_pairs(joins: Topology) -> list[tuple[str, str]]:
+    """(stream, table) topic pairs of the worker's joins, each once."""
+    return list(dict.fromkeys((join.stream, join.table_topic) for join in joins.joins))
+
+
+def written_topics(joins: Topology) -> list[str]:
+    """The joined topics producers write (not the worker's own copies): those whose partitioner is checked."""
+    outputs = set(joins.outputs)
+    return [t for t in dict.fromkeys(t for pair in joined_pairs(joins) for t in pair) if t not in outputs]
+
+
+def miss_cost(topic: str, joins: Topology, n: int) -> str:
+    """What a topic written with another partitioner costs the joins that read it (or copies of it)."""
+    share = f"{1 - 1 / n:.0%} (1 − 1/{n})"
+    if topic in joins.stream_topics:
+        outputs = ", ".join(j.output for j in joins.joins if j.stream == topic)
+        return (f"Its records are looked up in partitions the join's partitioner did not choose: every join of it "
+                f"({outputs}) will miss about {share} of lookups.")
+    direct = ", ".join(j.output for j in joins.joins if j.table_topic == topic)
+    copied = {c.output for c in joins.copies if c.source_topic == topic}
+    repartitioned = ", ".join(j.output for j in joins.joins if j.table_topic in copied)
+    cost = f"The direct join ({direct}) will miss about {share} of lookups"
+    return cost + (f"; the repartitioned join ({repartitioned}) is the correct one." if repartitioned else
+                   "; declare a copy of it (CREATE TABLE ... AS SELECT) and join that instead.")
 
 
 def partition_count_check(stream: str, table: str, counts: Mapping[str, int | None]) -> Check:
@@ -116,7 +137,7 @@ def key_serialization_check(topic: str, serializers: Mapping[str, str] | None, f
         f"; {topic} keys are not JSON-quoted" if fp is not None and fp.keyed else ""))
 
 
-def partitioner_check(topic: str, partitioner: str, facts: TopicFacts, settings: Settings) -> Check:
+def partitioner_check(topic: str, partitioner: str, facts: TopicFacts, joins: Topology) -> Check:
     """Was ``topic`` written with the join's partitioner?  Says what a mismatch costs."""
     name = f"partitioner of {topic}"
     fp = facts.fingerprint
@@ -131,17 +152,7 @@ def partitioner_check(topic: str, partitioner: str, facts: TopicFacts, settings:
     n = fp.num_partitions
     share = fp.stored.shares.get(partitioner, 0.0)
     placed = f"only {share:.2%} of its {fp.keyed:,} sampled keys are where {partitioner} puts them"
-    if topic == settings.users_topic:
-        cost = (
-            f"The direct join ({settings.merged_topic}) will miss about {1 - 1 / n:.0%} (1 − 1/{n}) of lookups; "
-            f"the repartitioned join ({settings.merged_repartition_topic}) is the correct one."
-        )
-    else:
-        cost = (
-            f"Orders are looked up in partitions {partitioner} did not choose: both joins "
-            f"({settings.merged_topic}, {settings.merged_repartition_topic}) will miss about "
-            f"{1 - 1 / n:.0%} of lookups."
-        )
+    cost = miss_cost(topic, joins, n)
     return Check(name, False, f"{topic} was not written with {partitioner}: {placed}. {fp.verdict} {cost}")
 
 
@@ -149,28 +160,32 @@ def evaluate(
     settings: Settings,
     facts: Mapping[str, TopicFacts],
     key_serializers: Mapping[str, str] | None = None,
+    joins: Topology | None = None,
 ) -> CopartitionReport:
     """The report for the gathered facts; pure."""
+    joins = joins or topology(settings)
     partitioner = get_partitioner(settings.partitioner).name
     counts = {topic: f.partitions for topic, f in facts.items()}
-    checks = [partition_count_check(stream, table, counts) for stream, table in joined_pairs(settings)]
-    users = facts.get(settings.users_topic, TopicFacts(None))
-    checks.append(key_serialization_check(settings.users_topic, key_serializers, users))
-    checks.append(partitioner_check(settings.users_topic, partitioner, users, settings))
-    orders = facts.get(settings.orders_topic, TopicFacts(None))
-    checks.append(partitioner_check(settings.orders_topic, partitioner, orders, settings))
+    checks = [partition_count_check(stream, table, counts) for stream, table in joined_pairs(joins)]
+    for topic in written_topics(joins):
+        topic_facts = facts.get(topic, TopicFacts(None))
+        if topic not in joins.stream_topics:
+            checks.append(key_serialization_check(topic, key_serializers, topic_facts))
+        checks.append(partitioner_check(topic, partitioner, topic_facts, joins))
     return CopartitionReport(settings.guard_policy, partitioner, checks)
 
 
-def gather(settings: Settings, sample: int = SAMPLE) -> dict[str, TopicFacts]:
-    """Partition counts of the joined topics and fingerprints of users and orders, read from Kafka."""
-    topics = {t for pair in joined_pairs(settings) for t in pair}
+def gather(settings: Settings, sample: int = SAMPLE, joins: Topology | None = None) -> dict[str, TopicFacts]:
+    """Partition counts of the joined topics and fingerprints of those producers write, read from Kafka."""
+    joins = joins or topology(settings)
+    topics = {t for pair in joined_pairs(joins) for t in pair}
+    fingerprinted = set(written_topics(joins))
     info = describe(settings.kafka, topics)
     facts = {}
     for topic in topics:
         count = info[topic].partitions if topic in info else None
         fingerprint, error = None, None
-        if count is not None and topic in (settings.users_topic, settings.orders_topic):
+        if count is not None and topic in fingerprinted:
             try:
                 fingerprint = fingerprint_topic(settings.kafka, topic, sample)
             except StreamappError as exc:
@@ -183,7 +198,8 @@ def check_copartitioning(
     settings: Settings, key_serializers: Mapping[str, str] | None = None, sample: int = SAMPLE
 ) -> CopartitionReport:
     """Run every check now against the broker in ``settings``."""
-    report = evaluate(settings, gather(settings, sample), key_serializers)
+    joins = topology(settings)
+    report = evaluate(settings, gather(settings, sample, joins), key_serializers, joins)
     _latest[0] = report
     return report
 

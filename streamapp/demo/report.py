@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.table import Table
 
 from ..kafka.reader import Record
-from ..model.join import COLUMNS
 
 MISSING = "???"
 #: Rows a table shows people; --json has them all.
@@ -139,7 +138,7 @@ def join_results(source: str, records: Iterable[Record], user_ids: Iterable[str]
         if not isinstance(value, dict):
             undecodable += 1
             continue
-        rows[user_id] = JoinRow(user_id, record.partition, {c: value.get(c) for c in COLUMNS})
+        rows[user_id] = JoinRow(user_id, record.partition, value)
     return JoinResults(source, [rows[k] for k in sorted(rows)], len(wanted), undecodable)
 
 
@@ -150,7 +149,7 @@ def join_rows_from_columns(source: str, names: list[str], rows: Iterable[list[ob
     for values in rows:
         data = dict(zip(upper, values))
         user_id = str(data.pop("USER_ID", ""))
-        result.append(JoinRow(user_id, None, {c: data.get(c) for c in COLUMNS}))
+        result.append(JoinRow(user_id, None, data))
     return JoinResults(source, result, expected)
 
 

@@ -11,8 +11,8 @@ from typing import Iterable, Sequence
 
 from ..kafka.admin import TopicError, describe, wait_listed
 from ..kafka.reader import Record, TopicReader
-from ..model.topology import changelog_topic, joins
 from ..settings import Settings
+from ..sql.topology import topology
 from .ksqldb import DemoObjects
 
 
@@ -81,14 +81,15 @@ def wait_for_users(engine: str, settings: Settings, topic: str, ids: Sequence[st
 
 def table_changelogs(settings: Settings) -> list[str]:
     """Changelogs of the worker's tables: a key there means the table holds it, as a join needs before the order."""
-    return [changelog_topic(settings, join.table) for join in joins(settings)]
+    joins = topology(settings)
+    return [joins.changelog_topic(table.name) for table in joins.tables]
 
 
 def wait_for_tables(settings: Settings, ids: Sequence[str], timeout: float, engine: str) -> list[TableWait]:
     """Wait until the worker has loaded this run's users into both tables (or ``timeout`` passes)."""
     deadline = time.monotonic() + timeout
     waits = []
-    for topic in (settings.users_repartition_topic, *table_changelogs(settings)):
+    for topic in (*(copy.output for copy in topology(settings).copies), *table_changelogs(settings)):
         left = max(deadline - time.monotonic(), 0)
         if describe(settings.kafka, [topic]):
             waits.append(wait_for_users(engine, settings, topic, ids, left))

@@ -90,18 +90,20 @@ class RecordLimits:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         return self.window(topic).bounds(now)
 
-    def bad_timestamp(self, topic: str, timestamp_ms: int, now_ms: int | None = None) -> str | None:
-        """None when ``topic`` takes a record stamped ``timestamp_ms`` now; otherwise the reason."""
+    def bad_timestamp(self, topic: str, timestamp_ms: int, now_ms: int | None = None,
+                      field: str = "timestamp") -> str | None:
+        """None when ``topic`` takes a record stamped ``timestamp_ms`` now; otherwise the reason, which names
+        ``field``, where the timestamp came from (a ``TIMESTAMP`` column, or the input record's timestamp)."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
         low, high = self.timestamp_bounds(topic, now)
         if low <= timestamp_ms <= high:
             return None
         window = self.window(topic)
         if timestamp_ms > high:
-            return (f"field 'ts' is {timestamp_ms} ({_iso(timestamp_ms)}), {_ago(timestamp_ms - now)} ahead of now: "
+            return (f"field {field!r} is {timestamp_ms} ({_iso(timestamp_ms)}), {_ago(timestamp_ms - now)} ahead of now: "
                     f"{topic} takes record timestamps up to {_ago(window.after_max_ms or 0)} ahead "
                     f"({TIMESTAMP_AFTER_MAX_MS})")
-        return (f"field 'ts' is {timestamp_ms} ({_iso(timestamp_ms)}), {_ago(now - timestamp_ms)} ago: "
+        return (f"field {field!r} is {timestamp_ms} ({_iso(timestamp_ms)}), {_ago(now - timestamp_ms)} ago: "
                 f"{topic} takes record timestamps up to {_ago(window.before_max_ms or 0)} old "
                 f"({TIMESTAMP_BEFORE_MAX_MS})")
 

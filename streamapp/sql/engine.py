@@ -18,19 +18,18 @@ Stream-table semantics are ksqlDB's (``StreamTableJoinBuilder``: Kafka Streams'
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, MutableMapping
+from operator import itemgetter
+from typing import Any, Callable, MutableMapping, NamedTuple
 
 from ..model.records import MAX_TIMESTAMP_MS, RecordError
 from . import plan as p
-from .formats import Codec
+from .formats import Codec, plain_json
 
 #: A row as the engine keeps it: the columns by name (key columns included) and the record's event time.
 Row = tuple[dict[str, Any], int]
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """A Kafka record as the engine sees it: bytes in, bytes out."""
 
     topic: str
@@ -39,8 +38,7 @@ class Record:
     timestamp: int
 
 
-@dataclass(frozen=True, slots=True)
-class Output:
+class Output(NamedTuple):
     """A record the query writes, with whether the join found the table row (None: not a join)."""
 
     record: Record
@@ -54,40 +52,128 @@ class Reader:
         self.source = source
         self.codec = Codec(source)
         self._key_name = source.key_columns[0].name if source.key_columns else None
+        self._timestamp = source.timestamp
 
     def row(self, record: Record) -> tuple[Any, Row | None]:
         """(key value, row); the row is None for a null value."""
-        key = self.codec.decode_key(record.key)
-        columns = self.codec.decode_value(record.value)
+        return self.read(record.key, record.value, record.timestamp)
+
+    def read(self, key_bytes: bytes | None, value: bytes | None, timestamp: int) -> tuple[Any, Row | None]:
+        """:meth:`row` of a record's parts (the worker's path: no Record built per message)."""
+        key = self.codec.decode_key(key_bytes)
+        columns = self.codec.decode_value(value)
         if columns is None:
-            if self.source.timestamp is not None and self.source.kind == p.TABLE:
+            if self._timestamp is not None and self.source.kind == p.TABLE:
                 # ksqlDB's timestamp extractor reads the column from the value: a tombstone has none, so Kafka
                 # Streams drops it (the extractor gives -1) and the row stays; so does this engine.
-                raise RecordError(f"a tombstone of a table with TIMESTAMP={self.source.timestamp}: ksqlDB's "
+                raise RecordError(f"a tombstone of a table with TIMESTAMP={self._timestamp}: ksqlDB's "
                                   "timestamp extractor has no column to read, so Kafka Streams drops it (the row "
-                                  "stays)", self.source.timestamp)
+                                  "stays)", self._timestamp)
             return key, None
         if self._key_name is not None:
             columns[self._key_name] = key
-        timestamp = record.timestamp
-        if self.source.timestamp is not None:
-            timestamp = columns.get(self.source.timestamp)
+        if self._timestamp is not None:
+            timestamp = columns.get(self._timestamp)
             if timestamp is None or not 0 <= timestamp <= MAX_TIMESTAMP_MS:
-                raise RecordError(f"field {self.source.timestamp!r} is {timestamp!r}: the record's event time must "
-                                  f"be epoch milliseconds >= 0 (Kafka Streams drops the record)",
-                                  self.source.timestamp)
+                shown = "missing or null" if timestamp is None else str(timestamp)
+                raise RecordError(f"field {self._timestamp!r} is {shown}: the record's event time "
+                                  f"(TIMESTAMP={self._timestamp}), expected epoch milliseconds >= 0 (Kafka Streams "
+                                  "drops the record)", self._timestamp)
         return key, (columns, timestamp)
 
 
-def _compile(expression: p.Expression) -> Callable[[Row | None, Row | None], Any]:
+def _compile(expression: p.Expression) -> Callable[[Row, Row | None], Any]:
     """``expression`` as a function of the left and right rows (a missing right row reads as NULL)."""
     if isinstance(expression, p.AsValue):
         return _compile(expression.argument)
-    index = 0 if expression.side == p.LEFT_SIDE else 1
     if isinstance(expression, p.RowTime):
-        return lambda *rows: None if rows[index] is None else rows[index][1]
+        if expression.side == p.LEFT_SIDE:
+            return lambda left, right: left[1]
+        return lambda left, right: None if right is None else right[1]
     name = expression.name
-    return lambda *rows: None if rows[index] is None else rows[index][0].get(name)
+    if expression.side == p.LEFT_SIDE:
+        return lambda left, right: left[0].get(name)
+    return lambda left, right: None if right is None else right[0].get(name)
+
+
+class _Projector:
+    """The value columns of a projection of plain columns, by C-level lookups: the join's hot path.
+
+    The left row's columns, then the right row's (or NULLs on a miss), each picked by an itemgetter,
+    then put in projection order; a projection with ROWTIME is not ``plain`` (the caller computes it).
+    """
+
+    def __init__(self, projection: tuple[p.Projection, ...], right: p.Source | None) -> None:
+        refs = [_column_of(x.expression) for x in projection]
+        self.plain = bool(refs) and all(r is not None for r in refs)
+        if not self.plain:
+            return
+        left = [r.name for r in refs if r.side == p.LEFT_SIDE]  # type: ignore[union-attr]
+        right_ = [r.name for r in refs if r.side == p.RIGHT_SIDE]  # type: ignore[union-attr]
+        self._names = tuple(x.name for x in projection)
+        self._left = _getter(left)
+        self._right = _getter(right_)
+        self._nulls = (None,) * len(right_)
+        left_order = [i for i, r in enumerate(refs) if r.side == p.LEFT_SIDE]  # type: ignore[union-attr]
+        right_order = [i for i, r in enumerate(refs) if r.side == p.RIGHT_SIDE]  # type: ignore[union-attr]
+        position = {slot: n for n, slot in enumerate(left_order + right_order)}
+        self._order = _getter([position[i] for i in range(len(refs))])
+
+    def __call__(self, left: Row, right: Row | None) -> dict[str, Any]:
+        values = self._left(left[0]) + (self._nulls if right is None else self._right(right[0]))
+        return dict(zip(self._names, self._order(values)))
+
+
+def _column_of(expression: p.Expression) -> p.ColumnOf | None:
+    if isinstance(expression, p.AsValue):
+        return _column_of(expression.argument)
+    return expression if isinstance(expression, p.ColumnOf) else None
+
+
+def _getter(keys: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """``operator.itemgetter`` that always returns a tuple (also of one item, or of none)."""
+    if not keys:
+        return lambda _: ()
+    if len(keys) == 1:
+        key = keys[0]
+        return lambda mapping: (mapping[key],)
+    return itemgetter(*keys)
+
+
+class _ValueWriter:
+    """A JSON value written straight from the rows, column by column: the join's hot path.
+
+    Each stream row's columns are written once however many joins read it (``texts``, one dict per
+    stream record, shared by the joins); a table's columns per output.  None when a value is not plain
+    (a DECIMAL, a NaN, a nested value): the caller then writes it through the sink's codec.
+    """
+
+    def __init__(self, projection: tuple[p.Projection, ...], sink: p.Source) -> None:
+        refs = [_column_of(x.expression) for x in projection]
+        self.usable = (sink.value_format == "JSON" and sink.wrap_single_value is not False and bool(refs)
+                       and all(r is not None for r in refs))
+        heads = [("{" if i == 0 else ",") + plain_json(x.name) + ":" for i, x in enumerate(projection)]
+        self._slots = tuple((head, r.side == p.LEFT_SIDE, r.name) for head, r in zip(heads, refs)  # type: ignore[union-attr]
+                            ) if self.usable else ()
+
+    def __call__(self, left: Row, right: Row | None, texts: dict[str, str]) -> str | None:
+        parts = []
+        append, written, write = parts.append, texts.get, plain_json
+        left_columns, right_columns = left[0], None if right is None else right[0]
+        try:
+            for head, from_left, name in self._slots:
+                append(head)
+                if from_left:
+                    text = written(name)
+                    if text is None:
+                        text = texts[name] = write(left_columns[name])
+                    append(text)
+                else:
+                    append("null" if right_columns is None else write(right_columns[name]))
+        except TypeError:
+            return None
+        append("}")
+        return "".join(parts)
 
 
 class Query:
@@ -103,6 +189,8 @@ class Query:
         key = query.key[0] if query.key else None
         self._key = _compile(key.expression) if key else (lambda left, right: None)
         self._values = tuple((x.name, _compile(x.expression)) for x in query.value)
+        self._columns = _Projector(query.value, self.right.source if self.right else None)
+        self._writer = _ValueWriter(query.value, self.sink)
         self._join_key = _compile(query.left_key) if query.left_key is not None else None
         self._sink_topic = self.sink.topic
         self._sink_timestamp = self.sink.timestamp
@@ -134,7 +222,7 @@ class Query:
 
     def join_key(self, row: Row) -> Any:
         """The value a stream row looks the table up by (None: it finds no row)."""
-        return self._join_key(row, None) if self._join_key is not None else None
+        return self._join_key(row, None) if self._join_key is not None else None  # type: ignore[arg-type]
 
     def _update_table(self, record: Record) -> None:
         assert self.right is not None
@@ -148,12 +236,30 @@ class Query:
 
     def output(self, left: Row, right: Row | None, matched: bool | None) -> Output:
         """The record the query writes for a left row and the table row it found (None: a miss)."""
-        columns = {name: value(left, right) for name, value in self._values}
+        key, value, timestamp = self.encode(left, right, {})
+        return Output(Record(self._sink_topic, key, value, timestamp), matched)
+
+    def encode(self, left: Row, right: Row | None, texts: dict[str, str]) -> tuple[bytes | None, bytes, int]:
+        """(key, value, timestamp) of the output for a left row and its table row (None: a miss).
+
+        ``texts`` holds the left row's columns as JSON once written: pass one dict per left record to every
+        join that reads it (the worker's path), so each column is written once.
+        """
         timestamp = left[1]
-        if self._sink_timestamp is not None:
-            timestamp = columns.get(self._sink_timestamp)
-            if timestamp is None or not 0 <= timestamp <= MAX_TIMESTAMP_MS:
-                raise RecordError(f"output column {self._sink_timestamp!r} is {timestamp!r}: the output's event time "
-                                  "must be epoch milliseconds >= 0", self._sink_timestamp)
-        key = self.sink_codec.encode_key(self._key(left, right))
-        return Output(Record(self._sink_topic, key, self.sink_codec.encode_value(columns), timestamp), matched)
+        if self._sink_timestamp is not None or not self._writer.usable:
+            columns = self._project(left, right)
+            if self._sink_timestamp is not None:
+                timestamp = columns.get(self._sink_timestamp)
+                if timestamp is None or not 0 <= timestamp <= MAX_TIMESTAMP_MS:
+                    raise RecordError(f"output column {self._sink_timestamp!r} is {timestamp!r}: the output's event "
+                                      "time must be epoch milliseconds >= 0", self._sink_timestamp)
+            value = self.sink_codec.encode_value(columns)
+        else:
+            text = self._writer(left, right, texts)
+            value = self.sink_codec.encode_value(self._project(left, right)) if text is None else text.encode("utf-8")
+        return self.sink_codec.encode_key(self._key(left, right)), value, timestamp  # type: ignore[return-value]
+
+    def _project(self, left: Row, right: Row | None) -> dict[str, Any]:
+        if self._columns.plain:
+            return self._columns(left, right)
+        return {name: value(left, right) for name, value in self._values}

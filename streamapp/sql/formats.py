@@ -22,8 +22,9 @@ import struct
 from decimal import Decimal
 from typing import Any, Callable
 
-from ..model.records import (RecordError, big_decimal_text, bigint, boolean, column, decimal, decode_document, double,
-                             integer, parse_double, parse_long, varchar)
+from ..model.records import (BIGINT_MAX, BIGINT_MIN, INT_MAX, INT_MIN, MAX_NESTING, RecordError, big_decimal_text,
+                             bigint, boolean, column, decimal, decode_document, decode_object, double, has_lone_surrogate, integer,
+                             parse_double, parse_long, varchar)
 from . import plan as p
 from .syntax import parse_type
 
@@ -31,6 +32,45 @@ from .syntax import parse_type
 _READERS: dict[str, Callable[[Any, str], Any]] = {
     "BIGINT": bigint, "INT": integer, "DOUBLE": double, "STRING": varchar, "BOOLEAN": boolean,
 }
+
+
+#: Column types whose common JSON value the fast path takes as it is, by kind.
+_KINDS = {"STRING": 0, "BIGINT": 1, "INT": 2, "DOUBLE": 3, "BOOLEAN": 4}
+
+
+def _plain_row(obj: dict[str, Any], spec: tuple[tuple[str, str, int], ...]) -> dict[str, Any] | None:
+    """The row of an object whose every field is already its column's value as ksqlDB reads it, else None.
+
+    Exact type checks only: a number in a string, a float for a BIGINT, -0.0, NaN and anything else go
+    field by field (ksqlDB's rules), which give the same answer for what passes here.
+    """
+    row = {}
+    for name, field, kind in spec:
+        value = obj[field]
+        kind_of = type(value)
+        if kind == 0:
+            if kind_of is not str or not (value.isascii() or not has_lone_surrogate(value)):
+                return None
+        elif kind == 1:
+            if kind_of is not int or not BIGINT_MIN <= value <= BIGINT_MAX:
+                return None
+        elif kind == 3:
+            if kind_of is float:
+                if value == 0.0 or value - value != 0.0:  # a zero's sign is ksqlDB's to decide; NaN, infinities
+                    return None
+            elif kind_of is int and BIGINT_MIN <= value <= BIGINT_MAX:
+                value = float(value)
+            else:
+                return None
+        elif kind == 2:
+            if kind_of is not int or not INT_MIN <= value <= INT_MAX:
+                return None
+        elif kind_of is not bool:
+            return None
+        row[name] = value
+    return row
+
+
 _KAFKA_STRUCTS = {"INT": struct.Struct(">i"), "BIGINT": struct.Struct(">q"), "DOUBLE": struct.Struct(">d")}
 
 
@@ -64,6 +104,21 @@ def _text_node(text: str, column_type: str) -> Any:
 _NON_FINITE = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
 
 
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is written by json_text")
+
+
+#: The standard library's C encoder, built once: compact, no ASCII escaping, NaN and anything not plain refused.
+_ENCODER = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, _refuse, json.encoder.encode_basestring, None, ":", ",", False, False, False)
+
+
+def _compact(value: Any) -> str:
+    """Compact JSON of plain values (strings, numbers, booleans, nulls): byte for byte what :func:`json_text`
+    writes for them; TypeError or ValueError for anything else."""
+    return "".join(_ENCODER(value, 0))
+
+
 def json_text(node: Any) -> str:
     """Compact JSON of a column value as ksqlDB's JSON format writes it (a NaN DOUBLE as ``"NaN"``)."""
     kind = type(node)
@@ -85,6 +140,28 @@ def json_text(node: Any) -> str:
         return "{" + ",".join(f"{json.encoder.encode_basestring(str(k))}:{json_text(v)}"  # type: ignore[attr-defined]
                               for k, v in node.items()) + "}"
     return json.dumps(node)
+
+
+def plain_json(value: Any) -> str:
+    """A plain value (a string, a finite number, a boolean, a null) as :func:`json_text` writes it; TypeError for
+    anything else (a DECIMAL, a NaN or an infinity, a nested value), which the caller writes with json_text."""
+    kind = type(value)
+    if kind is str:
+        return _encode_string(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float:
+        if value - value == 0.0:  # finite
+            return float.__repr__(value)
+        raise TypeError("a non-finite DOUBLE is written by json_text")
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    raise TypeError(f"{kind.__name__} is written by json_text")
+
+
+_encode_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 def _delimited_field(value: Any) -> str:
@@ -110,11 +187,28 @@ class Codec:
         self._key_reader = reader(self.key_column.type) if self.key_column else None
         self._columns = tuple((c.name, reader(c.type), c.type) for c in source.value_columns)
         self._unwrapped = source.wrap_single_value is False
+        #: The value columns' names in order: a row of exactly these, in this order, is written by the C encoder.
+        self._names = tuple(c.name for c in source.value_columns)
+        kinds = [_KINDS.get(c.type) for c in source.value_columns]
+        plain = self.value_format == "JSON" and not self._unwrapped and bool(kinds) and None not in kinds
+        lower = [c.name.lower() for c in source.value_columns]
+        #: The fast path's specs: the field names of an object written with the columns' own names, or in lower
+        #: case (what most producers write), each with its column and the kind of its plain JSON value.
+        self._fast: list[tuple[Any, tuple[tuple[str, str, int], ...]]] = [] if not plain else [
+            (dict.fromkeys(fields).keys(), tuple(zip(self._names, fields, kinds)))  # type: ignore[arg-type]
+            for fields in (lower, list(self._names)) if len(set(fields)) == len(fields)]
+        self._string_key = (self.key_format == "KAFKA" and self.key_column is not None
+                            and self.key_column.type == "STRING")
 
     # ---- keys --------------------------------------------------------------------------------------------------------
 
     def decode_key(self, data: bytes | None) -> Any:
         """The key column's value (None: a null key, or a source without key columns)."""
+        if self._string_key and data is not None:  # the common key: its UTF-8, which strict decoding checks
+            try:
+                return data.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
         column_ = self.key_column
         if column_ is None or data is None or self.key_format == "NONE":
             return None
@@ -135,6 +229,8 @@ class Codec:
         return self._key_reader(decode_document(data), name)  # type: ignore[misc]
 
     def encode_key(self, value: Any) -> bytes | None:
+        if self._string_key and type(value) is str:  # the common key: its UTF-8
+            return value.encode("utf-8")
         column_ = self.key_column
         if value is None or column_ is None or self.key_format == "NONE":
             return None
@@ -150,19 +246,38 @@ class Codec:
     # ---- values ------------------------------------------------------------------------------------------------------
 
     def decode_value(self, data: bytes | None) -> dict[str, Any] | None:
-        """The value columns by name; None for a null value (a table's tombstone, a stream record ksqlDB drops)."""
+        """The value columns by name; None for a null value (a table's tombstone, a stream record ksqlDB drops).
+
+        The common JSON value (an object with exactly one field per column, each named as the column or
+        in lower case, each of its column's own JSON type) takes a fast path of exact type checks; anything
+        else goes through ksqlDB's rules field by field, which give the same answer.
+        """
         if data is None:
             return None
+        if self._fast and data.count(b"[") + data.count(b"{") <= MAX_NESTING:
+            try:
+                obj = json.loads(data.decode("utf-8"))
+            except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+                obj = None
+            if type(obj) is dict:
+                keys = obj.keys()
+                for fields, spec in self._fast:
+                    if keys == fields:
+                        row = _plain_row(obj, spec)
+                        if row is not None:
+                            return row
+                        break
         if self.value_format == "DELIMITED":
             return self._decode_delimited(data)
-        document = decode_document(data)
-        if document is None:
-            return None
         if self._unwrapped:
+            document = decode_document(data)
+            if document is None:
+                return None
             name, read, _ = self._columns[0]
             return {name: read(document, name)}
-        if not isinstance(document, dict):
-            raise RecordError(f"value is {json_text(document)[:60]}, expected a JSON object", "value")
+        document = decode_object(data)  # an object, or a RecordError naming what it is instead
+        if document is None:
+            return None
         return {name: read(column(document, name.upper()) if name not in document else document[name], name)
                 for name, read, _ in self._columns}
 
@@ -183,6 +298,11 @@ class Codec:
             return out.getvalue().encode("utf-8")
         if self._unwrapped:
             return json_text(row.get(self._columns[0][0])).encode("utf-8")
+        if tuple(row) == self._names:
+            try:  # strings, numbers, booleans and nulls: the C encoder writes them as json_text does
+                return _compact(row).encode("utf-8")
+            except (TypeError, ValueError):  # a DECIMAL, a NaN or an infinity: json_text writes it as ksqlDB does
+                pass
         return ("{" + ",".join(f"{json.encoder.encode_basestring(n)}:{json_text(row.get(n))}"  # type: ignore[attr-defined]
                                for n, _, _ in self._columns) + "}").encode("utf-8")
 

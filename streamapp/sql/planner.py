@@ -442,7 +442,6 @@ class _Planner:
         else:
             candidates = [x for x in sides if ref.name in PSEUDO_COLUMNS or x.source.column(ref.name)]
             if len(candidates) > 1:
-                names = " and ".join(x.label for x in candidates)
                 raise self._rejected(statement, f"Column '{ref.name}' is ambiguous. Could be any of: "
                                                 + ", ".join(f"{x.label}.{ref.name}" for x in candidates))
             if not candidates:

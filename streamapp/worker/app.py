@@ -24,9 +24,9 @@ from mode.utils.objects import cached_property
 from ..errors import StreamappError
 from ..kafka.admin import describe, ensure_topics
 from ..kafka.security import check_access_once, faust_credentials
-from ..model.topology import owned_topics
 from ..partitioners.adapters import client_partitioner
 from ..settings import Settings
+from ..sql.topology import Topology, topology
 from . import health
 from .counters import Counters
 from .flow_control import FlowControl
@@ -86,12 +86,12 @@ def faust_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def create_missing_topics(settings: Settings) -> tuple[list[str], dict[str, int]]:
+def create_missing_topics(settings: Settings, joins: Topology) -> tuple[list[str], dict[str, int]]:
     """Create the owned topics that do not exist (existing ones are left for the guard to judge).
 
     Returns the names created and every owned topic's partition count.
     """
-    wanted = owned_topics(settings)
+    wanted = joins.owned_topics()
     existing = describe(settings.kafka, wanted)
     missing = {name: count for name, count in wanted.items() if name not in existing}
     if missing:
@@ -109,6 +109,8 @@ class StreamappApp(faust.App):
     """Faust's App plus streamapp's start-up (explicit topics, then the guard) and what its agents share."""
 
     settings: Settings
+    #: The declared joins as the worker runs them (:mod:`streamapp.sql.topology`).
+    topology: Topology
     join_tables: JoinTables
     counters: Counters
     #: Partition count of each owned topic, read at start: sends pick their partition from it.
@@ -124,14 +126,15 @@ class StreamappApp(faust.App):
     #: Under ``processing_guarantee=exactly_once``, the orders partitions' transactions (:mod:`streamapp.worker.transactions`).
     transactions: Transactions | None = None
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, joins: Topology) -> None:
         super().__init__(settings.app_id, **faust_config(settings))
         self.settings = settings
+        self.topology = joins
         self.batch_handlers = {}
         self.partition_counts = {}
         self.counters = Counters()
         self.transport = Transport(self.conf.broker_consumer, self)  # before any topic asks for it
-        self.join_tables = JoinTables(self, settings)
+        self.join_tables = JoinTables(self, settings, joins)
 
     @cached_property
     def web(self) -> WebServer:
@@ -174,7 +177,8 @@ class StreamappApp(faust.App):
             raise SystemExit(GUARD_EXIT_CODE) from None
         await super().on_first_start()
         loop = asyncio.get_running_loop()
-        created, self.partition_counts = await loop.run_in_executor(None, create_missing_topics, settings)
+        created, self.partition_counts = await loop.run_in_executor(None, create_missing_topics, settings,
+                                                                    self.topology)
         if created:
             logger.info("Created topics with %d partitions: %s", settings.partitions, ", ".join(created))
         from ..copartition.guard import GuardError, run_guard
@@ -206,8 +210,16 @@ def install_agents(app: StreamappApp, package: str = AGENTS) -> None:
 
 
 def create_app(settings: Settings, agents: str = AGENTS) -> StreamappApp:
-    """A worker app for ``settings``: its tables, agents, web views and Kafka monitor; nothing started."""
-    app = StreamappApp(settings)
+    """A worker app for ``settings``: its tables, agents, web views and Kafka monitor; nothing started.
+
+    The joins come from the statements (``settings.statements``, else the seed's): a file that cannot be
+    planned, or a join the worker cannot run yet, is a StreamappError (one line) before anything starts.
+    """
+    joins = topology(settings)
+    reason = joins.unsupported()
+    if reason is not None:
+        raise StreamappError(f"{joins.plan.origin}: {reason}")
+    app = StreamappApp(settings, joins)
     install_agents(app, agents)
     views.install(app)
     quiet_malformed_requests()

@@ -8,7 +8,7 @@ topic) instead of being dropped by Faust's deserializer.
 
 A table is partitioned like its source topic: a row lives in the partition its
 record came from, and the join looks an order's user up in the order's
-partition only (:func:`partition_row`), exactly as a Kafka Streams/ksqlDB join does.
+partition only (:class:`RowLookup`), exactly as a Kafka Streams/ksqlDB join does.
 
 Rows are written a fetch at a time (:class:`RowWrites`): each partition's rows go
 into RocksDB as one write batch, and their changelog records go out with the
@@ -20,6 +20,7 @@ as Faust does after each changelog send, so a restart recovers only what came af
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, Callable
 
@@ -28,10 +29,13 @@ from faust.serializers import codecs
 from faust.types import TP
 from rocksdict import WriteBatch
 
-from ..model.join import faust_timestamp
-from ..model.topology import Join, joins
 from ..partitioners import get_partitioner
 from ..settings import Settings
+from ..model.records import column
+from ..sql import plan as p
+from ..sql.engine import Row
+from ..sql.formats import Codec, json_text
+from ..sql.topology import Topology
 from . import faust_internals
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
@@ -71,37 +75,40 @@ def store_options() -> dict[str, Any]:
 
 
 class JoinTables:
-    """The input topics and the two tables of one app; values are JSON (the app's default value serializer)."""
+    """The worker's input topics and its RocksDB tables, one per table a declared join looks up.
 
-    def __init__(self, app: Any, settings: Settings) -> None:
+    Built from the plan's :class:`~streamapp.sql.topology.Topology`: a Faust table per
+    table source (named after it), a raw Faust topic per topic the worker reads.
+    """
+
+    def __init__(self, app: Any, settings: Settings, topology: Topology) -> None:
         self.app = app
+        self.topology = topology
         #: The join's partitioner: where every record the worker writes goes.
         self.partitioner = get_partitioner(settings.partitioner)
-        self.users_topic = app.topic(settings.users_topic, partitions=settings.partitions, **RAW)
-        self.orders_topic = app.topic(settings.orders_topic, partitions=settings.partitions, **RAW)
-        self.users_repartition_topic = app.topic(settings.users_repartition_topic, partitions=settings.partitions, **RAW)
+        #: Each topic the worker reads, as a raw Faust topic (tables' first, then the streams').
+        self.topics: dict[str, faust.TopicT] = {
+            name: app.topic(name, partitions=settings.partitions, **RAW)
+            for name in (*topology.table_topics, *topology.stream_topics)}
         options: dict[str, Any] = {"key_type": bytes, "partitions": settings.partitions}
-        #: The joins, each with its table: the users as their producer placed them (direct), and re-keyed
-        #: by the join's partitioner (repartitioned).
-        self.joins: tuple[tuple[Join, faust.Table], ...] = tuple(
-            (join, app.Table(join.table, help=f"rows of {join.table_topic}", options=store_options(), **options))
-            for join in joins(settings))
-        (_, self.users), (_, self.users_repartition) = self.joins
-        #: Source topic -> the table loaded from it.
-        self.by_source: dict[str, faust.Table] = {join.table_topic: table for join, table in self.joins}
-        #: Table name -> the table.
-        self.by_name: dict[str, faust.Table] = {join.table: table for join, table in self.joins}
-        #: The repartition records this worker wrote lately, with their rows' bytes (:class:`WrittenRows`).
+        #: Table name -> the Faust table holding that source's rows, partitioned like its topic.
+        self.by_name: dict[str, faust.Table] = {
+            table.name: app.Table(table.name, help=f"rows of {table.topic}", options=store_options(), **options)
+            for table in topology.tables}
+        #: Source topic -> the tables loaded from it.
+        self.by_source: dict[str, list[faust.Table]] = {}
+        for table in topology.tables:
+            self.by_source.setdefault(table.topic, []).append(self.by_name[table.name])
+        #: The copies' records this worker wrote lately, with their rows' bytes (:class:`WrittenRows`).
         self.written = WrittenRows()
 
-    def changelog_topic(self, source: str) -> str:
-        """The changelog topic of the table loaded from ``source`` (Faust names and creates it)."""
-        return self.by_source[source].changelog_topic.get_topic_name()
+    def changelog_topics(self) -> list[str]:
+        """The tables' changelog topics (Faust names and creates them)."""
+        return [table.changelog_topic.get_topic_name() for table in self.by_name.values()]
 
     def key_serializers(self) -> dict[str, str]:
         """Key serializer of each table, by source topic: what the guard checks."""
-        return {topic: str(table.key_serializer) for topic, table in self.by_source.items()}
-
+        return {topic: str(tables[0].key_serializer) for topic, tables in self.by_source.items()}
     async def send_raw(
         self, topic: str, key: bytes | None, value: bytes | None, timestamp_ms: int | None = None,
         headers: dict[str, bytes] | None = None,
@@ -136,7 +143,10 @@ class RowWrites:
         (``tests/test_worker_tables.py``) at a tenth of the cost of Faust's encoder class.
         """
         if self._serializer == "json":
-            return dumps_compact(row)
+            try:
+                return dumps_compact(row)
+            except TypeError:  # a DECIMAL column: written exactly, as ksqlDB's JSON writes it
+                return json_text(row).encode("utf-8")
         return codecs.dumps(self._serializer, row)
 
     def put(self, partition: int, key: bytes, value: bytes | None) -> None:
@@ -200,7 +210,45 @@ class WrittenRows:
         return None
 
 
-def partition_row(table: faust.Table, partition: int, key: bytes) -> dict[str, Any] | None:
-    """The row for ``key`` in ``partition``'s RocksDB database only, or None: never a row from another partition."""
-    raw = faust_internals.partition_db(table, partition).get(key)
-    return None if raw is None else json.loads(raw)
+def table_row(columns: dict[str, Any], source: p.Source) -> dict[str, Any]:
+    """The row a table stores for a decoded record: its value columns (the key is the RocksDB key)."""
+    return {c.name: columns[c.name] for c in source.value_columns}
+
+
+class RowLookup:
+    """A table's rows as the join engine reads them, from one partition's RocksDB database at a time.
+
+    Rows are stored as JSON objects of their value columns, as declared; a row stored by an
+    older streamapp (lower-case field names) is read by ksqlDB's case-insensitive rule.
+    """
+
+    def __init__(self, table: faust.Table, source: p.Source, with_key: bool) -> None:
+        self.table = table
+        self._names = tuple(c.name for c in source.value_columns)
+        exact = json.JSONDecoder(parse_float=Decimal).decode
+        self._loads: Callable[[bytes], Any] = (lambda raw: exact(raw.decode("utf-8"))) if any(
+            c.type.startswith("DECIMAL") for c in source.value_columns) else json.loads
+        #: The key column and its codec, when a projection reads the table's key column.
+        self._key = (source.key_columns[0].name, Codec(source)) if with_key and source.key_columns else None
+
+    def get(self, partition: int, key: bytes) -> Row | None:
+        """The row of ``key`` in ``partition``'s RocksDB database only, as an engine row, or None: never a row
+        from another partition."""
+        raw = faust_internals.partition_db(self.table, partition).get(key)
+        if raw is None:
+            return None
+        row = self._loads(raw)
+        if not all(name in row for name in self._names):
+            row = {name: column(row, name.upper()) if name not in row else row[name] for name in self._names}
+        if self._key is not None:
+            row[self._key[0]] = self._key[1].decode_key(key)
+        return row, 0
+
+
+def faust_timestamp(timestamp_ms: int) -> float:
+    """Seconds for Faust's ``send(timestamp=...)``, which sends ``int(seconds * 1000.0)``.
+
+    ``ts / 1000 * 1000`` can come back one below ``ts`` in floating point; half a
+    millisecond of headroom makes the truncation land exactly on ``ts``.
+    """
+    return (timestamp_ms + 0.5) / 1000.0

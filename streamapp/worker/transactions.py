@@ -395,15 +395,16 @@ def committed_offset(kafka: Any, group_id: str, topic: str, partition: int) -> i
         consumer.close()
 
 
-def install(app: Any, on_refused: OnRefused) -> Transactions:
-    """The app's :class:`Transactions` for its orders topic: revokes release, a timer commits, shutdown commits.
+def install(app: Any, topic: str, on_refused: OnRefused) -> Transactions:
+    """The app's :class:`Transactions` for its joined stream ``topic``: revokes release, a timer commits, shutdown
+    commits.
 
     The consumer's ``seek_to_committed`` fences (:func:`streamapp.worker.faust_internals.seek_fenced`).
     """
     from faust.types import TP
 
     settings: Settings = app.settings
-    topic, group_id = settings.orders_topic, app.conf.id
+    group_id = app.conf.id
 
     async def seek(partition: int, offset: int) -> None:
         await app.consumer.seek(TP(topic, partition), offset)

@@ -4,10 +4,13 @@ Pure functions over plain strings, so every rule is tested without a server.
 """
 from __future__ import annotations
 
+import struct
 from typing import Mapping
 
 from ...errors import StreamappError
-from ...model.topology import TABLE_NAMES
+from ...model.records import RecordError
+from ...sql import plan as p
+from ...sql.formats import Codec, reader
 
 #: Largest page ``/users`` returns; a bigger ``limit`` is refused, not silently clipped.
 MAX_LIMIT = 500
@@ -60,11 +63,11 @@ def limit(raw: str | None) -> int:
     return DEFAULT_LIMIT if raw is None or raw.strip() == "" else _int("limit", raw, 1, MAX_LIMIT)
 
 
-def table(raw: str | None) -> str:
-    name = raw or "users"
-    if name not in TABLE_NAMES:
-        raise WebInputError("table", f"table={name!r}: expected one of {', '.join(TABLE_NAMES)}")
-    return name
+def table(raw: str, names: list[str]) -> str:
+    """One of the declared tables' names."""
+    if raw not in names:
+        raise WebInputError("table", f"table={raw!r}: expected one of {', '.join(names)}")
+    return raw
 
 
 def key(raw: str, encoding: str | None = None, field: str = "key") -> bytes:
@@ -88,8 +91,36 @@ def key(raw: str, encoding: str | None = None, field: str = "key") -> bytes:
     return data
 
 
-def after(raw: str | None) -> bytes | None:
-    """The ``after`` cursor of ``/users``: the last user id of the previous page."""
+def table_key(raw: str, encoding: str | None, source: p.Source, field: str = "key") -> bytes:
+    """A table's key bytes from a path segment: its key column's value as text, encoded as the table stores it
+    (a STRING key's UTF-8, a BIGINT's 8 bytes, ...), or any bytes in hex (``encoding=hex``)."""
+    column = source.key_columns[0] if source.key_columns else None
+    if (encoding or "").lower() == "hex" or column is None or column.type in ("STRING", "BYTES"):
+        return key(raw, encoding, field)
+    if encoding is not None and encoding.lower() not in KEY_ENCODINGS:
+        key(raw, encoding, field)  # refuses the encoding
+    if not raw.strip():
+        raise WebInputError(field, f"{field} is empty: give a {column.type}")
+    try:
+        data = Codec(source).encode_key(reader(column.type)(raw.strip(), column.name))
+    except (RecordError, ValueError, OverflowError, struct.error):
+        raise WebInputError(field, f"{field}={raw[:80]!r}: not a {column.type} ({source.name}'s key "
+                                   f"{column.name})") from None
+    assert data is not None
+    return data
+
+
+def key_text(data: bytes, codec: Codec) -> str:
+    """A stored key as the text ``/tables/{table}/{key}`` takes back (hex when it does not decode)."""
+    try:
+        value = codec.decode_key(data)
+    except RecordError:
+        return data.hex()
+    return data.decode("utf-8", "replace") if isinstance(value, (str, bytes)) or value is None else str(value)
+
+
+def after(raw: str | None, source: p.Source) -> bytes | None:
+    """The ``after`` cursor of ``/tables/{table}``: the last key of the previous page."""
     if raw is None or raw == "":
         return None
-    return key(raw, field="after")
+    return table_key(raw, None, source, field="after")

@@ -1,12 +1,12 @@
-"""The per-partition counters as a picture: order partition × user partition, hits and misses.
+"""The per-partition counters as a picture: stream partition × table partition, hits and misses.
 
 A table with a column per output and counter ran off the page's right edge; an
-SVG scales to any width.  Left, a grid: row = order partition, column = user
-partition, each cell the sampled keys (the doctor's last sample) whose order
-sits in that row and whose user in that column; on the diagonal the direct join
-finds the user (a hit), off it the join misses.  Right of each row, what the
-worker counted for that order partition: orders, then joined and missed per
-output as one bar.  :func:`layout` is pure; ``templates/counters.svg.j2`` draws
+SVG scales to any width.  Left, a grid: row = stream partition, column = table
+partition, each cell the sampled keys (the doctor's last sample) whose stream
+record sits in that row and whose table row in that column; on the diagonal the
+direct join finds the row (a hit), off it the join misses.  Right of each row, what
+the worker counted for that stream partition: records read, then joined and missed
+per output as one bar.  :func:`layout` is pure; ``templates/counters.svg.j2`` draws
 it with autoescape on, so topic names are escaped.
 """
 from __future__ import annotations
@@ -57,11 +57,13 @@ class Bar:
 class Picture:
     width: int
     height: int
+    stream: str
+    table: str
     partitions: int
-    user_partitions: int
+    table_partitions: int
     matrix_w: int
-    users: list[int]
-    orders: list[int]
+    rows: list[int]
+    records: list[int]
     dead: list[int]
     cells: list[Cell]
     bars: list[Bar]
@@ -84,11 +86,12 @@ def _per_partition(counter: Mapping[str, int] | None, n: int) -> list[int]:
     return [int((counter or {}).get(str(p), 0)) for p in range(n)]
 
 
-def layout(group: Mapping[str, Any], outputs: Sequence[str], partitions: int,
+def layout(group: Mapping[str, Any], stream: str, table: str, outputs: Sequence[str], partitions: int,
            matrix: Sequence[Sequence[int]] | None) -> Picture:
     """Place every cell and bar; ``group`` is a counters snapshot (``/stats``' group), pure.
 
-    ``partitions`` is the orders topic's count; the grid takes its size from ``matrix`` when there is one.
+    ``stream`` and ``table`` are the joined topics, ``partitions`` the stream's count; the grid takes its
+    size from ``matrix`` when there is one.
     """
     rows = len(matrix) if matrix else partitions
     columns = len(matrix[0]) if matrix and matrix[0] else partitions
@@ -100,8 +103,8 @@ def layout(group: Mapping[str, Any], outputs: Sequence[str], partitions: int,
             cells.append(Cell(p, q, ROW_HEAD + q * CELL, TOP + p * CELL, count, kind))
     matrix_w = ROW_HEAD + columns * CELL
     number_x = matrix_w + GAP
-    orders = _per_partition(group.get("orders"), rows)
-    most = max(orders + [1])
+    records = _per_partition((group.get("records") or {}).get(stream), rows)
+    most = max(records + [1])
     bars, heads = [], []
     x = number_x + NUMBER_W
     for output in outputs:
@@ -115,6 +118,6 @@ def layout(group: Mapping[str, Any], outputs: Sequence[str], partitions: int,
     dead = [sum(int(c.get(str(p), 0)) for c in (group.get("dead_lettered") or {}).values()) for p in range(rows)]
     sampled = sum(c.count for c in cells)
     hits = sum(c.count for c in cells if c.kind == "hit")
-    return Picture(max(x + NUMBER_W, MIN_WIDTH), TOP + rows * CELL + 48, rows, columns, matrix_w,
-                   _per_partition(group.get("users"), columns), orders, dead, cells, bars, heads, sampled, hits,
-                   number_x, x)
+    return Picture(max(x + NUMBER_W, MIN_WIDTH), TOP + rows * CELL + 48, stream, table, rows, columns, matrix_w,
+                   _per_partition((group.get("rows") or {}).get(table), columns), records, dead, cells, bars, heads,
+                   sampled, hits, number_x, x)

@@ -1,13 +1,13 @@
-"""Where each client would put a key: the pure logic behind ``/partition`` and ``/users``.
+"""Where each client would put a key: the pure logic behind ``/partition`` and ``/tables/{table}/{key}``.
 
-A join misses a user when the row sits in one partition and the orders for it
+A join misses a row when it sits in one partition and the stream records for its key
 arrive in another; putting every client's choice next to the row's real
 partition shows which client wrote it and which one the join expected.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from ...model.key_forms import json_quoted
 from ...partitioners import PARTITIONERS, PROFILES, get_partitioner
@@ -69,41 +69,31 @@ def writers(placement: Placement, partition: int) -> list[str]:
 
 
 def diagnose(
-    user_id: str,
+    key: str,
     join_partitioner: str,
     join_partition: int | None,
-    direct_partition: int | None,
-    repartition_partition: int | None,
+    found: Sequence[tuple[str, int | None]],
     placement: Placement,
 ) -> str:
-    """One sentence for the engineer on call: will the direct and the repartitioned join find this user?"""
-    if direct_partition is None and repartition_partition is None:
-        return (
-            f"User {user_id!r} is in neither users table: every order for it joins to NULL "
-            f"until the user record arrives."
-        )
+    """One sentence for the engineer on call: will each join find this key's row?
+
+    ``found`` is (table, partition of its row or None) for every table keyed alike.
+    """
+    names = ", ".join(name for name, _ in found)
+    if all(partition is None for _, partition in found):
+        return (f"Key {key!r} is in no table ({names}): every stream record with it joins to NULL "
+                f"until its row arrives.")
     parts: list[str] = []
     if join_partition is None:
         parts.append(f"The join's partitioner {join_partitioner} picks a random partition for this key")
     else:
-        parts.append(f"Orders for {user_id!r} go to partition {join_partition} ({join_partitioner})")
-    if direct_partition is None:
-        parts.append("the users table does not have the row")
-    elif direct_partition == join_partition:
-        parts.append(f"the users table has the row in the same partition, so the direct join finds it")
-    else:
-        who = ", ".join(writers(placement, direct_partition)) or "no known client"
-        parts.append(
-            f"the users table has it in partition {direct_partition} (as written by {who}), "
-            f"so the direct join misses it"
-        )
-    if repartition_partition is None:
-        parts.append("the repartitioned table does not have the row (yet)")
-    elif repartition_partition == join_partition:
-        parts.append("the repartitioned table has it in the same partition, so the repartitioned join finds it")
-    else:
-        parts.append(
-            f"the repartitioned table has it in partition {repartition_partition}, "
-            f"so the repartitioned join misses it too"
-        )
+        parts.append(f"Stream records with key {key!r} go to partition {join_partition} ({join_partitioner})")
+    for name, partition in found:
+        if partition is None:
+            parts.append(f"table {name} does not have the row (yet)")
+        elif partition == join_partition:
+            parts.append(f"table {name} has the row in the same partition, so its join finds it")
+        else:
+            who = ", ".join(writers(placement, partition)) or "no known client"
+            parts.append(f"table {name} has it in partition {partition} (as written by {who}), so its join misses it")
     return "; ".join(parts) + "."

@@ -34,17 +34,18 @@ FIRST_WAIT_SECONDS = 2.0
 MAX_WAIT_SECONDS = 120.0
 
 
-def keyed_read(settings: Settings, counters: Mapping[str, Any]) -> dict[str, int]:
+def keyed_read(counters: Mapping[str, Any]) -> dict[str, int]:
     """Keyed records the worker has read, by input topic (from a counters snapshot's totals).
 
-    The agents count a record only once it has a key (a keyless one is a dead letter).
+    The agents count a record only once it has a key (a keyless one is a dead letter; a stream's
+    null-key records are counted too, which only makes a recheck come sooner).
     """
     totals = counters["totals"]
-    return {
-        settings.users_topic: totals["users"] + totals["users_deleted"],
-        settings.orders_topic: totals["orders"],
-        settings.users_repartition_topic: totals["users_repartitioned"] + totals["users_repartition_deleted"],
-    }
+    read: dict[str, int] = {}
+    for group in ("rows", "deleted", "records"):
+        for topic, count in totals[group].items():
+            read[topic] = read.get(topic, 0) + count
+    return read
 
 
 def undecided_checks(guard_report: Mapping[str, Any] | None, doctor_report: Mapping[str, Any] | None,
@@ -90,18 +91,18 @@ def recheck_reason(guard_report: Mapping[str, Any] | None, doctor_report: Mappin
     return None
 
 
-def placement_matrix(orders: TopicReport | None, users: TopicReport | None) -> list[list[int]] | None:
-    """Sampled keys in both topics, counted by (order partition, user partition); pure.
+def placement_matrix(stream: TopicReport | None, table: TopicReport | None) -> list[list[int]] | None:
+    """Sampled keys in both topics, counted by (stream partition, table partition); pure.
 
     A key read from several partitions of a topic counts once per pair of partitions.
     None when either topic was not sampled.
     """
-    if orders is None or users is None or orders.error or users.error:
+    if stream is None or table is None or stream.error or table.error:
         return None
-    matrix = [[0] * users.partitions for _ in range(orders.partitions)]
-    for key in orders.keys & users.keys:
-        for p in orders.placements[key]:
-            for q in users.placements[key]:
+    matrix = [[0] * table.partitions for _ in range(stream.partitions)]
+    for key in stream.keys & table.keys:
+        for p in stream.placements[key]:
+            for q in table.placements[key]:
                 matrix[p][q] += 1
     return matrix
 
@@ -164,8 +165,7 @@ class Rechecks:
         """Run again if keyed records arrived for a check that could not decide (the timer calls this)."""
         if self.running is not None or time.monotonic() < self.next_allowed:
             return
-        settings = self.app.settings
-        keyed = keyed_read(settings, self.app.counters.snapshot())
+        keyed = keyed_read(self.app.counters.snapshot())
         doctor = self.latest.doctor if self.latest else None
         reason = recheck_reason(self.guard_report(), doctor, keyed, self.keyed_then)
         if reason is not None:
@@ -184,7 +184,7 @@ class Rechecks:
     async def _run(self, reason: str) -> Run:
         app = self.app
         try:
-            keyed = keyed_read(app.settings, app.counters.snapshot())
+            keyed = keyed_read(app.counters.snapshot())
             started = time.time()
             loop = asyncio.get_running_loop()
             report, doctor, error = await loop.run_in_executor(
@@ -192,7 +192,8 @@ class Rechecks:
             matrix = None
             if doctor is not None:
                 by_name = {t.name: t for t in doctor.topics}
-                matrix = placement_matrix(by_name.get(app.settings.orders_topic), by_name.get(app.settings.users_topic))
+                first = app.topology.joins[0]  # the page's picture: the first declared join's stream and table
+                matrix = placement_matrix(by_name.get(first.stream), by_name.get(first.table_topic))
             self.runs += 1
             run = Run(self.runs, reason, started, time.time(), report, doctor.to_dict() if doctor else None,
                       error, matrix)

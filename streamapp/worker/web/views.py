@@ -13,14 +13,15 @@ import asyncio
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
 
 from aiohttp import web as aioweb
 import faust
 from faust import web
 
-from ...copartition import guard
 from ...kafka.admin import describe
-from ...model.topology import joins
+from ...sql.formats import Codec
+from ...sql.topology import Table
 from . import lookup, params, picture, rechecks, routing
 from .placement import diagnose, expected_partition, place
 from .stats import merge
@@ -34,13 +35,18 @@ TOPIC_CACHE_SECONDS = 30.0
 
 
 def tables(app: StreamappApp) -> dict[str, faust.Table]:
-    """The tables the views show, by the name ``?table=`` takes."""
+    """The tables the views show, by the name ``/tables/{table}`` takes (the declared source's, lower-cased)."""
     return app.join_tables.by_name
 
 
 def topics(app: StreamappApp) -> dict[str, str]:
     """The topic each shown table is loaded from."""
-    return {join.table: join.table_topic for join, _ in app.join_tables.joins}
+    return {table.name: table.topic for table in app.topology.tables}
+
+
+def declared(app: StreamappApp, name: str) -> Table:
+    """The table ``name`` as the plan declares it (the caller has checked the name)."""
+    return app.topology.table(name)
 
 
 class NotReady(aioweb.HTTPServiceUnavailable):
@@ -69,10 +75,12 @@ class TopicCounts:
 
 
 
-def _local_rows(app: StreamappApp, key: bytes) -> dict[str, list[dict[str, Any]]]:
+def _local_rows(app: StreamappApp, key: bytes, names: list[str]) -> dict[str, list[dict[str, Any]]]:
+    shown = tables(app)
     return {
-        name: [{"partition": r.partition, "active": r.active, "row": r.value} for r in lookup.find(app, table, key)]
-        for name, table in tables(app).items()
+        name: [{"partition": r.partition, "active": r.active, "row": r.value}
+               for r in lookup.find(app, shown[name], key)]
+        for name in names
     }
 
 
@@ -92,88 +100,119 @@ def _located(app: StreamappApp, name: str, copies: list[dict[str, Any]], owners:
     }
 
 
-async def describe_user(app: StreamappApp, request: aioweb.Request, user_id: str, key: bytes) -> dict[str, Any]:
-    """The full answer for one user: rows, partitions, owners, each client's placement, a verdict."""
+def same_keys(app: StreamappApp, name: str) -> list[str]:
+    """The tables whose keys are the same bytes as ``name``'s (same key column type and format), ``name`` first.
+
+    A key looked up in one is shown in each: for the seed, the users as their producer placed them
+    and as the join's partitioner placed them.
+    """
+    source = declared(app, name).source
+    kind = (tuple(c.type for c in source.key_columns), source.key_format)
+    return [name] + [t.name for t in app.topology.tables if t.name != name
+                     and (tuple(c.type for c in t.source.key_columns), t.source.key_format) == kind]
+
+
+async def describe_key(app: StreamappApp, request: aioweb.Request, name: str, text: str, key: bytes) -> dict[str, Any]:
+    """The full answer for one key: its rows in every table keyed alike, partitions, owners, each client's
+    placement, and a verdict per table."""
     settings, shown = app.settings, tables(app)
+    names = same_keys(app, name)
     me = routing.self_url(app)
-    copies = {name: [{**c, "worker": me} for c in rows] for name, rows in _local_rows(app, key).items()}
+    copies = {n: [{**c, "worker": me} for c in rows] for n, rows in _local_rows(app, key, names).items()}
     others = routing.other_workers(app)
     unreachable = []
-    if others and not (copies["users"] and copies["users_repartition"]):
+    if others and not all(copies.values()):
         answers = await routing.gather(app, request, others, request.path, {"scope": "local"})
         for url, answer in answers.items():
             if "error" in answer:
                 unreachable.append({"worker": url, "error": answer["error"]})
                 continue
-            for name in shown:
-                copies[name] += [{**c, "worker": url} for c in answer["tables"].get(name, [])]
-    n = await app.topic_counts.get(settings.users_topic)
-    placement = place(key, n)
-    located = {name: _located(app, name, copies[name], lookup.owners(app, table)) for name, table in shown.items()}
-    join_partition = expected_partition(settings.partitioner, key, n)
+            for n in names:
+                copies[n] += [{**c, "worker": url} for c in answer["tables"].get(n, [])]
+    n_partitions = await app.topic_counts.get(topics(app)[name])
+    placement = place(key, n_partitions)
+    located = {n: _located(app, n, copies[n], lookup.owners(app, shown[n])) for n in names}
+    join_partition = expected_partition(settings.partitioner, key, n_partitions)
+    joined = [j.output for j in app.topology.joins if j.table.name == name]
     return {
-        "user_id": user_id,
+        "table": name,
+        "key": text,
         "key_hex": key.hex(),
         "answered_by": me,
         "routed_from": routing.routed_from(request),
         "join": {
             "partitioner": settings.partitioner,
             "partition": join_partition,
-            "owner": lookup.owners(app, app.join_tables.users_repartition).get(join_partition),
+            "owner": lookup.owners(app, shown[name]).get(join_partition),
+            "outputs": joined,
         },
         "tables": located,
         "placement": placement.to_dict(),
-        "verdict": diagnose(
-            user_id, settings.partitioner, join_partition,
-            located["users"]["partition"], located["users_repartition"]["partition"], placement,
-        ),
+        "verdict": diagnose(text, settings.partitioner, join_partition,
+                            [(n, located[n]["partition"]) for n in names], placement),
         "unreachable": unreachable,
     }
 
 
-class UserView(web.View):
-    """``GET /users/{user_id}``: answered by the owner of the key in the repartitioned (join) table."""
+class TablesView(web.View):
+    """``GET /tables``: the declared tables, their topics and key columns (what the page offers to look up)."""
 
-    async def get(self, request: web.Request, user_id: str) -> web.Response:
+    async def get(self, request: web.Request) -> web.Response:
         app: StreamappApp = self.app  # type: ignore[assignment]
-        key = params.key(user_id, request.query.get("encoding"), field="user_id")
+        return self.json({"tables": [
+            {"table": t.name, "source": t.source.name, "topic": t.topic,
+             "key": [{"name": c.name, "type": c.type} for c in t.source.key_columns],
+             "key_format": t.source.key_format, "joined_by": [j.output for j in app.topology.joins
+                                                              if j.table.name == t.name]}
+            for t in app.topology.tables]})
+
+
+class TableKeyView(web.View):
+    """``GET /tables/{table}/{key}``: answered by the owner of the key's partition of that table."""
+
+    async def get(self, request: web.Request, table: str, key: str) -> web.Response:
+        app: StreamappApp = self.app  # type: ignore[assignment]
+        name = params.table(table, list(tables(app)))
+        data = params.table_key(key, request.query.get("encoding"), declared(app, name).source)
         if request.query.get("scope") == "local":
-            return self.json({"worker": routing.self_url(app), "tables": _local_rows(app, key)})
+            return self.json({"worker": routing.self_url(app), "tables": _local_rows(app, data, same_keys(app, name))})
 
         def owner() -> str | None:
             try:
-                return str(app.router.key_store(app.join_tables.users_repartition.name, key))
+                return str(app.router.key_store(tables(app)[name].name, data))
             except (KeyError, TypeError):
                 # KeyError: no assignment yet; TypeError: aiokafka has no metadata for the changelog yet.
                 return None
 
         async def here() -> web.Response:
-            return self.json(await describe_user(app, request, user_id, key))
+            return self.json(await describe_key(app, request, name, key, data))
 
-        what = f"user {user_id!r}"
+        what = f"key {key!r} of {name}"
         if routing.routed_from(request) is None:
             return await routing.route(app, request, owner, here, what)
         return await routing.answer_forwarded(app, owner, here, what)
 
 
-class UsersView(web.View):
-    """``GET /users?partition=P&limit=L&after=K&table=users``: one page of one partition, from its owner."""
+class TableView(web.View):
+    """``GET /tables/{table}?partition=P&limit=L&after=K``: one page of one partition, from its owner."""
 
-    async def get(self, request: web.Request) -> web.Response:
+    async def get(self, request: web.Request, table: str) -> web.Response:
         app: StreamappApp = self.app  # type: ignore[assignment]
-        name = params.table(request.query.get("table"))
-        table = tables(app)[name]
+        name = params.table(table, list(tables(app)))
+        source = declared(app, name).source
+        faust_table = tables(app)[name]
         n = await app.topic_counts.get(topics(app)[name])
         partition = params.partition(params.required(request.query, "partition"), n)
         limit = params.limit(request.query.get("limit"))
-        after = params.after(request.query.get("after"))
+        after = params.after(request.query.get("after"), source)
         me = routing.self_url(app)
+        codec = Codec(source)
 
         def owner() -> str | None:
-            return lookup.owners(app, table).get(partition)
+            return lookup.owners(app, faust_table).get(partition)
 
         async def here() -> web.Response:
-            rows, more = lookup.page(app, table, partition, after, limit)
+            rows, more = lookup.page(app, faust_table, partition, after, limit)
             return self.json({
                 "table": name,
                 "topic": topics(app)[name],
@@ -182,14 +221,38 @@ class UsersView(web.View):
                 "owner": me,
                 "answered_by": me,
                 "limit": limit,
-                "rows": [{"user_id": k.decode("utf-8", "replace"), "key_hex": k.hex(), "row": v} for k, v in rows],
-                "next_after": rows[-1][0].decode("utf-8", "replace") if more else None,
+                "rows": [{"key": params.key_text(k, codec), "key_hex": k.hex(), "row": v} for k, v in rows],
+                "next_after": params.key_text(rows[-1][0], codec) if more else None,
             })
 
-        what = f"partition {partition} of {table.name}"
+        what = f"partition {partition} of {name}"
         if routing.routed_from(request) is None:
             return await routing.route(app, request, owner, here, what)
         return await routing.answer_forwarded(app, owner, here, what)
+
+
+class UserView(web.View):
+    """``GET /users/{user_id}``: the seed's old address; redirects to the first declared table's key."""
+
+    async def get(self, request: web.Request, user_id: str) -> web.Response:
+        app: StreamappApp = self.app  # type: ignore[assignment]
+        first = app.topology.tables[0].name
+        raise aioweb.HTTPTemporaryRedirect(_moved(request, f"/tables/{first}/{quote(user_id, safe='')}"))
+
+
+class UsersView(web.View):
+    """``GET /users?table=...``: the seed's old address; redirects to ``/tables/{table}``."""
+
+    async def get(self, request: web.Request) -> web.Response:
+        app: StreamappApp = self.app  # type: ignore[assignment]
+        query = dict(request.query)
+        name = query.pop("table", None) or app.topology.tables[0].name
+        raise aioweb.HTTPTemporaryRedirect(_moved(request, f"/tables/{quote(name, safe='')}", query))
+
+
+def _moved(request: aioweb.Request, path: str, query: dict[str, str] | None = None) -> str:
+    query = dict(request.query) if query is None else query
+    return path + ("?" + urlencode(query) if query else "")
 
 
 class PartitionView(web.View):
@@ -301,9 +364,11 @@ class StatsPictureView(web.View):
         app: StreamappApp = self.app  # type: ignore[assignment]
         workers, _ = await group_counters(app, request)
         latest = app.rechecks.latest
-        partitions = app.partition_counts.get(app.settings.orders_topic) or app.settings.partitions
-        outputs = [join.output for join in joins(app.settings)]
-        drawn = picture.layout(merge(workers.values()), outputs, partitions, latest.matrix if latest else None)
+        first = app.topology.joins[0]  # the picture shows the first declared join's stream and table
+        partitions = app.partition_counts.get(first.stream) or app.settings.partitions
+        outputs = [join.output for join in app.topology.joins if join.stream == first.stream]
+        drawn = picture.layout(merge(workers.values()), first.stream, first.table_topic, outputs, partitions,
+                               latest.matrix if latest else None)
         return self.bytes(drawn.render().encode("utf-8"), content_type="image/svg+xml")
 
 
@@ -328,6 +393,9 @@ class IndexView(web.View):
 
 #: (path, name, view) of every route: the pages and the JSON API.
 ROUTES = (
+    ("/tables", "streamapp_tables", TablesView),
+    ("/tables/{table}", "streamapp_table", TableView),
+    ("/tables/{table}/{key}", "streamapp_table_key", TableKeyView),
     ("/users/{user_id}", "streamapp_user", UserView),
     ("/users", "streamapp_users", UsersView),
     ("/partition/{key}", "streamapp_partition", PartitionView),

@@ -1,0 +1,149 @@
+"""A joined stream's topic -> each declared stream-table join's output, as ksqlDB writes it.
+
+For the seed: ``demo_user_orders`` LEFT JOIN each users table -> the two merged topics.
+
+Thin: decoding and the join are the plan's engine (:mod:`streamapp.sql.engine`), the
+partition-local lookup is :class:`~streamapp.worker.tables.RowLookup`, and each record
+goes out in the partition ``Settings.partitioner`` picks.
+
+Records arrive a whole fetch at a time, by partition (``app.batch_agent``): joining one
+is a few microseconds of work, less than Faust's per-event delivery would cost, and the
+fetch's outputs go out as whole producer batches.  Their event time is the stream's
+``TIMESTAMP`` column, else the record timestamp: the transport hands over a fetch's
+table rows before the stream records of the same partition with a later event time
+(:mod:`streamapp.worker.transport`).  The messages are acked once their outputs (or dead
+letters) are queued; Faust flushes the producer before it commits, so a crash at any
+point loses no record (at-least-once).
+
+A record with a null key is joined too, as ksqlDB joins it (Kafka Streams 3.7+, KIP-962):
+it looks no row up, and a LEFT join writes it with NULL table columns, a null key, and in
+the partition the Java producer's sticky partitioner would pick
+(:class:`~streamapp.partitioners.sticky.NullKeyPartitions`), under either guarantee.
+
+A record is joined into every output or into none: all values are built and checked
+first (size, and the event time as a record timestamp the outputs take), and any failure
+of the record (see :mod:`agents.dead_lettering`) makes it a dead letter instead of
+stopping the fetch loop, which runs this handler inline.  Should the broker still refuse
+a batch, its records are dead-lettered too, not lost
+(:class:`~streamapp.worker.batch_sender.BatchSender`'s ``on_failure``).
+"""
+from __future__ import annotations
+
+import time
+from typing import Mapping, Sequence
+
+from faust.types import TP
+
+from streamapp.model.records import RecordError
+from streamapp.partitioners.sticky import NullKeyPartitions
+from streamapp.sql import plan as p
+from streamapp.sql.engine import Query, Reader
+from streamapp.sql.engine import Row
+from streamapp.worker.app import StreamappApp
+from streamapp.worker.tables import RowLookup
+from streamapp.worker.transactions import install as transactions_install
+from streamapp.worker.transport import Handler, Record
+
+from .dead_lettering import DeadLettering, OutputChecks
+
+#: What a checked record writes: its event time, then (output, key, value or None on an INNER miss, whether it
+#: found its row) per join.
+Joined = tuple[int, list[tuple[str, bytes | None, bytes | None, bool]]]
+
+
+def reads_right_key(query: p.Query, table: p.Source) -> bool:
+    """Whether a join's projection reads its table's key column (looked up rows then carry it)."""
+    keys = {c.name for c in table.key_columns}
+    return any(isinstance(ref, p.ColumnOf) and ref.side == p.RIGHT_SIDE and ref.name in keys
+               for ref in (_column(x.expression) for x in query.projection))
+
+
+def _column(expression: p.Expression) -> p.Expression:
+    return _column(expression.argument) if isinstance(expression, p.AsValue) else expression
+
+
+def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) -> None:
+    """The agent of one joined stream: every join that reads it."""
+    topology, tables, counters = app.topology, app.join_tables, app.counters
+    plan = topology.plan
+    source = topology.source_at(topic)
+    reader = Reader(source)
+    joins = [(join.output, Query(plan, join.query),
+              RowLookup(tables.by_name[join.table.name], join.table.source,
+                        reads_right_key(join.query, join.table.source)))
+             for join in topology.joins if join.stream == topic]
+    exactly_once = app.settings.processing_guarantee == "exactly_once"
+    transactions = transactions_install(app, topic, dead_letters.refused_in) if exactly_once else None
+    null_keys = NullKeyPartitions()  # sticky across fetches, as one producer's partitioner is
+    time_field = source.timestamp or "timestamp"
+
+    async def join_records(batches: Mapping[TP, Sequence[Record]]) -> None:
+        checks = OutputChecks(await dead_letters.size_limits(), [output for output, _, _ in joins],
+                              int(time.time() * 1000))
+
+        def join(partition: int, msg: Record) -> Joined:
+            key, row = reader.read(msg.key, msg.value, msg.timestamp)
+            if row is None:
+                raise RecordError("value is null: a stream record needs a value (ksqlDB ignores a null stream "
+                                  "record)", "value")
+            checks.check_timestamp(row[1], time_field)
+            joined = []
+            texts: dict[str, str] = {}  # the record's columns as JSON, written once for every join
+            for output, query, lookup in joins:
+                found: Row | None = None if msg.key is None else lookup.get(partition, msg.key)
+                if found is None and query.query.join_type == "INNER":
+                    joined.append((output, None, None, False))
+                    continue
+                out_key, value, _ = query.encode(row, found, texts)
+                checks.check_size(output, out_key, value, "joined record")
+                joined.append((output, out_key, value, found is not None))
+            return row[1], joined
+
+        def write(partition: int, msg: Record, checked: Joined) -> None:
+            timestamp, joined = checked
+            counters.record_read(topic, partition)
+            for output, key, value, matched in joined:
+                if value is not None:
+                    if key is None:  # the producer's choice for a null key, not the partitioner's for a key
+                        where = null_keys.partition(output, app.partition_counts[output], len(value))
+                        sender.add_to(output, where, None, value, timestamp, msg)
+                    else:
+                        sender.add(output, key, value, timestamp, msg)
+                counters.record_join(output, partition, matched)
+
+        if transactions is None:
+            sender = dead_letters.sender()
+            await dead_letters.handle(batches, join, write, sender)
+            return
+        async with transactions.lock:  # each partition's outputs, dead letters and offset in its transaction
+            for tp, messages in batches.items():
+                txn = transactions.get(tp.partition)
+                messages = txn.unprocessed(messages) if txn is not None else ()
+                if not messages:  # not fenced yet (the seek after its fence reads them again), or done already
+                    continue
+                sender = dead_letters.sender(producer=txn.producer, on_failure=txn.on_failure)
+                try:
+                    await dead_letters.handle({tp: messages}, join, write, sender, producer=txn.producer)
+                except Exception as exc:  # noqa: BLE001 - not the records' (they are netted): the transaction's
+                    await transactions.failed(tp.partition, exc)
+                    continue
+                txn.processed(messages[-1].offset + 1, len(messages))
+        await transactions.commit_due()
+
+    def event_time(msg: Record) -> int:
+        """A record's event time (its TIMESTAMP column); the record timestamp for one that does not decode."""
+        try:
+            _, row = reader.read(msg.key, msg.value, msg.timestamp)
+        except Exception:  # noqa: BLE001 - the join dead-letters it; its place among the rows does not matter
+            return msg.timestamp
+        return msg.timestamp if row is None else row[1]
+
+    stream = tables.topics[topic]
+    if exactly_once:  # Faust never commits the stream: its offsets go in the transactions only
+        stream.acks = False
+    app.batch_agent(stream)(Handler(join_records, event_time=event_time))
+
+
+def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
+    for topic in app.topology.stream_topics:
+        install_topic(app, dead_letters, topic)

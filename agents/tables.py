@@ -1,0 +1,139 @@
+"""A table source's topic -> its RocksDB table(s), and each declared copy of it (``CREATE TABLE ... AS SELECT``).
+
+For the seed: ``demo_user`` -> the ``demo_user`` table, and re-keyed through the join's
+partitioner into the worker's ``DEMO_USER_REPARTITION`` topic, which this same agent
+then loads into the ``demo_user_repartition`` table.  A copy's output is in the
+partition the configured partitioner picks for its key, so the join against it finds
+rows whatever client wrote the source.
+
+Records arrive a whole fetch at a time, by partition (``app.batch_agent``; a table's
+source, so the transport hands them over before the stream records of the same
+partition with a later event time).  Each partition's rows go into RocksDB as one
+write batch, and the changelog and copy records go out as whole producer batches
+(:class:`~streamapp.worker.tables.RowWrites`,
+:class:`~streamapp.worker.batch_sender.BatchSender`), each with the source record's
+event time, as Kafka Streams keeps it.  The messages are acked once all that is
+queued; Faust flushes the producer before it commits, so a crash loses no row
+(at-least-once: a row fetched again is written again, to the same key).
+
+A record goes into every table and topic it feeds or into none: each output it causes
+is checked before anything is written, and a record that fails a check, or whose work
+raises, is a dead letter (:mod:`agents.dead_lettering`), as is every record of a batch
+the broker refuses.
+"""
+from __future__ import annotations
+
+import time
+from typing import Mapping, Sequence
+
+from faust.types import TP
+
+from streamapp.model.records import RecordError
+from streamapp.sql import plan as p
+from streamapp.sql.engine import Query, Reader
+from streamapp.sql.engine import Record as EngineRecord
+from streamapp.sql.topology import Output
+from streamapp.worker.app import StreamappApp
+from streamapp.worker.tables import RowWrites, table_row
+from streamapp.worker.transport import Handler, Record
+
+from .dead_lettering import DeadLettering, OutputChecks
+
+#: A row's value where the topic loads no table: the record is a row, not a delete, with no bytes to store.
+DELETE_NOT = b""
+#: What a checked record writes: its event time, its row's table bytes (None: a delete), and per copy the
+#: (output, key, value) it sends.
+Checked = tuple[int, bytes | None, list[tuple[str, bytes | None, bytes | None]]]
+
+
+def is_identity(copy: Output, plan: p.Plan, target: p.Source) -> bool:
+    """Whether a copy's output rows, read back as ``target``, are its source's rows column for column.
+
+    Then the table loaded from the copy's topic stores the bytes the source's table stores,
+    and a record this worker wrote there need not be decoded again (:class:`WrittenRows`).
+    """
+    source = plan.source(copy.query.left)
+    mapped = [(x.name, x.expression) for x in copy.query.value]
+    return (target.value_columns == source.value_columns and target.value_format == "JSON"
+            and target.wrap_single_value is None
+            and mapped == [(c.name, p.ColumnOf(p.LEFT_SIDE, c.name)) for c in source.value_columns])
+
+
+def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) -> None:
+    """The agent of one table topic: the tables loaded from it and the copies that read it."""
+    topology, tables = app.topology, app.join_tables
+    plan, counters = topology.plan, app.counters
+    source = topology.source_at(topic)  # the engine knows it by its declared topic (the seed's may be renamed)
+    reader = Reader(source)
+    loaded = tables.by_source.get(topic, [])
+    copies = [(copy, Query(plan, copy.query)) for copy in topology.copies if copy.source_topic == topic]
+    written = tables.written
+    # a copy whose rows are this topic's rows, loaded into a table as they are: its records need no decoding later
+    remembered = {copy.output for copy, _ in copies
+                  if any(t.topic == copy.output and is_identity(copy, plan, t.source) for t in topology.tables)}
+
+    async def load(batches: Mapping[TP, Sequence[Record]]) -> None:
+        rows = [RowWrites(table) for table in loaded]
+        changelogs = [r.changelog for r in rows]
+        checks = OutputChecks(await dead_letters.size_limits(), (*changelogs, *(c.output for c, _ in copies)),
+                              int(time.time() * 1000))
+        by_changelog = {r.changelog: r for r in rows}
+        sender = dead_letters.sender(on_sent=lambda t, partition, offset: by_changelog[t].sent(partition, offset)
+                                     if t in by_changelog else None)
+
+        def check(partition: int, msg: Record) -> Checked:
+            record = EngineRecord(source.topic, msg.key, msg.value, msg.timestamp)
+            value = written.take(msg.key, msg.value) if written_here else None
+            if value is not None:  # this worker wrote it: its row's bytes are known
+                timestamp = event_time(msg)
+            else:
+                if msg.key is None:  # before the value: a table ignores the record whatever its value holds
+                    raise RecordError("key is null: a table row needs a key (ksqlDB ignores a null-key table "
+                                      "record)", "key")
+                key, row = reader.read(msg.key, msg.value, msg.timestamp)
+                timestamp = msg.timestamp if row is None else row[1]
+                value = None if row is None else rows[0].value(table_row(row[0], source)) if rows else DELETE_NOT
+            checks.check_timestamp(timestamp, source.timestamp or "timestamp")
+            outputs = []
+            for copy, query in copies:
+                for output in query.process(record):
+                    out = output.record
+                    checks.check_size(copy.output, out.key, out.value,
+                                      "copied row" if out.value is not None else "copied tombstone")
+                    outputs.append((copy.output, out.key, out.value))
+            for changelog in changelogs:
+                checks.check_size(changelog, msg.key, value, "changelog row" if value is not None else
+                                  "changelog tombstone")
+            return timestamp, value, outputs
+
+        def write(partition: int, msg: Record, checked: Checked) -> None:
+            timestamp, value, outputs = checked
+            for table_rows in rows:
+                table_rows.put(partition, msg.key, value)
+                sender.add_to(table_rows.changelog, partition, msg.key, value, timestamp, msg)
+            for output, key, out_value in outputs:
+                sender.add(output, key, out_value, timestamp, msg)
+                if output in remembered and out_value is not None and value is not None and key is not None:
+                    written.add(key, out_value, value)
+            counters.record_row(topic, partition, value is not None)
+
+        await dead_letters.handle(batches, check, write, sender, rows)
+
+    written_here = any(copy.output == topic for copy in topology.copies)
+
+    def event_time(msg: Record) -> int:
+        """A record's event time: its ``TIMESTAMP`` column, else the record timestamp (for the transport's order)."""
+        if source.timestamp is None:
+            return msg.timestamp
+        try:
+            _, row = reader.read(msg.key, msg.value, msg.timestamp)
+        except Exception:  # noqa: BLE001 - it is dead-lettered anyway; its place does not matter
+            return msg.timestamp
+        return msg.timestamp if row is None else row[1]
+
+    app.batch_agent(tables.topics[topic])(Handler(load, table=True, event_time=event_time))
+
+
+def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
+    for topic in app.topology.table_topics:
+        install_topic(app, dead_letters, topic)

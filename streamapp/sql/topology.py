@@ -1,0 +1,182 @@
+"""What the worker runs for a plan: its tables, the queries it runs, the topics it reads and writes.
+
+Pure facts of the plan and the settings, defined here once: the worker builds its
+Faust tables and agents from :class:`Topology`, the guard checks the pairs its joins
+read, the web views show its tables, the reconciliation compares its outputs with
+ksqlDB's.
+
+Topics: a source declared over a topic (``CREATE STREAM ... WITH (KAFKA_TOPIC=...)``)
+is read there; a query writes the topic ksqlDB would write (its ``KAFKA_TOPIC``, else
+its name) prefixed by ``output_prefix``, so the worker and ksqlDB run side by side,
+and a source written by one of the worker's queries is read from the worker's topic.
+
+Without a ``statements`` setting the worker runs the seed (``seed.sql``): the demo's
+five statements, whose topic names the seed topic settings (``users_topic``, ...)
+rename, each renaming the topic that is its default.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
+
+from ..settings import Settings
+from . import plan as p
+from .planner import PlanError, plan_file, plan_text
+
+#: The settings that rename the seed's topics: each renames the topic that is its default value.
+SEED_TOPIC_SETTINGS = ("users_topic", "orders_topic", "users_repartition_topic", "merged_topic",
+                       "merged_repartition_topic", "ksqldb_users_repartition_topic", "ksqldb_merged_topic",
+                       "ksqldb_merged_repartition_topic")
+
+
+def seed_text() -> str:
+    """The seed's statements, as shipped with streamapp."""
+    return resources.files(__package__).joinpath("seed.sql").read_text(encoding="utf-8")
+
+
+def load_plan(settings: Settings) -> p.Plan:
+    """The plan of ``settings.statements``, else the seed's (PlanError: one line naming the file)."""
+    if settings.statements:
+        return plan_file(settings.statements)
+    return plan_text(seed_text(), "the seed's statements (streamapp/sql/seed.sql)")
+
+
+def _renames(settings: Settings) -> dict[str, str]:
+    """Seed topic -> the topic a seed topic setting names instead (only without a ``statements`` file)."""
+    if settings.statements:
+        return {}
+    defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
+    return {defaults[name]: getattr(settings, name) for name in SEED_TOPIC_SETTINGS
+            if getattr(settings, name) != defaults[name]}
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table the worker keeps in RocksDB: the source it holds, the topic it loads it from, its Faust name."""
+
+    source: p.Source
+    topic: str
+
+    @property
+    def name(self) -> str:
+        """The Faust table's name (its changelog is ``<app_id>-<name>-changelog``): the source's, lower-cased."""
+        return self.source.name.lower()
+
+
+@dataclass(frozen=True)
+class Output:
+    """One query the worker runs: what it reads, where it writes, and where ksqlDB writes the same query."""
+
+    query: p.Query
+    #: The topic the query reads its left (stream, or copied table) side from.
+    source_topic: str
+    #: The worker's output topic.
+    output: str
+    #: ksqlDB's output topic of the same query.
+    ksqldb_output: str
+
+
+@dataclass(frozen=True)
+class Join(Output):
+    """A stream-table join: its stream's topic, and the table it looks rows up in."""
+
+    table: Table
+
+    @property
+    def pair(self) -> str:
+        """The join's name in reports: its query's, lower-cased."""
+        return self.query.name.lower()
+
+    @property
+    def stream(self) -> str:
+        return self.source_topic
+
+    @property
+    def table_topic(self) -> str:
+        return self.table.topic
+
+
+class Topology:
+    """The worker's view of a plan under ``settings`` (see the module)."""
+
+    def __init__(self, plan: p.Plan, settings: Settings) -> None:
+        self.plan = plan
+        self.settings = settings
+        renames = _renames(settings)
+        written = {q.sink for q in plan.queries}
+        #: Each source's topic as ksqlDB reads and writes it (the seed's renamed by its settings).
+        self.ksqldb_topics = {s.name: renames.get(s.topic, s.topic) for s in plan.sources}
+        #: Each source's topic as the worker reads it: its own output for a source its queries write.
+        self.topics = {
+            s.name: renames.get(settings.output_prefix + s.topic, settings.output_prefix + s.topic)
+            if s.name in written else self.ksqldb_topics[s.name]
+            for s in plan.sources}
+        tables: dict[str, Table] = {}
+        joins, copies = [], []
+        for query in plan.queries:
+            left = self.topics[query.left]
+            output, ksqldb = self.topics[query.sink], self.ksqldb_topics[query.sink]
+            if query.kind == p.STREAM_TABLE_JOIN:
+                assert query.right is not None
+                table = tables.setdefault(query.right, Table(plan.source(query.right), self.topics[query.right]))
+                joins.append(Join(query, left, output, ksqldb, table))
+            else:
+                copies.append(Output(query, left, output, ksqldb))
+        #: The tables, one per source a join looks up, in the order the joins name them.
+        self.tables: tuple[Table, ...] = tuple(tables.values())
+        self.joins: tuple[Join, ...] = tuple(joins)
+        #: The queries that copy a source to another topic (``CREATE TABLE ... AS SELECT``).
+        self.copies: tuple[Output, ...] = tuple(copies)
+
+    @cached_property
+    def stream_topics(self) -> tuple[str, ...]:
+        """The topics of the joined streams, each once."""
+        return tuple(dict.fromkeys(join.stream for join in self.joins))
+
+    @cached_property
+    def table_topics(self) -> tuple[str, ...]:
+        """The topics the worker reads as tables (loaded, or copied elsewhere), each once."""
+        return tuple(dict.fromkeys([t.topic for t in self.tables] + [c.source_topic for c in self.copies]))
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(o.output for o in self.copies + self.joins)  # type: ignore[operator]
+
+    def source_at(self, topic: str) -> p.Source:
+        """The source the worker reads from ``topic``."""
+        return self.plan.source(next(name for name, t in self.topics.items() if t == topic))
+
+    def table(self, name: str) -> Table:
+        return next(t for t in self.tables if t.name == name)
+
+    def owned_topics(self) -> dict[str, int]:
+        """The topics the worker reads or writes, each with the partition count it creates it with."""
+        names = (*self.table_topics, *self.stream_topics, *self.outputs, self.settings.dead_letter_topic)
+        return {name: self.settings.partitions for name in dict.fromkeys(names)}
+
+    def changelog_topic(self, table: str) -> str:
+        """The changelog topic Faust names and creates for ``table`` of the app ``settings.app_id``."""
+        return f"{self.settings.app_id}-{table}-changelog"
+
+    def unsupported(self) -> str | None:
+        """Why the worker cannot run this plan yet (the test runner can), or None."""
+        for join in self.joins:
+            query = join.query
+            if query.repartition or query.repartition_right:
+                how = "its stream" if query.repartition else "its table"
+                return (f"query {query.name} (line {query.line}) repartitions {how} (a join on a non-key column, or "
+                        "two key formats): the worker does not run such joins yet; `streamapp test-runner` does")
+        if len(self.stream_topics) > 1 and self.settings.processing_guarantee == "exactly_once":
+            return (f"processing_guarantee=exactly_once with {len(self.stream_topics)} joined streams: the worker "
+                    "runs exactly_once for one stream topic yet")
+        return None
+
+
+def topology(settings: Settings) -> Topology:
+    """The worker's topology for ``settings`` (PlanError when its statements cannot be planned)."""
+    return Topology(load_plan(settings), settings)
+
+
+__all__ = ["PlanError", "Topology", "Join", "Table", "Output", "topology", "load_plan", "seed_text"]

@@ -1,0 +1,118 @@
+"""A second join declared only in SQL, on the real broker: customers × payments (issue 33's proof).
+
+The customers table has a BIGINT key in KAFKA format and is written with librdkafka's
+default partitioner (crc32, ``consistent_random``); the payments stream is written with the
+Java client's (murmur2) and takes its event time from ``TIMESTAMP='paid_at'``.  As the seed
+does, the statements copy the table through the join's partitioner (``CREATE TABLE ... AS
+SELECT``) and join the payments with each of the two tables.
+
+- the join against the copied table writes exactly what the test runner predicts for the same
+  records (the customers, then the payments, as they were produced);
+- the direct join misses exactly the payments whose key crc32 and murmur2 place apart;
+- the guard names the broken pair.
+"""
+from __future__ import annotations
+
+import json
+import random
+import struct
+import uuid
+from pathlib import Path
+
+from streamapp.kafka.broker import free_port
+from streamapp.kafka.reader import Record
+from streamapp.settings import Settings
+from streamapp.sql import engine
+from streamapp.sql.formats import Codec
+from streamapp.sql.planner import plan_file
+from streamapp.sql.runner import TestRecord, read_back, run
+from streamapp.worker.process import WorkerProcess
+
+from workerkit import murmur2_partition, produce, read_all, stats, wait_until
+
+CUSTOMERS, PAYMENTS = 60, 120
+STATEMENTS = """
+CREATE TABLE customers (id BIGINT PRIMARY KEY, email STRING, tier STRING)
+  WITH (KAFKA_TOPIC='customers_{tag}', VALUE_FORMAT='JSON');
+CREATE TABLE customers_by_id WITH (KAFKA_TOPIC='customers_by_id_{tag}') AS
+  SELECT id, email, tier FROM customers EMIT CHANGES;
+CREATE STREAM payments (customer_id BIGINT KEY, amount DECIMAL(10, 2), currency STRING, paid_at BIGINT)
+  WITH (KAFKA_TOPIC='payments_{tag}', VALUE_FORMAT='JSON', TIMESTAMP='paid_at');
+CREATE STREAM payments_enriched WITH (KAFKA_TOPIC='payments_enriched_{tag}') AS
+  SELECT p.customer_id, amount, currency, paid_at, email, tier
+  FROM payments p LEFT JOIN customers c ON p.customer_id = c.id EMIT CHANGES;
+CREATE STREAM payments_enriched_by_id WITH (KAFKA_TOPIC='payments_enriched_by_id_{tag}') AS
+  SELECT p.customer_id, amount, currency, paid_at, email, tier
+  FROM payments p LEFT JOIN customers_by_id c ON p.customer_id = c.id EMIT CHANGES;
+"""
+
+
+def crc32_partition(key: bytes, n: int) -> int:
+    import zlib
+
+    return (zlib.crc32(key) & 0xFFFFFFFF) % n
+
+
+def test_a_join_declared_in_sql_runs_as_the_test_runner_predicts_and_misses_where_the_partitioners_differ(
+        broker_settings: Settings, tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+    statements = tmp_path / "joins.sql"
+    statements.write_text(STATEMENTS.format(tag=tag), encoding="utf-8")
+    plan = plan_file(statements)
+    settings = broker_settings.replace(statements=str(statements), app_id=f"decl-{tag}", web_port=free_port(),
+                                       dead_letter_topic=f"dead_{tag}")
+    n = settings.partitions
+    rng = random.Random(33)
+    ids = rng.sample(range(1, 10**12), CUSTOMERS)
+    customers = [(struct.pack(">q", i), json.dumps({"email": f"c{i}@example.com", "tier": rng.choice(["gold", "blue"])})
+                  .encode()) for i in ids]
+    payments = [(struct.pack(">q", rng.choice(ids)),
+                 json.dumps({"amount": f"{rng.randint(1, 99999) / 100:.2f}", "currency": "EUR",
+                             "paid_at": 1_700_000_000_000 + k}).encode(), 1_700_000_000_000 + k)
+                for k in range(PAYMENTS)]
+
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start(timeout=120)
+    try:
+        produce(settings.bootstrap_servers, f"customers_{tag}", customers, "consistent_random")
+        wait_until(lambda: stats(worker)["rows"].get(f"streamapp_customers_by_id_{tag}") == CUSTOMERS, 90,
+                   "both customer tables loaded", [worker])
+        produce(settings.bootstrap_servers, f"payments_{tag}", payments, "murmur2_random")
+        direct = read_all(settings.bootstrap_servers, f"streamapp_payments_enriched_{tag}", n, PAYMENTS)
+        by_id = read_all(settings.bootstrap_servers, f"streamapp_payments_enriched_by_id_{tag}", n, PAYMENTS)
+
+        def guard_problems() -> str:
+            return " ".join(worker.get("/copartition").json().get("problems", []))
+
+        # the guard's first run saw empty topics; it runs again once keyed records were read
+        problems = wait_until(lambda: f"customers_{tag} was not written" in guard_problems() and guard_problems(),
+                              90, "the guard to judge the customers topic", [worker])
+    finally:
+        assert worker.stop() == 0, worker.tail()
+
+    # the test runner on the same records, in the order they were produced
+    inputs = [TestRecord(f"customers_{tag}", ids[i], json.loads(v), None, i) for i, (_, v) in enumerate(customers)]
+    inputs += [TestRecord(f"payments_{tag}", struct.unpack(">q", k)[0], json.loads(v), None, CUSTOMERS + i)
+               for i, (k, v, _) in enumerate(payments)]
+    predicted = run(plan, inputs).actual[f"payments_enriched_by_id_{tag}"]
+    sink = Codec(plan.source("PAYMENTS_ENRICHED_BY_ID"))
+    assert sorted(logical(sink, r) for r in by_id) == sorted(logical_test(p) for p in predicted)
+    assert len(by_id) == PAYMENTS and all(json.loads(r.value)["EMAIL"] is not None for r in by_id)
+
+    # the direct join: a miss exactly where librdkafka's crc32 and the Java client's murmur2 disagree
+    for record in direct:
+        apart = crc32_partition(record.key, n) != murmur2_partition(record.key, n)
+        assert (json.loads(record.value)["EMAIL"] is None) == apart, record
+    assert len(direct) == PAYMENTS and any(json.loads(r.value)["EMAIL"] is None for r in direct)
+
+    assert f"customers_{tag} was not written with murmur2" in problems
+    assert f"direct join (streamapp_payments_enriched_{tag})" in problems
+    assert f"repartitioned join (streamapp_payments_enriched_by_id_{tag}) is the correct one" in problems
+
+
+def logical(codec: Codec, record: Record) -> tuple:
+    decoded = read_back(codec, engine.Record("out", record.key, record.value, record.timestamp), 0)
+    return decoded.key, json.dumps(decoded.value, sort_keys=True, default=str), record.timestamp
+
+
+def logical_test(record: TestRecord) -> tuple:
+    return record.key, json.dumps(record.value, sort_keys=True, default=str), record.timestamp
