@@ -37,8 +37,9 @@ from faust.types import TP
 from streamapp.model.records import RecordError
 from streamapp.partitioners.sticky import NullKeyPartitions
 from streamapp.sql import plan as p
-from streamapp.sql.engine import Query, Reader
-from streamapp.sql.engine import Row
+from streamapp.sql.engine import Query, Reader, Row
+from streamapp.sql.formats import Codec
+from streamapp.sql.topology import JOIN_KEY, ROWTIME
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.tables import RowLookup
 from streamapp.worker.transactions import install as transactions_install
@@ -47,8 +48,8 @@ from streamapp.worker.transport import Handler, Record
 from .dead_lettering import DeadLettering, OutputChecks
 
 #: What a checked record writes: its event time, then (output, key, value or None on an INNER miss, whether it
-#: found its row) per join.
-Joined = tuple[int, list[tuple[str, bytes | None, bytes | None, bool]]]
+#: found its row, or None for a re-keyed record) per join.
+Joined = tuple[int, list[tuple[str, bytes | None, bytes | None, bool | None]]]
 
 
 def reads_right_key(query: p.Query, table: p.Source) -> bool:
@@ -62,32 +63,74 @@ def _column(expression: p.Expression) -> p.Expression:
     return _column(expression.argument) if isinstance(expression, p.AsValue) else expression
 
 
+class StreamReader:
+    """A stream topic's records as rows: the declared stream's, or a re-keyed stream's from its repartition topic,
+    whose value carries the stream record's columns and event time (:func:`~streamapp.sql.topology.rekeyed_source`)."""
+
+    def __init__(self, source: p.Source, rekeyed: bool) -> None:
+        self.reader, self.rekeyed = Reader(source), rekeyed
+        self.time_field = source.timestamp or "timestamp"
+
+    def row(self, msg: Record) -> Row:
+        """The record's row; RecordError when it cannot be read, or has no value (ksqlDB ignores it)."""
+        _, row = self.reader.read(msg.key, msg.value, msg.timestamp)
+        if row is None:
+            raise RecordError("value is null: a stream record needs a value (ksqlDB ignores a null stream record)",
+                              "value")
+        if not self.rekeyed:
+            return row
+        columns = row[0]
+        del columns[JOIN_KEY]
+        timestamp = columns.pop(ROWTIME)
+        if timestamp is None:
+            raise RecordError(f"field {ROWTIME!r} is missing: not a record this worker re-keyed", ROWTIME)
+        return columns, timestamp
+
+    def event_time(self, msg: Record) -> int:
+        """A record's event time, for the transport's order; the record timestamp for one that does not decode."""
+        try:
+            return self.row(msg)[1]
+        except Exception:  # noqa: BLE001 - the join dead-letters it; its place among the rows does not matter
+            return msg.timestamp
+
+
 def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) -> None:
-    """The agent of one joined stream: every join that reads it."""
+    """The agent of one stream topic: every join that reads it, and every join that re-keys it first.
+
+    A join on a non-key column of the stream reads it twice, as ksqlDB's does: here, where each record is
+    re-keyed by its join key into the join's repartition topic (partitioned by the join's partitioner),
+    then from that topic, where it is joined.
+    """
     topology, tables, counters = app.topology, app.join_tables, app.counters
     plan = topology.plan
-    source = topology.source_at(topic)
-    reader = Reader(source)
+    direct = [join for join in topology.joins if join.stream == topic]
+    rekeyed = next((join.rekeyed for join in direct if join.rekeyed is not None), None)
+    rows = StreamReader(rekeyed or topology.source_at(topic), rekeyed is not None)
     joins = [(join.output, Query(plan, join.query),
               RowLookup(tables.by_name[join.table.name], join.table.source,
                         reads_right_key(join.query, join.table.source)))
-             for join in topology.joins if join.stream == topic]
+             for join in direct]
+    rekeys = [(join.stream, Query(plan, join.query), Codec(join.table.source), Codec(join.rekeyed))
+              for join in topology.joins if join.rekeyed_from == topic and join.rekeyed is not None]
     exactly_once = app.settings.processing_guarantee == "exactly_once"
     transactions = transactions_install(app, topic, dead_letters.refused_in) if exactly_once else None
     null_keys = NullKeyPartitions()  # sticky across fetches, as one producer's partitioner is
-    time_field = source.timestamp or "timestamp"
+    time_field = rows.time_field
 
     async def join_records(batches: Mapping[TP, Sequence[Record]]) -> None:
-        checks = OutputChecks(await dead_letters.size_limits(), [output for output, _, _ in joins],
+        checks = OutputChecks(await dead_letters.size_limits(),
+                              [output for output, _, _ in joins] + [output for output, _, _, _ in rekeys],
                               int(time.time() * 1000))
 
         def join(partition: int, msg: Record) -> Joined:
-            key, row = reader.read(msg.key, msg.value, msg.timestamp)
-            if row is None:
-                raise RecordError("value is null: a stream record needs a value (ksqlDB ignores a null stream "
-                                  "record)", "value")
+            row = rows.row(msg)
             checks.check_timestamp(row[1], time_field)
-            joined = []
+            joined: list[tuple[str, bytes | None, bytes | None, bool | None]] = []
+            for output, query, table_keys, repartitioned in rekeys:  # re-keyed by the join key, in the table's format
+                new_key = table_keys.encode_key(query.join_key(row))
+                value = repartitioned.encode_value({**row[0], ROWTIME: row[1]})
+                checks.check_size(output, new_key, value, "re-keyed record")
+                joined.append((output, new_key, value, None))
             texts: dict[str, str] = {}  # the record's columns as JSON, written once for every join
             for output, query, lookup in joins:
                 found: Row | None = None if msg.key is None else lookup.get(partition, msg.key)
@@ -109,7 +152,8 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                         sender.add_to(output, where, None, value, timestamp, msg)
                     else:
                         sender.add(output, key, value, timestamp, msg)
-                counters.record_join(output, partition, matched)
+                if matched is not None:  # a join's output, not a re-keyed record
+                    counters.record_join(output, partition, matched)
 
         if transactions is None:
             sender = dead_letters.sender()
@@ -130,20 +174,12 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                 txn.processed(messages[-1].offset + 1, len(messages))
         await transactions.commit_due()
 
-    def event_time(msg: Record) -> int:
-        """A record's event time (its TIMESTAMP column); the record timestamp for one that does not decode."""
-        try:
-            _, row = reader.read(msg.key, msg.value, msg.timestamp)
-        except Exception:  # noqa: BLE001 - the join dead-letters it; its place among the rows does not matter
-            return msg.timestamp
-        return msg.timestamp if row is None else row[1]
-
     stream = tables.topics[topic]
     if exactly_once:  # Faust never commits the stream: its offsets go in the transactions only
         stream.acks = False
-    app.batch_agent(stream)(Handler(join_records, event_time=event_time))
+    app.batch_agent(stream)(Handler(join_records, event_time=rows.event_time))
 
 
 def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
-    for topic in app.topology.stream_topics:
+    for topic in dict.fromkeys((*app.topology.rekeyed_topics, *app.topology.stream_topics)):
         install_topic(app, dead_letters, topic)

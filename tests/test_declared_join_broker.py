@@ -116,3 +116,56 @@ def logical(codec: Codec, record: Record) -> tuple:
 
 def logical_test(record: TestRecord) -> tuple:
     return record.key, json.dumps(record.value, sort_keys=True, default=str), record.timestamp
+
+
+REKEYED = """
+CREATE TABLE customers (id BIGINT PRIMARY KEY, email STRING, tier STRING)
+  WITH (KAFKA_TOPIC='customers_{tag}', VALUE_FORMAT='JSON');
+CREATE STREAM payments (payment_id STRING KEY, customer_id BIGINT, amount DECIMAL(10, 2), paid_at BIGINT)
+  WITH (KAFKA_TOPIC='payments_{tag}', VALUE_FORMAT='JSON', TIMESTAMP='paid_at');
+CREATE STREAM paid WITH (KAFKA_TOPIC='paid_{tag}') AS
+  SELECT p.payment_id, p.customer_id, amount, paid_at, tier
+  FROM payments p LEFT JOIN customers c ON p.customer_id = c.id EMIT CHANGES;
+"""
+
+
+def test_a_join_on_a_non_key_column_rekeys_the_stream_as_ksqldb_does(broker_settings: Settings, tmp_path: Path) -> None:
+    """The payments are keyed by payment id (written by librdkafka, crc32) and joined on their customer_id column:
+    the worker re-keys them into the join's repartition topic by customer id, in the table's key format and
+    murmur2's partition, then joins each there; every payment with a customer finds it, as the test runner
+    predicts, whatever partitioner wrote the payments."""
+    tag = uuid.uuid4().hex[:8]
+    statements = tmp_path / "rekeyed.sql"
+    statements.write_text(REKEYED.format(tag=tag), encoding="utf-8")
+    plan = plan_file(statements)
+    settings = broker_settings.replace(statements=str(statements), app_id=f"rekey-{tag}", web_port=free_port(),
+                                       dead_letter_topic=f"dead_{tag}")
+    n = settings.partitions
+    rng = random.Random(97)
+    ids = rng.sample(range(1, 10**12), 40)
+    customers = [(struct.pack(">q", i), json.dumps({"email": f"c{i}@x", "tier": "gold"}).encode()) for i in ids]
+    payments = [(f"pay-{k}".encode(), json.dumps({"customer_id": rng.choice(ids + [None]), "amount": "1.50",
+                                                 "paid_at": 1_700_000_000_000 + k}).encode(),
+                 1_700_000_000_000 + k) for k in range(80)]
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start(timeout=120)
+    try:
+        produce(settings.bootstrap_servers, f"customers_{tag}", customers, "murmur2_random")
+        wait_until(lambda: stats(worker)["rows"].get(f"customers_{tag}") == len(customers), 90,
+                   "the customers loaded", [worker])
+        produce(settings.bootstrap_servers, f"payments_{tag}", payments, "consistent_random")
+        out = read_all(settings.bootstrap_servers, f"streamapp_paid_{tag}", n, len(payments))
+        repartitioned = read_all(settings.bootstrap_servers, f"{settings.app_id}-PAID-Join-repartition", n,
+                                 len(payments))
+    finally:
+        assert worker.stop() == 0, worker.tail()
+    inputs = [TestRecord(f"customers_{tag}", ids[i], json.loads(v), None, i) for i, (_, v) in enumerate(customers)]
+    inputs += [TestRecord(f"payments_{tag}", k.decode(), json.loads(v), None, len(customers) + i)
+               for i, (k, v, _) in enumerate(payments)]
+    predicted = run(plan, inputs).actual[f"paid_{tag}"]
+    sink = Codec(plan.source("PAID"))
+    assert sorted(logical(sink, r) for r in out) == sorted(logical_test(p) for p in predicted)
+    matched = [r for r in out if json.loads(r.value)["TIER"] is not None]
+    assert len(matched) == sum(1 for _, v, _ in payments if json.loads(v)["customer_id"] is not None) > 0
+    # the repartition topic: keyed by the customer id in the table's format, in murmur2's partition
+    assert all(r.key is None or r.partition == murmur2_partition(r.key, n) for r in repartitioned)
+    assert {r.key for r in repartitioned if r.key is not None} <= {k for k, _ in customers}

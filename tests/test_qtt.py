@@ -105,3 +105,19 @@ def test_the_readme_lists_every_converted_case() -> None:
         c = case_of(case)
         row = f"| {c['ring']} | `{c['file']}` #{c['index']}" + (f" [{c['format']}]" if c["format"] else "") + " |"
         assert row in readme, f"README.md lacks the row of {case.name}"
+
+
+def test_the_readme_says_which_cases_the_worker_accepts() -> None:
+    """The worker's column of the README's table is what the worker decides at start for each case's plan."""
+    from streamapp.settings import Settings
+    from streamapp.sql.topology import topology
+
+    readme = (CASES.parent.parent / "README.md").read_text(encoding="utf-8")
+    for case in POSITIVE:
+        c = case_of(case)
+        joins = topology(Settings(statements=str(case / "statements.sql")))
+        shown = ("refuses it at start: it re-keys its table (not yet)" if joins.unsupported() else
+                 "accepts it (re-keys the stream)" if joins.rekeyed_topics else "accepts it")
+        row = next(line for line in readme.splitlines()
+                   if line.startswith(f"| {c['ring']} | `{c['file']}` #{c['index']}"))
+        assert row.endswith(f"| {shown} |"), row

@@ -199,3 +199,23 @@ def test_a_tombstone_of_a_table_with_a_timestamp_column_is_dropped_as_kafka_stre
     with pytest.raises(RecordError, match="timestamp extractor has no column to read"):
         query.process(Record("customers", key, None, 4))
     assert len(query.process(Record("payments", key, b'{"amount": 1, "paid_at": 9}', 9))) == 1
+
+
+def test_the_worker_rekeys_a_stream_joined_on_a_value_column_through_an_app_scoped_topic() -> None:
+    from pathlib import Path
+
+    from streamapp.settings import Settings
+    from streamapp.sql.topology import JOIN_KEY, ROWTIME, topology
+
+    cases = Path(__file__).parent / "qtt"
+    joins = topology(Settings(app_id="app", statements=str(cases / "joins-097-on_non_string_value_column" /
+                                                           "statements.sql")))
+    [join] = joins.joins
+    assert (join.stream, join.rekeyed_from, joins.rekeyed_topics) == (
+        "app-OUTPUT-Join-repartition", "stream_topic", ("stream_topic",))
+    assert join.rekeyed is not None and [c.name for c in join.rekeyed.key_columns] == [JOIN_KEY]
+    assert [c.name for c in join.rekeyed.value_columns] == ["SF", "K", ROWTIME]  # the stream's key in the value
+    assert "app-OUTPUT-Join-repartition" in joins.owned_topics() and joins.unsupported() is None
+    table_rekeyed = topology(Settings(statements=str(
+        cases / "joins-125-stream_table_key_to_key_key_format_mismatch" / "statements.sql")))
+    assert "re-keys its table into its stream's key format" in (table_rekeyed.unsupported() or "")

@@ -83,6 +83,10 @@ class Join(Output):
     """A stream-table join: its stream's topic, and the table it looks rows up in."""
 
     table: Table
+    #: For a join that re-keys its stream (a join on a non-key column): the stream's own topic, and the
+    #: re-keyed stream's source (:func:`rekeyed_source`); ``source_topic`` is then its repartition topic.
+    rekeyed_from: str | None = None
+    rekeyed: p.Source | None = None
 
     @property
     def pair(self) -> str:
@@ -96,6 +100,27 @@ class Join(Output):
     @property
     def table_topic(self) -> str:
         return self.table.topic
+
+
+
+#: The value column that carries a re-keyed stream record's event time through its repartition topic.
+ROWTIME = "ROWTIME"
+#: The key column of a re-keyed stream: the join key, in the table's key format (a name no declared column takes).
+JOIN_KEY = "__streamapp_join_key"
+
+
+def rekeyed_source(query: p.Query, stream: p.Source, table: p.Source, topic: str) -> p.Source:
+    """The stream of a join on a non-key column, re-keyed by its join key, as the worker's repartition topic holds it.
+
+    As ksqlDB's ``Join-repartition`` topic: the key is the join key in the table's key format (so it is
+    looked up as the table's keys are stored, in the partition the join's partitioner picks), and the value
+    carries every column of the stream record, its own key columns included, and its event time.
+    """
+    return p.Source(
+        name=f"{query.name}-Join-repartition", kind=p.STREAM, topic=topic,
+        key_columns=(p.Column(JOIN_KEY, table.key_columns[0].type),),
+        value_columns=(*stream.value_columns, *stream.key_columns, p.Column(ROWTIME, "BIGINT")),
+        key_format=table.key_format, value_format="JSON")
 
 
 class Topology:
@@ -121,7 +146,12 @@ class Topology:
             if query.kind == p.STREAM_TABLE_JOIN:
                 assert query.right is not None
                 table = tables.setdefault(query.right, Table(plan.source(query.right), self.topics[query.right]))
-                joins.append(Join(query, left, output, ksqldb, table))
+                if query.repartition and not query.repartition_right:
+                    topic = f"{settings.app_id}-{query.name}-Join-repartition"  # internal: the app's, as a changelog
+                    rekeyed = rekeyed_source(query, plan.source(query.left), table.source, topic)
+                    joins.append(Join(query, topic, output, ksqldb, table, left, rekeyed))
+                else:
+                    joins.append(Join(query, left, output, ksqldb, table))
             else:
                 copies.append(Output(query, left, output, ksqldb))
         #: The tables, one per source a join looks up, in the order the joins name them.
@@ -142,7 +172,14 @@ class Topology:
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        return tuple(o.output for o in self.copies + self.joins)  # type: ignore[operator]
+        """The topics the worker's queries write: copies, joins and the repartition topics of re-keyed streams."""
+        rekeyed = tuple(j.source_topic for j in self.joins if j.rekeyed_from is not None)
+        return tuple(o.output for o in self.copies + self.joins) + rekeyed  # type: ignore[operator]
+
+    @cached_property
+    def rekeyed_topics(self) -> tuple[str, ...]:
+        """The streams' topics the worker re-keys (into a join's repartition topic), each once."""
+        return tuple(dict.fromkeys(j.rekeyed_from for j in self.joins if j.rekeyed_from is not None))
 
     def source_at(self, topic: str) -> p.Source:
         """The source the worker reads from ``topic``."""
@@ -153,7 +190,8 @@ class Topology:
 
     def owned_topics(self) -> dict[str, int]:
         """The topics the worker reads or writes, each with the partition count it creates it with."""
-        names = (*self.table_topics, *self.stream_topics, *self.outputs, self.settings.dead_letter_topic)
+        names = (*self.table_topics, *self.rekeyed_topics, *self.stream_topics, *self.outputs,
+                 self.settings.dead_letter_topic)
         return {name: self.settings.partitions for name in dict.fromkeys(names)}
 
     def changelog_topic(self, table: str) -> str:
@@ -164,13 +202,14 @@ class Topology:
         """Why the worker cannot run this plan yet (the test runner can), or None."""
         for join in self.joins:
             query = join.query
-            if query.repartition or query.repartition_right:
-                how = "its stream" if query.repartition else "its table"
-                return (f"query {query.name} (line {query.line}) repartitions {how} (a join on a non-key column, or "
-                        "two key formats): the worker does not run such joins yet; `streamapp test-runner` does")
-        if len(self.stream_topics) > 1 and self.settings.processing_guarantee == "exactly_once":
-            return (f"processing_guarantee=exactly_once with {len(self.stream_topics)} joined streams: the worker "
-                    "runs exactly_once for one stream topic yet")
+            if query.repartition_right:
+                return (f"query {query.name} (line {query.line}) re-keys its table into its stream's key format (a "
+                        "key-to-key join of two key formats): the worker does not run such joins yet; "
+                        "`streamapp test-runner` does")
+        streams = set(self.stream_topics) | set(self.rekeyed_topics)
+        if len(streams) > 1 and self.settings.processing_guarantee == "exactly_once":
+            return (f"processing_guarantee=exactly_once with {len(streams)} stream topics (joined or re-keyed): the "
+                    "worker runs exactly_once for one stream topic yet")
         return None
 
 

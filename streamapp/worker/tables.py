@@ -89,7 +89,7 @@ class JoinTables:
         #: Each topic the worker reads, as a raw Faust topic (tables' first, then the streams').
         self.topics: dict[str, faust.TopicT] = {
             name: app.topic(name, partitions=settings.partitions, **RAW)
-            for name in (*topology.table_topics, *topology.stream_topics)}
+            for name in dict.fromkeys((*topology.table_topics, *topology.rekeyed_topics, *topology.stream_topics))}
         options: dict[str, Any] = {"key_type": bytes, "partitions": settings.partitions}
         #: Table name -> the Faust table holding that source's rows, partitioned like its topic.
         self.by_name: dict[str, faust.Table] = {
