@@ -19,6 +19,7 @@ import struct
 import uuid
 from pathlib import Path
 
+from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import free_port
 from streamapp.kafka.reader import Record
 from streamapp.settings import Settings
@@ -169,3 +170,60 @@ def test_a_join_on_a_non_key_column_rekeys_the_stream_as_ksqldb_does(broker_sett
     # the repartition topic: keyed by the customer id in the table's format, in murmur2's partition
     assert all(r.key is None or r.partition == murmur2_partition(r.key, n) for r in repartitioned)
     assert {r.key for r in repartitioned if r.key is not None} <= {k for k, _ in customers}
+
+
+def test_the_worker_and_kafka_streams_agree_record_for_record_on_the_declared_join(
+        broker_settings: Settings, tmp_path: Path) -> None:
+    """customers × payments declared only in SQL, run by both engines on the broker: the worker writes
+    streamapp_<topic>, Kafka Streams (PlanStreams, one application per query) ksqlDB's own topics; the same
+    records, the direct join's misses included."""
+    from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan
+
+    tag = uuid.uuid4().hex[:8]
+    statements = tmp_path / "joins.sql"
+    statements.write_text(STATEMENTS.format(tag=tag), encoding="utf-8")
+    settings = broker_settings.replace(statements=str(statements), app_id=f"both-{tag}", web_port=free_port(),
+                                       dead_letter_topic=f"dead_{tag}")
+    n = settings.partitions
+    rng = random.Random(34)
+    ids = rng.sample(range(1, 10**12), 30)
+    customers = [(struct.pack(">q", i), json.dumps({"email": f"c{i}@x", "tier": "blue"}).encode()) for i in ids]
+    payments = [(struct.pack(">q", rng.choice(ids)), json.dumps({"amount": 2, "currency": "EUR",
+                                                                 "paid_at": 1_700_000_000_000 + k}).encode(),
+                 1_700_000_000_000 + k) for k in range(60)]
+    ensure_topics(settings.bootstrap_servers, {f"customers_{tag}": n, f"payments_{tag}": n})
+    produce(settings.bootstrap_servers, f"customers_{tag}", customers, "consistent_random")
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start(timeout=120)
+    streams = KsqlEquivalent(settings, state_dir=tmp_path / "ks", plan=cluster_plan(settings)).start()
+    try:
+        assert set(streams.created_topics) >= {f"payments_enriched_{tag}", f"customers_by_id_{tag}"}
+        wait_until(lambda: stats(worker)["rows"].get(f"streamapp_customers_by_id_{tag}") == len(customers), 90,
+                   "the worker's tables", [worker])
+        for query, table in (("PAYMENTS_ENRICHED", f"customers_{tag}"),
+                             ("PAYMENTS_ENRICHED_BY_ID", f"customers_by_id_{tag}")):  # Kafka Streams' two tables
+            group = f"{streams.application_id}-{query}"
+            wait_until(lambda: caught_up(settings.bootstrap_servers, group, table, n, len(customers)), 90,
+                       f"{group} to load {table}", [worker])
+        produce(settings.bootstrap_servers, f"payments_{tag}", payments, "murmur2_random")
+        for output in (f"payments_enriched_{tag}", f"payments_enriched_by_id_{tag}"):
+            ours = read_all(settings.bootstrap_servers, f"streamapp_{output}", n, len(payments))
+            theirs = read_all(settings.bootstrap_servers, output, n, len(payments))
+            assert sorted((r.key, r.value, r.timestamp, r.partition) for r in ours) == \
+                sorted((r.key, r.value, r.timestamp, r.partition) for r in theirs), output
+            assert len(ours) == len(payments)
+    finally:
+        streams.stop()
+        assert worker.stop() == 0, worker.tail()
+
+
+def caught_up(bootstrap: str, group: str, topic: str, n: int, records: int) -> bool:
+    """Whether ``group`` has committed the end of every partition of ``topic``, which holds ``records`` records."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(n)], timeout=10)
+        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(n)]
+    finally:
+        consumer.close()
+    return sum(ends) == records and all(tp.offset >= end for tp, end in zip(committed, ends))

@@ -219,3 +219,16 @@ def test_the_worker_rekeys_a_stream_joined_on_a_value_column_through_an_app_scop
     table_rekeyed = topology(Settings(statements=str(
         cases / "joins-125-stream_table_key_to_key_key_format_mismatch" / "statements.sql")))
     assert "re-keys its table into its stream's key format" in (table_rekeyed.unsupported() or "")
+
+
+@pytest.mark.parametrize("command", ["ksql-equivalent", "guard", "doctor"])
+def test_every_command_that_takes_statements_refuses_a_bad_file_in_one_line(
+        command: str, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from streamapp.cli import main
+
+    bad = tmp_path / "joins.sql"
+    bad.write_text(SOURCES + "CREATE STREAM o AS SELECT * FROM customers c FULL OUTER JOIN payments p "
+                             "ON c.id = p.customer_id;", encoding="utf-8")
+    assert main([command, "--statements", str(bad), "--bootstrap-servers", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{bad}: line 6" in err and "table-stream joins are not supported" in err

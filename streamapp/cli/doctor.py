@@ -52,7 +52,8 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def joined_pairs(args: argparse.Namespace, settings: Settings, existing: set[str]) -> tuple[list[JoinedPair], dict[str, str]]:
+def joined_pairs(args: argparse.Namespace, settings: Settings, existing: set[str],
+                 declared: list[JoinedPair]) -> tuple[list[JoinedPair], dict[str, str]]:
     """The pairs from every source asked for, and one line per source saying what it gave."""
     pairs: list[JoinedPair] = []
     sources: dict[str, str] = {}
@@ -61,7 +62,7 @@ def joined_pairs(args: argparse.Namespace, settings: Settings, existing: set[str
         pairs += found
         sources["pairs file"] = f"{len(found)} pairs from {args.pairs}"
     if not args.no_worker:
-        worker = [p for p in pairs_from_worker(settings) if p.left in existing and p.right in existing]
+        worker = [p for p in declared if p.left in existing and p.right in existing]
         pairs += worker
         sources["worker"] = f"{len(worker)} joins" if worker else "its topics are not on this cluster"
     if settings.ksqldb_endpoint:
@@ -77,9 +78,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     html = Path(args.html) if args.html else None
     if html is not None and not html.parent.is_dir():
         raise DoctorError(f"html={args.html}: directory {html.parent} does not exist")
+    declared = [] if args.no_worker else pairs_from_worker(settings)  # a bad statements file: one line, before Kafka
     bootstrap = settings.kafka
     existing = set(describe(bootstrap))
-    pairs, sources = joined_pairs(args, settings, existing)
+    pairs, sources = joined_pairs(args, settings, existing, declared)
     selected = cluster_topics(bootstrap, args.topics, args.include_internal)
     wanted = sorted(set(selected) | {t for p in pairs for t in (p.left, p.right) if t in existing})
     report = diagnose_reports(examine_topics(bootstrap, wanted, args.sample), pairs, sources)

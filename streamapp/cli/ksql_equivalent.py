@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..demo.ksql_equivalent import FAILED_MARK, KsqlEquivalent, KsqlEquivalentError
+from ..demo.ksql_equivalent import FAILED_MARK, KsqlEquivalent, KsqlEquivalentError, cluster_plan
 from ..kafka.child import run_until, stop_on_signals
 from ..settings import Settings, add_arguments
 
@@ -31,8 +31,9 @@ def add_parser(sub: Any) -> None:
         help="where Kafka Streams keeps its tables (default: <data dir>/ksql-equivalent)",
     )
     add_arguments(parser, only=(
-        "bootstrap_servers", "users_topic", "orders_topic", "ksqldb_users_repartition_topic", "ksqldb_merged_topic",
-        "ksqldb_merged_repartition_topic", "partitions", "replication_factor", "data_dir", "app_id",
+        "bootstrap_servers", "statements", "users_topic", "orders_topic", "ksqldb_users_repartition_topic",
+        "ksqldb_merged_topic", "ksqldb_merged_repartition_topic", "partitions", "replication_factor", "data_dir",
+        "app_id",
     ))
     parser.set_defaults(func=run)
 
@@ -45,16 +46,25 @@ def echo(line: str) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stop = stop_on_signals()
-    program = KsqlEquivalent(settings, state_dir=args.state_dir, on_line=echo)
+    plan = cluster_plan(settings) if settings.statements else None
+    program = KsqlEquivalent(settings, state_dir=args.state_dir, on_line=echo, plan=plan)
     with program:
-        topics = program.topics
-        print(
-            f"Kafka Streams running ksqlDB's demo joins (not ksqlDB) on {settings.bootstrap_servers} "
-            f"(pid {program.pid}, application id {program.application_id}): {topics.orders} LEFT JOIN "
-            f"{topics.users} -> {topics.merged}; {topics.users} -> {topics.users_repartition}, "
-            f"{topics.orders} LEFT JOIN {topics.users_repartition} -> {topics.merged_repartition}",
-            flush=True,
-        )
+        if plan is not None:
+            queries = "; ".join(f"{q.name}: {plan.source(q.left).topic}"
+                                + (f" {q.join_type} JOIN {plan.source(q.right).topic}" if q.right else "")
+                                + f" -> {plan.sink_of(q).topic}" for q in plan.queries)
+            print(f"Kafka Streams running {len(plan.queries)} declared queries of {settings.statements} (not "
+                  f"ksqlDB) on {settings.bootstrap_servers} (pid {program.pid}, application ids "
+                  f"{program.application_id}-<QUERY>): {queries}", flush=True)
+        else:
+            topics = program.topics
+            print(
+                f"Kafka Streams running ksqlDB's demo joins (not ksqlDB) on {settings.bootstrap_servers} "
+                f"(pid {program.pid}, application id {program.application_id}): {topics.orders} LEFT JOIN "
+                f"{topics.users} -> {topics.merged}; {topics.users} -> {topics.users_repartition}, "
+                f"{topics.orders} LEFT JOIN {topics.users_repartition} -> {topics.merged_repartition}",
+                flush=True,
+            )
         if program.created_topics:
             print(f"Created topics with {settings.partitions} partitions: {', '.join(program.created_topics)}", flush=True)
         run_until(program, stop, lambda status: KsqlEquivalentError(

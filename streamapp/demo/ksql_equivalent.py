@@ -12,6 +12,7 @@ with the process that started it.
 """
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import threading
@@ -26,9 +27,13 @@ from ..kafka.child import ChildProcess
 from ..kafka.jvm import JvmError, classpath, java
 from ..kafka.security import java_properties
 from ..settings import Settings
+from ..sql.plan import Plan
+from ..sql.topology import topology
 
 MODULE = "ksql-equivalent"
 MAIN_CLASS = "io.streamapp.ksql.KsqlEquivalent"
+#: The program that runs a declared plan's queries, one Kafka Streams application each (``--statements``).
+PLAN_MAIN_CLASS = "io.streamapp.ksql.PlanStreams"
 #: The lines the Java program prints (KsqlEquivalent.RUNNING and .FAILED).
 RUNNING_MARK = "ksql-equivalent RUNNING"
 FAILED_MARK = "ksql-equivalent FAILED: "
@@ -75,13 +80,14 @@ def application_id(settings: Settings) -> str:
     return f"{settings.app_id}-ksql-equivalent"
 
 
-def check_inputs(settings: Settings, topics: Topics) -> dict[str, int]:
-    """Partition counts of the two input topics; one line naming each one that does not exist."""
+def check_inputs(settings: Settings, inputs: dict[str, str]) -> dict[str, int]:
+    """Partition counts of the input topics (by what names them: a setting, a source); one line naming each
+    one that does not exist."""
     try:
-        found = describe(settings.kafka, topics.inputs.values())
+        found = describe(settings.kafka, inputs.values())
     except TopicError as exc:
         raise KsqlEquivalentError(str(exc)) from None
-    missing = [f"{setting}={name}" for setting, name in topics.inputs.items() if name not in found]
+    missing = [f"{label}={name}" for label, name in inputs.items() if name not in found]
     if missing:
         raise KsqlEquivalentError(
             f"input topic missing: {', '.join(missing)} on {settings.bootstrap_servers}; "
@@ -90,16 +96,33 @@ def check_inputs(settings: Settings, topics: Topics) -> dict[str, int]:
     return {name: info.partitions for name, info in found.items()}
 
 
-def create_missing_topics(settings: Settings, topics: Topics) -> list[str]:
-    """Create the topics the program writes that do not exist, with STREAMAPP_PARTITIONS partitions."""
-    existing = describe(settings.kafka, topics.owned)
-    missing = {name: settings.partitions for name in topics.owned if name not in existing}
+def create_missing_topics(settings: Settings, wanted: dict[str, int]) -> list[str]:
+    """Create the topics the program writes that do not exist, each with its partition count."""
+    existing = describe(settings.kafka, wanted)
+    missing = {name: count for name, count in wanted.items() if name not in existing}
     if missing:
         try:
             ensure_topics(settings.kafka, missing, settings.replication_factor)
         except TopicError as exc:
             raise KsqlEquivalentError(str(exc)) from None
     return sorted(missing)
+
+
+def cluster_plan(settings: Settings) -> Plan:
+    """The declared plan (``settings.statements``, else the seed's) with each source at its topic on the cluster:
+    ksqlDB's topics, which this program reads and writes as ksqlDB would (the worker writes its own beside them)."""
+    joins = topology(settings)
+    return dataclasses.replace(joins.plan, sources=tuple(
+        dataclasses.replace(source, topic=joins.ksqldb_topics[source.name]) for source in joins.plan.sources))
+
+
+def plan_topics(settings: Settings, plan: Plan) -> tuple[dict[str, str], dict[str, int]]:
+    """A plan's input topics by source, and the topics its queries write with their partition counts."""
+    written = {query.sink for query in plan.queries}
+    read = {name for query in plan.queries for name in (query.left, query.right) if name}
+    inputs = {s.name: s.topic for s in plan.sources if s.name in read and s.name not in written}
+    outputs = {plan.source(name).topic: plan.source(name).partitions or settings.partitions for name in written}
+    return inputs, outputs
 
 
 def properties_text(values: dict[str, str]) -> str:
@@ -122,6 +145,8 @@ class KsqlEquivalent(ChildProcess):
     state_dir: Path | None = None
     heap: str = "384m"
     on_line: Callable[[str], None] | None = None
+    #: A declared plan to run (its topics the cluster's: :func:`cluster_plan`) instead of the demo's five statements.
+    plan: Plan | None = None
     created_topics: list[str] = field(default_factory=list, init=False)
     _ready: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _workdir: Path | None = field(default=None, init=False, repr=False)
@@ -139,16 +164,26 @@ class KsqlEquivalent(ChildProcess):
             java_bin, cp = java(), classpath(MODULE)
         except JvmError as exc:
             raise KsqlEquivalentError(str(exc)) from None
-        topics = self.topics
-        check_inputs(self.settings, topics)
-        self.created_topics = create_missing_topics(self.settings, topics)
         self._workdir = Path(tempfile.mkdtemp(prefix="streamapp-ksql-equivalent-"))
         config = self._workdir / "streams.properties"
         config.touch(mode=0o600)  # it may hold the SASL password; removed once the program runs
-        config.write_text(properties_text(self._config(topics)), encoding="utf-8")
+        if self.plan is None:
+            topics = self.topics
+            check_inputs(self.settings, topics.inputs)
+            owned = dict.fromkeys(topics.owned, self.settings.partitions)
+            self.created_topics = create_missing_topics(self.settings, owned)
+            values, main = self._config(topics), MAIN_CLASS
+        else:
+            inputs, outputs = plan_topics(self.settings, self.plan)
+            check_inputs(self.settings, inputs)
+            self.created_topics = create_missing_topics(self.settings, outputs)
+            plan_file = self._workdir / "plan.json"
+            plan_file.write_text(self.plan.to_json(), encoding="utf-8")
+            values, main = {**self._base_config(), "streamapp.plan": str(plan_file)}, PLAN_MAIN_CLASS
+        config.write_text(properties_text(values), encoding="utf-8")
         self._ready.clear()
         self._spawn([java_bin, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
-                     "-cp", cp, MAIN_CLASS, str(config)])
+                     "-cp", cp, main, str(config)])
         try:
             self._wait_ready(timeout)
         finally:
@@ -160,7 +195,7 @@ class KsqlEquivalent(ChildProcess):
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
 
-    def _config(self, topics: Topics) -> dict[str, str]:
+    def _base_config(self) -> dict[str, str]:
         state_dir = self.state_dir or self.settings.data_path / "ksql-equivalent"
         return {
             **java_properties(self.settings.kafka),  # bootstrap.servers and the security
@@ -168,6 +203,11 @@ class KsqlEquivalent(ChildProcess):
             "state.dir": str(Path(state_dir).resolve()),
             "replication.factor": str(self.settings.replication_factor),
             "commit.interval.ms": "1000",
+        }
+
+    def _config(self, topics: Topics) -> dict[str, str]:
+        return {
+            **self._base_config(),
             "streamapp.topic.users": topics.users,
             "streamapp.topic.orders": topics.orders,
             "streamapp.topic.users_repartition": topics.users_repartition,
