@@ -264,6 +264,7 @@ def test_the_worker_findings_cover_its_own_joins(cluster: Cluster, broker_settin
                                        users_repartition_topic=cluster["kafka_go_murmur2"])
     report = diagnose_worker(settings, sample=SAMPLE)
     by_join = {p.joined_by: p for p in report.pairs if p.joined}
-    assert by_join[("worker:direct",)].status == "broken" and by_join[("worker:repartition",)].status == "broken"
+    assert by_join[("worker:demo_user_orders_merged",)].status == "broken"
+    assert by_join[("worker:demo_user_orders_merged_repartition",)].status == "broken"
     assert {t.name for t in report.topics} == {cluster["librdkafka"], cluster["java"], cluster["kafka_go_murmur2"]}
     assert not report.ok
