@@ -22,6 +22,7 @@ from faust import web
 from ...kafka.admin import describe
 from ...sql.formats import Codec
 from ...sql.topology import Table
+from ..metrics import MetricsView
 from . import lookup, params, picture, rechecks, routing
 from .placement import diagnose, expected_partition, place
 from .stats import merge
@@ -404,6 +405,7 @@ ROUTES = (
     ("/stats", "streamapp_stats", StatsView),
     ("/stats/picture", "streamapp_stats_picture", StatsPictureView),
     ("/health", "streamapp_health", HealthView),
+    ("/metrics", "streamapp_metrics", MetricsView),
     ("/", "streamapp_index", IndexView),
 )
 

@@ -1,0 +1,598 @@
+"""Prometheus metrics of the worker: ``GET /metrics``, read from what the worker already keeps, at scrape time.
+
+Why a custom collector: the agents count into :class:`~streamapp.worker.counters.Counters`, the
+health probe, the guard, the doctor and the transactions keep their own state; duplicating each
+count into a prometheus_client metric would cost every record twice and could drift.  Instead
+:class:`StreamappCollector` reads them all when Prometheus scrapes (:func:`read`, the only part
+that touches the app), and :func:`families` turns that reading into metric families (pure, so it
+is tested from a counters snapshot alone).  Nothing runs when nobody scrapes, but for three
+measurements nothing else makes (:class:`Instruments`):
+
+- **misplaced keys**, per topic and partition: a record whose key the declared partitioner
+  (``Settings.partitioner``) places in another partition than the one it arrived on.  Checked
+  for the topics a join looks up by partition (its stream and its table), from the batches the
+  agents' handlers are handed (``app.batch_handlers``), with the partitioner's C batch loop;
+- **processing time per batch**, a histogram per topic, from the same handlers;
+- **commits**: a Faust sensor counts the offset commits that moved a committed offset and
+  times them; the exactly-once transactions are counted by :mod:`~streamapp.worker.transactions`.
+
+Names follow Prometheus' guide (``streamapp_…_total`` counters, seconds, ratios); labels are
+the declared join (its query name, lower-cased, and its output topic), topics and partitions,
+never a key.  Each worker exposes its own counts since it started: Prometheus sums the group.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from bisect import bisect_left
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+import faust
+from faust import web
+from faust.stores.rocksdb import Store as RocksDBStore
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import CollectorRegistry
+
+from .. import __version__
+from .faust_internals import partition_db
+from .transport import Handler
+
+if TYPE_CHECKING:
+    from faust.types import TP
+
+    from .app import StreamappApp
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "streamapp"
+#: Batch handling times (seconds): a fetch's piece is joined in well under a millisecond to seconds.
+BATCH_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: Offset commit times (seconds): a flush of the producer, then OffsetCommit.
+COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+#: Rebalance times (seconds), from its start to the tables recovered.
+REBALANCE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+#: RocksDB's own estimate of a partition's keys (cheap: no scan); it includes Faust's offset key.
+ESTIMATE_KEYS = "rocksdb.estimate-num-keys"
+
+
+# -- what the worker measures that nothing else does ------------------------------------------------------------
+
+
+@dataclass
+class Histogram:
+    """Counts per bucket and a sum, exposed as a Prometheus histogram at scrape time (no registry needed)."""
+
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.counts = self.counts or [0] * (len(self.buckets) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.buckets, value)] += 1
+        self.total += value
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """``(le, count)`` pairs, ``+Inf`` last, as a HistogramMetricFamily takes them."""
+        running, out = 0, []
+        for bound, count in zip((*map(_le, self.buckets), "+Inf"), self.counts):
+            running += count
+            out.append((bound, running))
+        return out
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+@dataclass
+class Placement:
+    """Keyed records checked and misplaced, per topic and arrival partition."""
+
+    checked: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    misplaced: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+
+    def count(self, topic: str, partition: int, placed: list[int]) -> None:
+        """``placed``: where the declared partitioner puts each keyed record that arrived on ``partition``."""
+        self.checked[topic][partition] += len(placed)
+        self.misplaced[topic][partition] += len(placed) - placed.count(partition)
+
+
+class Instruments:
+    """The batch times, the placement check and the commit counts of one app (see the module's docstring).
+
+    Installed once per app (:func:`instrument`): every batch handler, present or registered later,
+    is wrapped (:class:`_Handlers`), and a Faust sensor is added for the commits and rebalances.
+    """
+
+    def __init__(self, watched: Iterable[str], partition_batch: Callable[[Sequence[bytes], int], list[int]],
+                 counts: Callable[[], Mapping[str, int]]) -> None:
+        #: The topics whose placement a join depends on: joined streams and the tables they look up.
+        self.watched = frozenset(watched)
+        self.partition_batch = partition_batch
+        #: Partition count per topic (the app's ``partition_counts``, read at start: asked each time).
+        self.counts = counts
+        self.placement = Placement()
+        self.batches: dict[str, Histogram] = {}
+        self.commits = 0
+        self.commit_seconds = Histogram(COMMIT_BUCKETS)
+        self.rebalance_seconds = Histogram(REBALANCE_BUCKETS)
+
+    def wrap(self, topic: str, handler: Handler) -> Handler:
+        """``handler`` timed, and its batches' placement checked once it has handled them."""
+        if getattr(handler.handle, "streamapp_metrics", False):
+            return handler
+        inner = handler.handle
+        times = self.batches.setdefault(topic, Histogram(BATCH_BUCKETS))
+        check = topic in self.watched
+
+        async def handle(batches: Mapping[TP, Sequence[Any]]) -> None:
+            start = time.perf_counter()
+            await inner(batches)
+            times.observe(time.perf_counter() - start)
+            if check:
+                self.check(batches)
+
+        handle.streamapp_metrics = True  # type: ignore[attr-defined]
+        return dataclasses.replace(handler, handle=handle)
+
+    def check(self, batches: Mapping[TP, Sequence[Any]]) -> None:
+        """Count the keyed records of ``batches`` and those the declared partitioner places elsewhere."""
+        counts = self.counts()
+        for tp, records in batches.items():
+            n = counts.get(tp.topic)
+            keys = [r.key for r in records if r.key]  # a null or empty key: some partitioners pick at random
+            if n and keys:
+                self.placement.count(tp.topic, tp.partition, self.partition_batch(keys, n))
+
+
+class _Handlers(dict):  # type: ignore[type-arg]
+    """``app.batch_handlers``, wrapping each handler as it is registered (the agents may register after us)."""
+
+    def __init__(self, instruments: Instruments, handlers: Mapping[str, Handler]) -> None:
+        super().__init__()
+        self.instruments = instruments
+        for topic, handler in handlers.items():
+            self[topic] = handler
+
+    def __setitem__(self, topic: str, handler: Handler) -> None:
+        super().__setitem__(topic, self.instruments.wrap(topic, handler))
+
+
+class CommitSensor(faust.Sensor):
+    """Counts the offset commits that moved a committed offset, times them, and times rebalances.
+
+    Faust calls ``on_commit_completed`` after every commit attempt, most of which have nothing
+    to commit; its monitor's ``tp_committed_offsets`` changes only when offsets were committed.
+    """
+
+    def __init__(self, app: Any, instruments: Instruments, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.streamapp = app
+        self.instruments = instruments
+        self._seen: dict[Any, int] = {}
+
+    def on_commit_initiated(self, consumer: Any) -> Any:
+        return time.perf_counter()
+
+    def on_commit_completed(self, consumer: Any, state: Any) -> None:
+        committed = self.streamapp.monitor.tp_committed_offsets
+        if committed and committed != self._seen:
+            self._seen = dict(committed)
+            self.instruments.commits += 1
+            self.instruments.commit_seconds.observe(time.perf_counter() - state)
+
+    def on_rebalance_start(self, app: Any) -> dict[str, float]:
+        return {"start": time.perf_counter()}
+
+    def on_rebalance_end(self, app: Any, state: dict[str, float]) -> None:
+        if "start" in state:
+            self.instruments.rebalance_seconds.observe(time.perf_counter() - state["start"])
+
+
+def watched_topics(app: StreamappApp) -> set[str]:
+    """The topics a join reads by partition: each join's stream and its table's topic."""
+    return {topic for join in app.topology.joins for topic in (join.stream, join.table_topic)}
+
+
+def instrument(app: StreamappApp) -> Instruments:
+    """The app's :class:`Instruments`, installed once: handlers wrapped, the commit sensor added."""
+    existing = getattr(app, "streamapp_instruments", None)
+    if existing is not None:
+        return existing
+    instruments = Instruments(watched_topics(app), app.join_tables.partitioner.partition_batch,
+                              lambda: app.partition_counts)
+    app.batch_handlers = _Handlers(instruments, app.batch_handlers)
+    app.sensors.add(CommitSensor(app, instruments))
+    app.streamapp_instruments = instruments  # type: ignore[attr-defined]
+    return instruments
+
+
+# -- one scrape: what the app holds, read at once ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JoinFacts:
+    """A declared join as the metrics label it."""
+
+    join: str
+    output: str
+    stream: str
+    table: str
+    table_topic: str
+    type: str
+    #: For a join that re-keys its stream: the topic it re-keys, and the repartition topic it writes.
+    rekeyed_from: str | None = None
+    repartition: str | None = None
+
+
+@dataclass
+class Scrape:
+    """Everything one scrape exposes, as plain data (see :func:`read`); :func:`families` is pure over it."""
+
+    joins: Sequence[JoinFacts]
+    counters: Mapping[str, Any]
+    app_id: str = ""
+    partitioner: str = ""
+    guarantee: str = ""
+    ready: bool | None = None
+    health: Mapping[str, Any] | None = None
+    guard: Mapping[str, Any] | None = None
+    doctor: Mapping[str, Any] | None = None
+    checks_run: int = 0
+    checks_finished: float | None = None
+    rebalances: int | None = None
+    transactions: Mapping[str, int] | None = None
+    #: (topic, partition) -> records between the committed offset and the end of the log.
+    lag: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    #: (changelog topic, partition, "active"/"standby") -> changelog records left to restore.
+    restore: Mapping[tuple[str, int, str], int] = field(default_factory=dict)
+    #: (table, partition) -> rows, as RocksDB estimates them, of the active partitions held here.
+    table_rows: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    instruments: Instruments | None = None
+
+
+def join_facts(app: StreamappApp) -> list[JoinFacts]:
+    return [JoinFacts(j.pair, j.output, j.stream, j.table.name, j.table_topic, j.query.join_type,
+                      j.rekeyed_from, j.source_topic if j.rekeyed_from is not None else None)
+            for j in app.topology.joins]
+
+
+def read(app: StreamappApp, instruments: Instruments | None = None) -> Scrape:
+    """What the app holds now; a part that cannot be read yet (no assignment, no store) is left out, not an error."""
+    settings = app.settings
+    scrape = Scrape(join_facts(app), app.counters.snapshot(), settings.app_id, settings.partitioner,
+                    settings.processing_guarantee, instruments=instruments)
+    parts: dict[str, Callable[[], None]] = {
+        "readiness": lambda: setattr(scrape, "ready", bool(app.ready)),
+        "health": lambda: setattr(scrape, "health", app.kafka_monitor.status()),
+        "rechecks": lambda: _read_rechecks(app, scrape),
+        "rebalances": lambda: setattr(scrape, "rebalances", int(app.rebalancing_count)),
+        "transactions": lambda: _read_transactions(app, scrape),
+        "lag": lambda: setattr(scrape, "lag", consumer_lag(app)),
+        "restore": lambda: setattr(scrape, "restore", restore_remaining(app)),
+        "table rows": lambda: setattr(scrape, "table_rows", table_rows(app)),
+    }
+    for name, part in parts.items():
+        try:
+            part()
+        except Exception as exc:  # noqa: BLE001 - a scrape shows what it can; the part is simply absent
+            logger.debug("metrics: %s not read (%r)", name, exc)
+    return scrape
+
+
+def _read_rechecks(app: StreamappApp, scrape: Scrape) -> None:
+    rechecks = app.rechecks
+    latest = rechecks.latest
+    scrape.guard = rechecks.guard_report()
+    scrape.doctor = latest.doctor if latest else None
+    scrape.checks_run = rechecks.runs
+    scrape.checks_finished = latest.finished if latest else None
+
+
+def _read_transactions(app: StreamappApp, scrape: Scrape) -> None:
+    if app.transactions is not None:
+        scrape.transactions = dict(app.transactions.counts)
+
+
+def consumer_lag(app: StreamappApp) -> dict[tuple[str, int], int]:
+    """Per assigned partition: end of the log (as last fetched) minus the group's committed offset.
+
+    The end offsets and Faust's commits are its monitor's (cleared at each rebalance, until the next
+    fetch and commit); the exactly-once stream's offsets are committed in its transactions instead.
+    """
+    monitor = app.monitor
+    committed: dict[tuple[str, int], int] = {(tp.topic, tp.partition): offset
+                                             for tp, offset in monitor.tp_committed_offsets.items()}
+    transactions = app.transactions
+    if transactions is not None:
+        for partition, txn in list(transactions.open.items()):
+            if txn.base_offset is not None:
+                committed[(transactions.topic, partition)] = txn.base_offset
+    assigned = {(tp.topic, tp.partition) for tp in app.consumer.assignment()}
+    lag = {}
+    for tp, end in list(monitor.tp_end_offsets.items()):
+        key = (tp.topic, tp.partition)
+        if key in assigned and key in committed and end is not None:
+            lag[key] = max(0, end - committed[key])
+    return lag
+
+
+def restore_remaining(app: StreamappApp) -> dict[tuple[str, int, str], int]:
+    """Changelog records each table partition has left to restore, active and standby (Faust's recovery)."""
+    recovery = app.tables.recovery
+    remaining: dict[tuple[str, int, str], int] = {}
+    for kind, counts in (("active", recovery.active_remaining()), ("standby", recovery.standby_remaining())):
+        for tp, left in counts.items():
+            remaining[(tp.topic, tp.partition, kind)] = max(0, int(left))
+    return remaining
+
+
+def table_rows(app: StreamappApp) -> dict[tuple[str, int], int]:
+    """Rows of each active table partition held here, as RocksDB estimates them (no scan), less Faust's offset key."""
+    from .web.lookup import active_partitions
+
+    rows: dict[tuple[str, int], int] = {}
+    for name, table in app.join_tables.by_name.items():
+        if not isinstance(table.data, RocksDBStore):
+            continue
+        offset_key = getattr(table.data, "offset_key", None)
+        for partition in sorted(active_partitions(app, table)):
+            db = partition_db(table, partition)
+            estimate = int(db.property_int_value(ESTIMATE_KEYS) or 0)
+            if offset_key is not None and db.get(offset_key) is not None:
+                estimate -= 1
+            rows[(name, partition)] = max(0, estimate)
+    return rows
+
+
+# -- the families (pure) ----------------------------------------------------------------------------------------
+
+
+def _name(name: str) -> str:
+    return f"{PREFIX}_{name}"
+
+
+def _per_partition(family: Any, groups: Mapping[str, Mapping[Any, int]], *extra: str) -> None:
+    """One sample per (name, partition) of a counters group (partitions as strings in snapshots, ints elsewhere)."""
+    for name, by_partition in sorted(groups.items()):
+        for partition, count in sorted(by_partition.items(), key=lambda item: int(item[0])):
+            family.add_metric([name, str(partition), *extra], count)
+
+
+def families(scrape: Scrape) -> Iterator[Metric]:
+    """The metric families of one scrape; pure (see the module's docstring for the names' rules)."""
+    yield from _info(scrape)
+    yield from _joins(scrape)
+    yield from _inputs_outputs(scrape)
+    yield from _state(scrape)
+    yield from _verdicts(scrape)
+    if scrape.instruments is not None:
+        yield from _instruments(scrape.instruments)
+    yield from _commits(scrape)
+
+
+def _info(scrape: Scrape) -> Iterator[Metric]:
+    info = GaugeMetricFamily(_name("info"), "The worker: its app id, the declared partitioner, its processing "
+                             "guarantee.",
+                             labels=["app_id", "partitioner", "processing_guarantee", "version"])
+    info.add_metric([scrape.app_id, scrape.partitioner, scrape.guarantee, __version__], 1)
+    yield info
+    joins = GaugeMetricFamily(_name("join_info"), "Each declared stream-table join: its output, stream, table and "
+                              "type.",
+                              labels=["join", "output", "stream", "table", "table_topic", "type"])
+    for j in scrape.joins:
+        joins.add_metric([j.join, j.output, j.stream, j.table, j.table_topic, j.type], 1)
+    yield joins
+
+
+def _joins(scrape: Scrape) -> Iterator[Metric]:
+    counters = scrape.counters
+    lookups = CounterMetricFamily(
+        _name("join_lookups"), "Table lookups of each declared join by the stream's partition: hit (the key's row was "
+        "found in that partition) or miss (no row there, or a null key).",
+        labels=["join", "output", "partition", "result"])
+    for j in scrape.joins:
+        for result, group in (("hit", "joined"), ("miss", "missed")):
+            for partition, count in sorted(counters[group].get(j.output, {}).items(), key=lambda kv: int(kv[0])):
+                lookups.add_metric([j.join, j.output, partition, result], count)
+    yield lookups
+
+
+def written(scrape: Scrape) -> dict[tuple[str, str], int]:
+    """Records each join queued to its output (LEFT: every record; INNER: hits) and to its repartition topic."""
+    totals = scrape.counters["totals"]
+    out: dict[tuple[str, str], int] = {}
+    for j in scrape.joins:
+        joined, missed = totals["joined"].get(j.output, 0), totals["missed"].get(j.output, 0)
+        out[(j.output, j.join)] = joined + (missed if j.type != "INNER" else 0)
+        if j.repartition is not None and j.rekeyed_from is not None:
+            out[(j.repartition, j.join)] = totals["records"].get(j.rekeyed_from, 0)
+    return out
+
+
+def _inputs_outputs(scrape: Scrape) -> Iterator[Metric]:
+    counters = scrape.counters
+    read_total = CounterMetricFamily(
+        _name("records_read"), "Records processed per input topic and partition (stream records and table rows; "
+        "dead letters are counted apart).", labels=["topic", "partition"])
+    merged: dict[str, Counter[str]] = defaultdict(Counter)
+    for group in ("records", "rows", "deleted"):
+        for topic, by_partition in counters[group].items():
+            merged[topic].update(by_partition)
+    _per_partition(read_total, merged)
+    yield read_total
+    updates = CounterMetricFamily(_name("table_updates"), "Table rows loaded (upsert) or deleted (tombstone) per "
+                                  "table topic and partition.", labels=["topic", "partition", "kind"])
+    _per_partition(updates, counters["rows"], "upsert")
+    _per_partition(updates, counters["deleted"], "delete")
+    yield updates
+    out = CounterMetricFamily(_name("records_written"), "Records each join queued to its output topic (and a "
+                              "re-keyed join to its repartition topic).", labels=["output", "join"])
+    for (output, join), count in sorted(written(scrape).items()):
+        out.add_metric([output, join], count)
+    yield out
+    dead = CounterMetricFamily(_name("dead_letters"), "Records sent to the dead-letter topic, by source topic and "
+                               "partition.", labels=["topic", "partition"])
+    _per_partition(dead, counters["dead_lettered"])
+    yield dead
+
+
+def _state(scrape: Scrape) -> Iterator[Metric]:
+    if scrape.ready is not None:
+        yield GaugeMetricFamily(_name("ready"), "1 while the worker holds its partitions with its tables recovered "
+                                "(no rebalance under way).", value=int(scrape.ready))
+    if scrape.health is not None:
+        kafka = scrape.health["kafka"]
+        yield GaugeMetricFamily(_name("kafka_reachable"), "1 while a broker has answered within "
+                                "kafka_unreachable_timeout (what /health says).",
+                                value=int(bool(scrape.health["healthy"])))
+        yield GaugeMetricFamily(_name("kafka_seconds_without_answer"), "Seconds since a broker last answered the "
+                                "worker's probe.", value=float(kafka["seconds_without_answer"]))
+    lag = GaugeMetricFamily(_name("consumer_lag_records"), "Records between the group's committed offset and the end "
+                            "of the log, per assigned input partition.", labels=["topic", "partition"])
+    for (topic, partition), count in sorted(scrape.lag.items()):
+        lag.add_metric([topic, str(partition)], count)
+    yield lag
+    restore = GaugeMetricFamily(_name("restore_remaining_records"), "Changelog records left to restore per table "
+                                "partition (replica: active or standby).", labels=["topic", "partition", "replica"])
+    for (topic, partition, kind), count in sorted(scrape.restore.items()):
+        restore.add_metric([topic, str(partition), kind], count)
+    yield restore
+    rows = GaugeMetricFamily(_name("table_estimated_rows"), "Rows of each table partition this worker is active for, "
+                             "as RocksDB estimates them (estimate-num-keys: an overwrite counts until a compaction).",
+                             labels=["table", "partition"])
+    for (table, partition), count in sorted(scrape.table_rows.items()):
+        rows.add_metric([table, str(partition)], count)
+    yield rows
+
+
+def _verdicts(scrape: Scrape) -> Iterator[Metric]:
+    guard = GaugeMetricFamily(_name("guard_check_ok"), "The co-partitioning guard's latest verdict per check: 1 ok, "
+                              "0 problem (a check that could not run yet has no sample).", labels=["check"])
+    for check in (scrape.guard or {}).get("checks", []):
+        if check.get("ok") is not None:
+            guard.add_metric([check["name"]], int(bool(check["ok"])))
+    yield guard
+    by_pair = {j.join: j for j in scrape.joins}
+    pair_ok = GaugeMetricFamily(_name("doctor_pair_ok"), "The doctor's latest verdict per joined pair: 1 sound, "
+                                "0 broken (undecided: no sample).", labels=["join", "stream", "table_topic"])
+    miss = GaugeMetricFamily(_name("doctor_predicted_miss_ratio"), "Share of the sampled keys both topics hold that a "
+                             "partition-local join misses, per join (the doctor's latest sample).", labels=["join"])
+    apart = GaugeMetricFamily(_name("doctor_keys_apart_ratio"), "Share of the sampled keys both topics hold that sit "
+                              "in different partitions of the two, per join (the doctor's latest sample).",
+                              labels=["join"])
+    for pair in (scrape.doctor or {}).get("pairs", []):
+        for source in pair.get("joined_by", []):
+            name = source.removeprefix("worker:")
+            if not source.startswith("worker:") or name not in by_pair:
+                continue
+            if pair["status"] in ("sound", "broken"):
+                join = by_pair[name]
+                pair_ok.add_metric([name, join.stream, join.table_topic], int(pair["status"] == "sound"))
+            if pair.get("miss_rate") is not None:
+                miss.add_metric([name], pair["miss_rate"])
+            if pair.get("partition_miss_rate") is not None:
+                apart.add_metric([name], pair["partition_miss_rate"])
+    yield pair_ok
+    yield miss
+    yield apart
+    yield CounterMetricFamily(_name("copartition_check_runs"), "Runs of the guard and the doctor since the worker "
+                              "started (after the guard's start-up check).", value=scrape.checks_run)
+    if scrape.checks_finished is not None:
+        yield GaugeMetricFamily(_name("copartition_check_last_run_timestamp_seconds"), "When the guard and the doctor "
+                                "last finished (Unix time).", value=scrape.checks_finished)
+
+
+def _commits(scrape: Scrape) -> Iterator[Metric]:
+    if scrape.rebalances is not None:
+        yield CounterMetricFamily(_name("rebalances"), "Consumer-group rebalances this worker took part in (the first "
+                                  "assignment included).", value=scrape.rebalances)
+    commits = CounterMetricFamily(_name("commits"), "Commits that made progress durable: offset commits that moved a "
+                                  "committed offset (kind=offsets), exactly-once transactions committed "
+                                  "(kind=transaction).", labels=["kind"])
+    if scrape.instruments is not None:
+        commits.add_metric(["offsets"], scrape.instruments.commits)
+    if scrape.transactions is not None:
+        commits.add_metric(["transaction"], scrape.transactions.get("committed", 0))
+    yield commits
+    counts = scrape.transactions
+    if counts is not None:
+        txns = CounterMetricFamily(_name("transactions"), "Exactly-once transactions ended, by result.",
+                                   labels=["result"])
+        for result in ("committed", "aborted"):
+            txns.add_metric([result], counts.get(result, 0))
+        yield txns
+        yield CounterMetricFamily(_name("transaction_partitions_fenced"), "Stream partitions this worker fenced "
+                                  "(InitProducerId) before reading them.", value=counts.get("fenced", 0))
+        yield CounterMetricFamily(_name("transaction_producer_fenced"), "Times a partition's producer was fenced and "
+                                  "its open work dropped (read again).", value=counts.get("producer_fenced", 0))
+
+
+def _instruments(instruments: Instruments) -> Iterator[Metric]:
+    placement = instruments.placement
+    labels = ["topic", "partition"]
+    checked = CounterMetricFamily(_name("keyed_records_checked"), "Keyed records of the joined topics whose partition "
+                                  "was checked against the declared partitioner.", labels=labels)
+    misplaced = CounterMetricFamily(_name("misplaced_keys"), "Keyed records that arrived in another partition than "
+                                    "the declared partitioner picks for their key: a join looks them up in the wrong "
+                                    "partition.", labels=labels)
+    for family, groups in ((checked, placement.checked), (misplaced, placement.misplaced)):
+        for topic, by_partition in sorted(groups.items()):
+            for partition, count in sorted(by_partition.items()):
+                family.add_metric([topic, str(partition)], count)
+    yield checked
+    yield misplaced
+    batches = HistogramMetricFamily(_name("batch_processing_seconds"), "Time to handle one batch of fetched records "
+                                    "(decode, join or load, queue the outputs), per input topic.", labels=["topic"])
+    for topic, histogram in sorted(instruments.batches.items()):
+        batches.add_metric([topic], histogram.cumulative(), histogram.total)
+    yield batches
+    latency = HistogramMetricFamily(_name("commit_latency_seconds"), "Time of each offset commit that moved an offset "
+                                    "(the producer's flush, then OffsetCommit).")
+    latency.add_metric([], instruments.commit_seconds.cumulative(), instruments.commit_seconds.total)
+    yield latency
+    rebalance = HistogramMetricFamily(_name("rebalance_seconds"), "Time from a rebalance's start to its end (tables "
+                                      "recovered).")
+    rebalance.add_metric([], instruments.rebalance_seconds.cumulative(), instruments.rebalance_seconds.total)
+    yield rebalance
+
+
+# -- the collector and the route --------------------------------------------------------------------------------
+
+
+class StreamappCollector:
+    """A prometheus_client collector that reads ``app`` at each scrape (see the module's docstring)."""
+
+    def __init__(self, app: StreamappApp, instruments: Instruments | None = None) -> None:
+        self.app, self.instruments = app, instruments
+
+    def collect(self) -> Iterator[Metric]:
+        return families(read(self.app, self.instruments))
+
+
+def registry_for(app: StreamappApp) -> CollectorRegistry:
+    """A registry of its own per app (never the process-wide default: a test builds several apps)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StreamappCollector(app, instrument(app)))
+    return registry
+
+
+class MetricsView(web.View):
+    """``GET /metrics``: Prometheus' text format (OpenMetrics when asked), behind the same bearer token as every route.
+
+    Built once per app when the route is registered, which installs the :class:`Instruments`.
+    """
+
+    def __init__(self, app: Any, web: Any) -> None:
+        super().__init__(app, web)
+        self.registry = registry_for(app)
+
+    async def get(self, request: web.Request) -> web.Response:
+        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+        return self.bytes(encode(self.registry), headers={"Content-Type": content_type})
