@@ -9,6 +9,8 @@ librdkafka's ``consistent`` (crc32) partitioner for some keys, orders with murmu
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import zlib
 from collections import Counter as Tally
 from pathlib import Path
@@ -390,3 +392,42 @@ def test_a_real_worker_exposes_its_joins_placement_and_state_behind_its_token(
         assert openmetrics.text.rstrip().endswith("# EOF")
     finally:
         assert worker.stop() == 0, worker.tail()
+
+
+
+# -- the shipped alerts, in Prometheus itself --------------------------------------------------------------------
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "prometheus"
+#: Debian's `prometheus` package brings both (`apt-get install -y prometheus`).
+PROMTOOL, PROMETHEUS = shutil.which("promtool"), shutil.which("prometheus")
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed: apt-get install -y prometheus")
+needs_prometheus = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed: apt-get install -y prometheus")
+ALERTS = {"StreamappJoinMissRatioJump", "StreamappMisplacedKeys", "StreamappNotCommitting", "StreamappGuardVerdictBad",
+          "StreamappDoctorPairBroken"}
+
+
+def promtool(*args: str) -> str:
+    done = subprocess.run([str(PROMTOOL), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+@needs_promtool
+def test_the_shipped_rules_are_valid_and_each_alert_passes_its_unit_test() -> None:
+    assert "SUCCESS: 7 rules found" in promtool("check", "rules", str(DEPLOY / "alerts.yml"))
+    promtool("check", "config", "--syntax-only", str(DEPLOY / "prometheus.yml"))
+    assert "SUCCESS" in promtool("test", "rules", str(DEPLOY / "alerts_test.yml"))
+    alerts = set(re.findall(r"^\s+- alert: (\w+)$", (DEPLOY / "alerts.yml").read_text(), re.M))
+    unit_tested = set(re.findall(r"alertname: (\w+)", (DEPLOY / "alerts_test.yml").read_text()))
+    assert alerts == unit_tested == ALERTS
+
+
+@needs_promtool
+def test_a_rule_that_no_longer_fires_fails_its_unit_test(tmp_path: Path) -> None:
+    """The unit tests can fail: with the miss-ratio threshold raised past any ratio, its test does."""
+    rules = (DEPLOY / "alerts.yml").read_text().replace("baseline1h + 0.05", "baseline1h + 1.5")
+    (tmp_path / "alerts.yml").write_text(rules)
+    shutil.copy(DEPLOY / "alerts_test.yml", tmp_path)
+    done = subprocess.run([str(PROMTOOL), "test", "rules", str(tmp_path / "alerts_test.yml")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0 and "StreamappJoinMissRatioJump" in done.stdout + done.stderr
