@@ -296,10 +296,54 @@ def end_offsets(bootstrap: str, topics: list[str], partitions: int) -> dict[str,
         consumer.close()
 
 
+def caught_up(bootstrap: str, group: str, topic: str, partitions: int) -> bool:
+    """Whether ``group`` has committed the end of every partition of ``topic`` (and it holds records)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+    finally:
+        consumer.close()
+    return sum(ends) > 0 and all(tp.offset >= end for tp, end in zip(committed, ends))
+
+
+def bench_streams(base: Settings, tmp: Path, users: list[tuple[bytes, bytes]],
+                  orders: list[tuple[bytes, bytes]]) -> Rate:
+    """Kafka Streams running the seed's plan as ksqlDB runs it (``streamapp ksql-equivalent --statements``: one
+    application per query), timed like the worker: loaded first, then the clock over its two join outputs."""
+    from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan
+
+    settings = isolated(base, app_id=f"ks-{uuid.uuid4().hex[:8]}")
+    ensure_topics(settings.bootstrap_servers, {settings.users_topic: settings.partitions,
+                                                settings.orders_topic: settings.partitions})
+    plan = cluster_plan(settings)
+    program = KsqlEquivalent(settings, state_dir=tmp / settings.app_id, heap="1g", plan=plan).start()
+    try:
+        produce_many(settings.bootstrap_servers, settings.users_topic, users)
+        joins = [(f"{program.application_id}-{q.name}", plan.source(q.right).topic) for q in plan.joins]
+        deadline = time.monotonic() + 600
+        while not all(caught_up(settings.bootstrap_servers, group, table, settings.partitions)
+                      and end_offsets(settings.bootstrap_servers, [table], settings.partitions)[table] >= len(users)
+                      for group, table in joins):
+            if not program.running or time.monotonic() > deadline:
+                raise RuntimeError(f"Kafka Streams did not load the users: {program.failure_message()}")
+            time.sleep(0.5)
+        assert program.pid is not None
+        outputs = [plan.sink_of(q).topic for q in plan.joins]
+        rate, misses = live_rate(settings, orders, outputs, program.pid)
+        if misses:
+            raise RuntimeError(f"Kafka Streams: {misses:,} of {len(outputs) * len(orders):,} output records carry "
+                               "no user")
+        return rate
+    finally:
+        program.stop()
+
+
 def run(args: argparse.Namespace) -> None:
     users = users_records(args.users, seed=1)
     orders = orders_records([k for k, _ in users], args.orders, seed=2)
-    names = ["worker"] + (["Quix Streams"] if args.quix_python else [])
+    names = ["worker", *(["Kafka Streams"] if args.kafka_streams else []),
+             *(["Quix Streams"] if args.quix_python else [])]
     table = Table(title=f"Orders joined: {args.orders:,} orders, {args.users:,} users, Apache Kafka, "
                         f"{args.rounds} rounds, each ÷ the pipe measured in the same round")
     for column in ("round", "pipe", *names, *(f"{n} ÷ pipe" for n in names), "pipe per CPU-s",
@@ -312,6 +356,8 @@ def run(args: argparse.Namespace) -> None:
         for round_ in range(1, args.rounds + 1):
             pipe_rate = bench_pipe(base, orders)
             peers = [bench_worker(base.replace(web_port=free_port()), tmp, users, orders)]
+            if args.kafka_streams:
+                peers.append(bench_streams(base, tmp, users, orders))
             if args.quix_python:
                 peers.append(bench_quix(base, tmp, args.quix_python, users, orders))
             rounds.append((pipe_rate, peers))
@@ -336,10 +382,10 @@ def run(args: argparse.Namespace) -> None:
                       "", *("" for _ in names),
                       *(f"{min(p[i].cpu / pipe.cpu for pipe, p in rounds):.2f}×" for i in range(len(names))), "")
         console.print(table)
-        if args.quix_python:
-            console.print(f"Worker ÷ Quix Streams, median of rounds: "
-                          f"{statistics.median(p[0].wall / p[1].wall for _, p in rounds):.2f}× wall, "
-                          f"{statistics.median(p[0].cpu / p[1].cpu for _, p in rounds):.2f}× per CPU-s")
+        for i, name in enumerate(names[1:], 1):
+            console.print(f"Worker ÷ {name}, median of rounds: "
+                          f"{statistics.median(p[0].wall / p[i].wall for _, p in rounds):.2f}× wall, "
+                          f"{statistics.median(p[0].cpu / p[i].cpu for _, p in rounds):.2f}× per CPU-s")
         if args.rss_users:
             before, after, seconds = rss_with_users(base.replace(web_port=free_port()), tmp, args.rss_users)
             console.print(
@@ -361,6 +407,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rss-users", type=int, default=0, help="0 skips the RSS measurement")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quix-python", default="", help="an interpreter with quixstreams: adds the Quix Streams peer")
+    parser.add_argument("--no-kafka-streams", dest="kafka_streams", action="store_false",
+                        help="leave out the Kafka Streams peer (the seed's plan as ksqlDB runs it)")
     args = parser.parse_args(argv)
     if args.mode == "pipe":
         asyncio.run(pipe(args.bootstrap, args.source, args.outputs.split(",")))

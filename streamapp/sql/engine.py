@@ -18,6 +18,7 @@ Stream-table semantics are ksqlDB's (``StreamTableJoinBuilder``: Kafka Streams'
 """
 from __future__ import annotations
 
+import json
 from operator import itemgetter
 from typing import Any, Callable, MutableMapping, NamedTuple
 
@@ -141,39 +142,69 @@ def _getter(keys: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
 
 
 class _ValueWriter:
-    """A JSON value written straight from the rows, column by column: the join's hot path.
+    """A JSON value written straight from the rows: the join's hot path.
 
-    Each stream row's columns are written once however many joins read it (``texts``, one dict per
-    stream record, shared by the joins); a table's columns per output.  None when a value is not plain
-    (a DECIMAL, a NaN, a nested value): the caller then writes it through the sink's codec.
+    The projection is cut into runs of consecutive columns of one side.  A run of stream columns is
+    written once per stream record however many joins read it (``texts``, one dict per record, shared
+    by the joins: the seed's two joins share the order's five columns, heads included); a run of table
+    columns per output.  None when a value is not plain (a DECIMAL, a NaN, a nested value): the caller
+    then writes it through the sink's codec.
     """
 
-    def __init__(self, projection: tuple[p.Projection, ...], sink: p.Source) -> None:
+    def __init__(self, projection: tuple[p.Projection, ...], sink: p.Source, types: dict[tuple[str, str], str]) -> None:
         refs = [_column_of(x.expression) for x in projection]
         self.usable = (sink.value_format == "JSON" and sink.wrap_single_value is not False and bool(refs)
                        and all(r is not None for r in refs))
-        heads = [("{" if i == 0 else ",") + plain_json(x.name) + ":" for i, x in enumerate(projection)]
-        self._slots = tuple((head, r.side == p.LEFT_SIDE, r.name) for head, r in zip(heads, refs)  # type: ignore[union-attr]
-                            ) if self.usable else ()
+        runs: list[tuple[bool, list[tuple[str, str, Callable[[Any], str]]]]] = []
+        for i, (x, ref) in enumerate(zip(projection, refs)):
+            if not self.usable:
+                break
+            head = ("{" if i == 0 else ",") + plain_json(x.name) + ":"
+            from_left = ref.side == p.LEFT_SIDE  # type: ignore[union-attr]
+            column = (head, ref.name, _writer_of(types.get((ref.side, ref.name), "")))  # type: ignore[union-attr]
+            if runs and runs[-1][0] == from_left:
+                runs[-1][1].append(column)
+            else:
+                runs.append((from_left, [column]))
+        #: (from the stream, ((head, column, writer), ...), the run's key in ``texts``, its text on a miss) per run.
+        self._runs = tuple((left, tuple(columns), "\0".join(f"{h}\1{n}" for h, n, _ in columns),
+                            "".join(h + "null" for h, _, _ in columns)) for left, columns in runs)
 
     def __call__(self, left: Row, right: Row | None, texts: dict[str, str]) -> str | None:
         parts = []
-        append, written, write = parts.append, texts.get, plain_json
+        append = parts.append
         left_columns, right_columns = left[0], None if right is None else right[0]
         try:
-            for head, from_left, name in self._slots:
-                append(head)
+            for from_left, columns, run, nulls in self._runs:
                 if from_left:
-                    text = written(name)
+                    text = texts.get(run)
                     if text is None:
-                        text = texts[name] = write(left_columns[name])
+                        text = texts[run] = "".join([head + write(left_columns[name]) for head, name, write in columns])
                     append(text)
+                elif right_columns is None:
+                    append(nulls)
                 else:
-                    append("null" if right_columns is None else write(right_columns[name]))
+                    append("".join([head + write(right_columns[name]) for head, name, write in columns]))
         except TypeError:
             return None
         append("}")
         return "".join(parts)
+
+
+_encode_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+
+def _string(value: Any) -> str:
+    return _encode_string(value) if type(value) is str else "null" if value is None else plain_json(value)
+
+
+def _integer(value: Any) -> str:
+    return int.__repr__(value) if type(value) is int else "null" if value is None else plain_json(value)
+
+
+def _writer_of(column_type: str) -> Callable[[Any], str]:
+    """The column's value as JSON: its type's common case first, anything else as :func:`plain_json` writes it."""
+    return {"STRING": _string, "BIGINT": _integer, "INT": _integer}.get(column_type, plain_json)
 
 
 class Query:
@@ -190,7 +221,9 @@ class Query:
         self._key = _compile(key.expression) if key else (lambda left, right: None)
         self._values = tuple((x.name, _compile(x.expression)) for x in query.value)
         self._columns = _Projector(query.value, self.right.source if self.right else None)
-        self._writer = _ValueWriter(query.value, self.sink)
+        types = {(side, c.name): c.type for side, reader in ((p.LEFT_SIDE, self.left), (p.RIGHT_SIDE, self.right))
+                 if reader is not None for c in reader.source.columns}
+        self._writer = _ValueWriter(query.value, self.sink, types)
         self._join_key = _compile(query.left_key) if query.left_key is not None else None
         self._sink_topic = self.sink.topic
         self._sink_timestamp = self.sink.timestamp
