@@ -8,22 +8,27 @@ librdkafka's ``consistent`` (crc32) partitioner for some keys, orders with murmu
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+import threading
+import time
 import zlib
 from collections import Counter as Tally
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import httpx
 import pytest
 from aiokafka.structs import ConsumerRecord
+from confluent_kafka import Producer
 from faust.types import TP
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
+from streamapp.kafka.broker import free_port
 from streamapp.partitioners import get_partitioner
 from streamapp.settings import Settings
 from streamapp.worker.counters import Counters
@@ -114,11 +119,15 @@ def full_scrape(**changes: Any) -> Scrape:
 
 def test_lookups_are_labelled_by_join_output_partition_and_result() -> None:
     lookups = samples(parsed(full_scrape())["streamapp_join_lookups"], "_total")
-    assert lookups == {
+    assert lookups == {  # a result never seen in a partition looked up in is 0, not absent
         (("join", "orders_merged"), ("output", "out_merged"), ("partition", "0"), ("result", "hit")): 7,
+        (("join", "orders_merged"), ("output", "out_merged"), ("partition", "0"), ("result", "miss")): 0,
+        (("join", "orders_merged"), ("output", "out_merged"), ("partition", "1"), ("result", "hit")): 0,
         (("join", "orders_merged"), ("output", "out_merged"), ("partition", "1"), ("result", "miss")): 3,
         (("join", "orders_merged_repartition"), ("output", "out_merged_rep"), ("partition", "0"),
          ("result", "hit")): 10,
+        (("join", "orders_merged_repartition"), ("output", "out_merged_rep"), ("partition", "0"),
+         ("result", "miss")): 0,
         (("join", "payments_inner"), ("output", "out_inner"), ("partition", "2"), ("result", "hit")): 1,
         (("join", "payments_inner"), ("output", "out_inner"), ("partition", "2"), ("result", "miss")): 1,
     }
@@ -431,3 +440,195 @@ def test_a_rule_that_no_longer_fires_fails_its_unit_test(tmp_path: Path) -> None
     done = subprocess.run([str(PROMTOOL), "test", "rules", str(tmp_path / "alerts_test.yml")], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode != 0 and "StreamappJoinMissRatioJump" in done.stdout + done.stderr
+
+
+def scaled_rules(text: str, seconds_per_minute: int = 2) -> str:
+    """The shipped rules with every duration (windows, offsets, ``for``) shrunk: a minute becomes two seconds.
+
+    The expressions are the shipped ones; only their time scale changes, so Prometheus can show them firing in a test.
+    """
+    def scale(match: re.Match[str]) -> str:
+        minutes = int(match.group(1)) * (60 if match.group(2) == "h" else 1)
+        return f"{minutes * seconds_per_minute}s"
+
+    return "\n".join(line if line.lstrip().startswith("#") else re.sub(r"\b(\d+)([mh])\b", scale, line)
+                     for line in text.splitlines())
+
+
+def test_scaled_rules_shrink_only_durations() -> None:
+    scaled = scaled_rules((DEPLOY / "alerts.yml").read_text())
+    assert "[10s]" in scaled and "[120s] offset 30s" in scaled and "for: 4s" in scaled and "for: 10s" in scaled
+    assert not re.search(r"\[\d+[mh]\]|for: \d+m", scaled)
+    assert "+ 0.05" in scaled and ">= 20" in scaled
+
+
+class Prometheus:
+    """A real Prometheus (Debian's) scraping one worker every second, with the shipped rules time-scaled."""
+
+    def __init__(self, tmp: Path, target: str, token: str) -> None:
+        self.port = free_port()
+        (tmp / "token").write_text(token)
+        (tmp / "alerts.yml").write_text(scaled_rules((DEPLOY / "alerts.yml").read_text()))
+        (tmp / "prometheus.yml").write_text(json.dumps({
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(tmp / "alerts.yml")],
+            "scrape_configs": [{"job_name": "streamapp", "metrics_path": "/metrics",
+                                "authorization": {"type": "Bearer", "credentials_file": str(tmp / "token")},
+                                "static_configs": [{"targets": [target]}]}],
+        }))
+        self.log = (tmp / "prometheus.log").open("wb")
+        self.proc = subprocess.Popen(
+            [str(PROMETHEUS), f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"], stdout=self.log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{self.port}"
+        wait_until(self.ready, 60, "Prometheus ready")
+
+    def ready(self) -> bool:
+        assert self.proc.poll() is None, f"prometheus exited with {self.proc.returncode}"
+        try:
+            return httpx.get(self.url + "/-/ready", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        body = httpx.get(self.url + "/api/v1/query", params={"query": promql}, timeout=10).json()
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def targets(self) -> list[tuple[str, str]]:
+        """Each scrape target's health and last error, for a failure's message."""
+        body = httpx.get(self.url + "/api/v1/targets", timeout=10).json()
+        return [(t["health"], t["lastError"]) for t in body["data"]["activeTargets"]]
+
+    def alerts(self) -> dict[tuple[str, str], str]:
+        """Active alerts: (alert name, its join or topic) -> pending or firing."""
+        body = httpx.get(self.url + "/api/v1/alerts", timeout=10).json()
+        return {(a["labels"]["alertname"], a["labels"].get("join") or a["labels"].get("topic", "")): a["state"]
+                for a in body["data"]["alerts"]}
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.log.close()
+
+
+class OrderStream(threading.Thread):
+    """Orders at a steady pace (murmur2, as the Java client writes them) for the users it is pointed at."""
+
+    def __init__(self, bootstrap: str, topic: str, users: Sequence[bytes], per_second: int = 40,
+                 limit_seconds: float = 300.0) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2", "linger.ms": 5})
+        self.topic, self.users, self.per_second, self.limit = topic, list(users), per_second, limit_seconds
+        self.stopped = threading.Event()
+        self.produced: Tally[bytes] = Tally()
+        self.failed: list[str] = []
+
+    def run(self) -> None:
+        import random
+
+        rng, deadline = random.Random(35), time.monotonic() + self.limit
+        while not self.stopped.is_set() and time.monotonic() < deadline:
+            for _ in range(self.per_second // 10):
+                key = rng.choice(self.users)
+                self.producer.produce(self.topic, key=key, value=b'{"ts": 1, "product_id": 1, "qty": 1, '
+                                      b'"unit_price": 1.0, "channel": "web"}', on_delivery=self.report)
+                self.produced[key] += 1
+            self.producer.poll(0)
+            time.sleep(0.1)
+        assert self.producer.flush(30) == 0
+        self.producer = None  # its threads go now, not when the session's broker is gone
+
+    def report(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.failed.append(str(err))
+
+    def finish(self) -> int:
+        self.stopped.set()
+        self.join(60)
+        assert not self.is_alive() and not self.failed, self.failed[:3]
+        return sum(self.produced.values())
+
+
+@needs_prometheus
+def test_prometheus_itself_fires_the_alerts_when_a_producer_switches_partitioner_and_not_before(
+        broker_settings: Settings, tmp_path: Path) -> None:
+    """A real Prometheus scrapes a real worker: quiet while every producer uses murmur2; the miss-ratio and
+    misplaced-key alerts fire within a bounded time once the users producer switches to librdkafka's crc32."""
+    import random
+
+    settings = isolated(broker_settings, "prom", web_token=TOKEN, partitions=6)
+    n, bootstrap = settings.partitions, settings.bootstrap_servers
+    rng = random.Random(350)
+    good = [f"good-{rng.getrandbits(64):016x}".encode() for _ in range(40)]
+    switched = [f"new-{rng.getrandbits(64):016x}".encode() for _ in range(60)]
+    misplaced = {k for k in switched if (zlib.crc32(k) & 0xFFFFFFFF) % n != murmur2_partition(k, n)}
+    user = b'{"name": "u", "age": 30}'
+    watched = {"StreamappJoinMissRatioJump", "StreamappMisplacedKeys"}
+
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start(timeout=120)
+    prometheus: Prometheus | None = None
+    orders: OrderStream | None = None
+    try:
+        produce(bootstrap, settings.users_topic, [(k, user) for k in good], "murmur2")
+        wait_for_users([worker], len(good))
+        prometheus = Prometheus(tmp_path, f"127.0.0.1:{settings.web_port}", TOKEN)
+        orders = OrderStream(bootstrap, settings.orders_topic, good)
+        orders.start()
+        # The right partitioner: 45 s (past the scaled baseline's 30 s offset), and never a watched alert, not even pending.
+        quiet_until = time.monotonic() + 45
+        while time.monotonic() < quiet_until:
+            active = {key: state for key, state in prometheus.alerts().items() if key[0] in watched}
+            assert not active, active
+            time.sleep(1)
+        assert prometheus.query('streamapp:join_miss_ratio:rate5m{join="demo_user_orders_merged"}'), \
+            f"no miss ratio recorded in the good phase: {prometheus.targets()}"
+
+        # The users producer switches to librdkafka's default partitioner; new orders are for its users.
+        switched_at = time.monotonic()
+        produce(bootstrap, settings.users_topic, [(k, user) for k in switched], "consistent")
+        orders.users = switched
+
+        def both_firing() -> dict[tuple[str, str], str] | None:
+            alerts = prometheus.alerts() if prometheus else {}
+            firing = {key for key, state in alerts.items() if state == "firing"}
+            wanted = {("StreamappJoinMissRatioJump", "demo_user_orders_merged"),
+                      ("StreamappMisplacedKeys", settings.users_topic)}
+            return alerts if wanted <= firing else None
+
+        alerts = wait_until(both_firing, 90, lambda: f"both alerts firing: {prometheus.alerts() if prometheus else {}}",
+                            [worker])
+        fired_after = time.monotonic() - switched_at
+        assert ("StreamappJoinMissRatioJump", "demo_user_orders_merged_repartition") not in alerts  # the right join
+        assert ("StreamappMisplacedKeys", settings.orders_topic) not in alerts
+        assert fired_after < 90
+
+        # Prometheus' own query API holds the join counters (every order looked up by both joins) and the lag.
+        produced = orders.finish()
+        wait_until(lambda: stats(worker)["records"].get(settings.orders_topic) == produced, 60, "every order read",
+                   [worker])
+
+        def scraped_all() -> list[dict[str, Any]] | None:
+            result = prometheus.query("sum by (join) (streamapp_join_lookups_total)") if prometheus else []
+            return result if len(result) == 2 and all(float(r["value"][1]) == produced for r in result) else None
+
+        wait_until(scraped_all, 30, "Prometheus' lookups equal to the orders produced", [worker])
+        misses = prometheus.query('sum(streamapp_join_lookups_total{join="demo_user_orders_merged",result="miss"})')
+        expected = sum(count for key, count in orders.produced.items() if key in misplaced)
+        assert float(misses[0]["value"][1]) == expected > 0
+        misplaced_seen = prometheus.query(f'sum(streamapp_misplaced_keys_total{{topic="{settings.users_topic}"}})')
+        assert float(misplaced_seen[0]["value"][1]) == len(misplaced)
+        lag = prometheus.query(f'streamapp_consumer_lag_records{{topic="{settings.orders_topic}"}}')
+        assert len(lag) == n, lag
+    finally:
+        if orders is not None and orders.is_alive():
+            orders.stopped.set()
+            orders.join(60)
+        if prometheus is not None:
+            prometheus.stop()
+        assert worker.stop() == 0, worker.tail()

@@ -398,9 +398,11 @@ def _joins(scrape: Scrape) -> Iterator[Metric]:
         "found in that partition) or miss (no row there, or a null key).",
         labels=["join", "output", "partition", "result"])
     for j in scrape.joins:
-        for result, group in (("hit", "joined"), ("miss", "missed")):
-            for partition, count in sorted(counters[group].get(j.output, {}).items(), key=lambda kv: int(kv[0])):
-                lookups.add_metric([j.join, j.output, partition, result], count)
+        hits, misses = counters["joined"].get(j.output, {}), counters["missed"].get(j.output, {})
+        # both results of every partition looked up in: a ratio's numerator must exist while it is zero
+        for partition in sorted(set(hits) | set(misses), key=int):
+            lookups.add_metric([j.join, j.output, partition, "hit"], hits.get(partition, 0))
+            lookups.add_metric([j.join, j.output, partition, "miss"], misses.get(partition, 0))
     yield lookups
 
 
