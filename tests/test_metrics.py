@@ -462,6 +462,24 @@ def test_scaled_rules_shrink_only_durations() -> None:
     assert "+ 0.05" in scaled and ">= 20" in scaled
 
 
+def dashboard_queries(job: str = "streamapp") -> list[str]:
+    """Every PromQL query of the shipped Grafana dashboard, its ``$job`` variable set."""
+    dashboard = json.loads((DEPLOY.parent / "grafana" / "streamapp.json").read_text())
+    return [target["expr"].replace("$job", job) for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def test_the_dashboard_reads_only_metrics_the_worker_exposes_or_the_rules_record() -> None:
+    instruments = Instruments(("orders",), lambda keys, n: [0] * len(keys), dict)
+    exposed = {s.name for f in parsed(full_scrape(instruments=instruments)).values() for s in f.samples}
+    exposed |= {f.name + suffix for f in parsed(full_scrape(instruments=instruments)).values()
+                for suffix in ("", "_total", "_bucket", "_count", "_sum")}
+    recorded = set(re.findall(r"record: (\S+)", (DEPLOY / "alerts.yml").read_text()))
+    used = {name for query in dashboard_queries() for name in re.findall(r"\b(streamapp[:_][a-z0-9_:]+)\b", query)}
+    assert used and used <= exposed | recorded, used - exposed - recorded
+    assert {"streamapp_join_lookups_total", "streamapp_misplaced_keys_total", "streamapp_consumer_lag_records",
+            "streamapp:join_miss_ratio:rate5m", "streamapp_commits_total"} <= used
+
+
 class Prometheus:
     """A real Prometheus (Debian's) scraping one worker every second, with the shipped rules time-scaled."""
 
@@ -625,6 +643,11 @@ def test_prometheus_itself_fires_the_alerts_when_a_producer_switches_partitioner
         assert float(misplaced_seen[0]["value"][1]) == len(misplaced)
         lag = prometheus.query(f'streamapp_consumer_lag_records{{topic="{settings.orders_topic}"}}')
         assert len(lag) == n, lag
+        # every query of the shipped dashboard runs on it, and its main panels have data
+        answers = {query: prometheus.query(query) for query in dashboard_queries()}
+        empty = [q for q, result in answers.items() if not result and ("lookups" in q or "misplaced" in q
+                                                                          or "records_read" in q or "lag" in q)]
+        assert not empty, empty
     finally:
         if orders is not None and orders.is_alive():
             orders.stopped.set()
