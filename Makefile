@@ -23,11 +23,12 @@ demo: $(STAMP) $(JVM_STAMP)
 test: $(STAMP) $(JVM_STAMP) $(GO_STAMP) $(AIRFLOW_STAMP) test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The web views' browser test drives Debian's headless Chromium (CI runs as root).
+# The web views' browser test drives Debian's headless Chromium; the metrics' tests run Debian's Prometheus
+# (prometheus, promtool) against the shipped alerts (CI runs as root).
 test-deps:
-	@test -x /usr/bin/chromium || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
-	  else echo "Chromium is required by the browser test: run 'sudo apt-get install -y chromium' (or 'make test-deps' as root)." >&2; exit 1; fi; }
+	@test -x /usr/bin/chromium -a -x /usr/bin/promtool -a -x /usr/bin/prometheus || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium prometheus; \
+	  else echo "Chromium and Prometheus are required by the browser and metrics tests: run 'sudo apt-get install -y chromium prometheus' (or 'make test-deps' as root)." >&2; exit 1; fi; }
 
 # Only the full-volume scenarios (also part of `make test`).
 test-slow: $(STAMP) $(JVM_STAMP) $(GO_STAMP)

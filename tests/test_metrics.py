@@ -409,8 +409,16 @@ def test_a_real_worker_exposes_its_joins_placement_and_state_behind_its_token(
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "prometheus"
 #: Debian's `prometheus` package brings both (`apt-get install -y prometheus`).
 PROMTOOL, PROMETHEUS = shutil.which("promtool"), shutil.which("prometheus")
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed: apt-get install -y prometheus")
-needs_prometheus = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed: apt-get install -y prometheus")
+
+
+@pytest.fixture
+def prometheus_installed() -> None:
+    """Prometheus is a real component of these tests: missing, they fail (never a skip counted as a pass)."""
+    assert PROMTOOL is not None and PROMETHEUS is not None, \
+        "promtool and prometheus are missing: run `make test-deps` (apt-get install prometheus)"
+
+
+needs_promtool = needs_prometheus = pytest.mark.usefixtures("prometheus_installed")
 ALERTS = {"StreamappJoinMissRatioJump", "StreamappMisplacedKeys", "StreamappNotCommitting", "StreamappGuardVerdictBad",
           "StreamappDoctorPairBroken"}
 
