@@ -92,6 +92,9 @@ def test_a_team_join_plans_its_columns_types_and_event_time() -> None:
      "Invalid join condition: types don't match. Got P.CURRENCY{STRING} = C.ID{BIGINT}."),
     ("CREATE STREAM o AS SELECT p.customer_id, nope FROM payments p JOIN customers c ON p.customer_id = c.id;",
      "SELECT column 'NOPE' cannot be resolved."),
+    ("CREATE STREAM o AS SELECT p.customer_id, tier FROM payments p JOIN customers c ON p.customer_id = 0;",
+     "Invalid comparison expression '0' in join '(P.CUSTOMER_ID = 0)'. Each side of the join comparision must "
+     "contain references from exactly one source."),
 ])
 def test_what_cannot_run_is_refused_in_one_line(statement: str, message: str) -> None:
     error = one_line_error(SOURCES + statement)

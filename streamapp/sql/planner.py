@@ -331,7 +331,7 @@ class _Planner:
         on = join.on
         if not isinstance(on, s.Comparison) or on.op != "=":
             raise self._rejected(statement, f"Unsupported join expression: {on}")
-        left_expr, right_expr = self._side_of(statement, sides, on.left), self._side_of(statement, sides, on.right)
+        left_expr, right_expr = self._side_of(statement, sides, on.left, on), self._side_of(statement, sides, on.right, on)
         if left_expr[0] is right_expr[0]:
             raise self._rejected(statement, f"Each side of the join must reference exactly one source and not the "
                                             f"same source. Left side references {left_expr[0].label} and right "
@@ -401,16 +401,15 @@ class _Planner:
             return f"AS_VALUE({side.label}.{expression.argument.name})"
         return str(expression)
 
-    def _side_of(self, statement: s.Statement, sides: list[_Side],
-                 expression: s.Expression) -> tuple[_Side, p.Expression, str]:
+    def _side_of(self, statement: s.Statement, sides: list[_Side], expression: s.Expression,
+                 on: s.Expression) -> tuple[_Side, p.Expression, str]:
         """Which side one half of ``ON`` reads, what it computes and its type."""
+        if isinstance(expression, s.Literal):
+            raise self._rejected(statement, f"Invalid comparison expression '{expression}' in join '{on}'. Each "
+                                            "side of the join comparision must contain references from exactly one "
+                                            "source.")
         resolved, type_ = self._expression(statement, sides, expression)
-        used = {self._sides_of(resolved)} if not isinstance(resolved, tuple) else set()
-        if isinstance(expression, s.Literal) or not used:
-            raise self._rejected(statement, f"Invalid comparison expression '{expression}' in join "
-                                            "'{join}'. Each side of the join comparision must contain references "
-                                            "from exactly one source.")
-        side = next(x for x in sides if x.side in used)
+        side = next(x for x in sides if x.side == self._sides_of(resolved))
         return side, resolved, type_
 
     def _sides_of(self, expression: p.Expression) -> str:
