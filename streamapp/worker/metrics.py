@@ -28,6 +28,7 @@ import time
 from bisect import bisect_left
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import faust
@@ -37,7 +38,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
-from .. import __version__
 from .faust_internals import partition_db
 from .transport import Handler
 
@@ -381,7 +381,7 @@ def _info(scrape: Scrape) -> Iterator[Metric]:
     info = GaugeMetricFamily(_name("info"), "The worker: its app id, the declared partitioner, its processing "
                              "guarantee.",
                              labels=["app_id", "partitioner", "processing_guarantee", "version"])
-    info.add_metric([scrape.app_id, scrape.partitioner, scrape.guarantee, __version__], 1)
+    info.add_metric([scrape.app_id, scrape.partitioner, scrape.guarantee, _version()], 1)
     yield info
     joins = GaugeMetricFamily(_name("join_info"), "Each declared stream-table join: its output, stream, table and "
                               "type.",
@@ -598,3 +598,11 @@ class MetricsView(web.View):
     async def get(self, request: web.Request) -> web.Response:
         encode, content_type = choose_encoder(request.headers.get("Accept", ""))
         return self.bytes(encode(self.registry), headers={"Content-Type": content_type})
+
+
+def _version() -> str:
+    """streamapp's installed version (the package root's ``__version__``, read without importing the root)."""
+    try:
+        return metadata.version("streamapp")
+    except metadata.PackageNotFoundError:
+        return "unknown"
