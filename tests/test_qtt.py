@@ -100,7 +100,7 @@ def test_the_cli_exits_0_on_a_match_1_on_a_difference_2_on_an_error(capsys: pyte
 
 
 def test_the_readme_lists_every_converted_case() -> None:
-    readme = (CASES.parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (CASES.parent.parent / "docs" / "reference" / "ksqldb-tests.md").read_text(encoding="utf-8")
     for case in ALL:
         c = case_of(case)
         row = f"| {c['ring']} | `{c['file']}` #{c['index']}" + (f" [{c['format']}]" if c["format"] else "") + " |"
@@ -112,7 +112,7 @@ def test_the_readme_says_which_cases_the_worker_accepts() -> None:
     from streamapp.settings import Settings
     from streamapp.sql.topology import topology
 
-    readme = (CASES.parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (CASES.parent.parent / "docs" / "reference" / "ksqldb-tests.md").read_text(encoding="utf-8")
     for case in POSITIVE:
         c = case_of(case)
         joins = topology(Settings(statements=str(case / "statements.sql")))
