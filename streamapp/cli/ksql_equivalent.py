@@ -11,12 +11,12 @@ from ..settings import Settings, add_arguments
 
 DESCRIPTION = (
     "Runs ksqlDB's join semantics, executed by Kafka Streams (the engine ksqlDB compiles its queries to), "
-    "in a child JVM: the demo's five ksqlDB statements as a Kafka Streams topology with ksqlDB's JSON "
-    "format. It is not ksqlDB: there is no SQL and no REST API. It reads the users and orders topics, "
-    "writes the users through the Java (murmur2) partitioner to the ksqldb_users_repartition_topic "
-    "setting (ksqlDB's demo_user_repartition) and the two LEFT JOINs to the ksqldb_merged_topic and "
-    "ksqldb_merged_repartition_topic settings, creating those three topics with the configured "
-    "partition count when missing. Runs until Ctrl-C or SIGTERM."
+    "in a child JVM. With --statements (STREAMAPP_STATEMENTS), the declared statements' queries, parsed here "
+    "into a plan and run one Kafka Streams application per query, on ksqlDB's own topics. Without, the "
+    "demo's five statements: users and orders, the users written through the Java (murmur2) partitioner to "
+    "ksqldb_users_repartition_topic and the two LEFT JOINs to ksqldb_merged_topic and "
+    "ksqldb_merged_repartition_topic. The topics it writes are created with the configured partition count "
+    "when missing. It is not ksqlDB: no REST API. Runs until Ctrl-C or SIGTERM."
 )
 
 
