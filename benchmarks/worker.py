@@ -51,7 +51,7 @@ from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from workerkit import isolated, make_order, wait_for_users  # noqa: E402
+from workerkit import group_progress, isolated, make_order, wait_for_users  # noqa: E402
 
 console = Console(width=160)
 #: How an output value without its user (a join miss) starts.
@@ -296,17 +296,6 @@ def end_offsets(bootstrap: str, topics: list[str], partitions: int) -> dict[str,
         consumer.close()
 
 
-def caught_up(bootstrap: str, group: str, topic: str, partitions: int) -> bool:
-    """Whether ``group`` has committed the end of every partition of ``topic`` (and it holds records)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
-    finally:
-        consumer.close()
-    return sum(ends) > 0 and all(tp.offset >= end for tp, end in zip(committed, ends))
-
-
 def bench_streams(base: Settings, tmp: Path, users: list[tuple[bytes, bytes]],
                   orders: list[tuple[bytes, bytes]]) -> Rate:
     """Kafka Streams running the seed's plan as ksqlDB runs it (``streamapp ksql-equivalent --statements``: one
@@ -322,9 +311,8 @@ def bench_streams(base: Settings, tmp: Path, users: list[tuple[bytes, bytes]],
         produce_many(settings.bootstrap_servers, settings.users_topic, users)
         joins = [(f"{program.application_id}-{q.name}", plan.source(q.right).topic) for q in plan.joins]
         deadline = time.monotonic() + 600
-        while not all(caught_up(settings.bootstrap_servers, group, table, settings.partitions)
-                      and end_offsets(settings.bootstrap_servers, [table], settings.partitions)[table] >= len(users)
-                      for group, table in joins):
+        while not all(group_progress(settings.bootstrap_servers, group, table, settings.partitions)
+                      >= (True, len(users)) for group, table in joins):
             if not program.running or time.monotonic() > deadline:
                 raise RuntimeError(f"Kafka Streams did not load the users: {program.failure_message()}")
             time.sleep(0.5)

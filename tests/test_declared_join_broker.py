@@ -29,7 +29,7 @@ from streamapp.sql.planner import plan_file
 from streamapp.sql.runner import TestRecord, read_back, run
 from streamapp.worker.process import WorkerProcess
 
-from workerkit import murmur2_partition, produce, read_all, stats, wait_until
+from workerkit import group_progress, murmur2_partition, produce, read_all, stats, wait_until
 
 CUSTOMERS, PAYMENTS = 60, 120
 STATEMENTS = """
@@ -202,7 +202,7 @@ def test_the_worker_and_kafka_streams_agree_record_for_record_on_the_declared_jo
         for query, table in (("PAYMENTS_ENRICHED", f"customers_{tag}"),
                              ("PAYMENTS_ENRICHED_BY_ID", f"customers_by_id_{tag}")):  # Kafka Streams' two tables
             group = f"{streams.application_id}-{query}"
-            wait_until(lambda: caught_up(settings.bootstrap_servers, group, table, n, len(customers)), 90,
+            wait_until(lambda: group_progress(settings.bootstrap_servers, group, table, n) == (True, len(customers)), 90,
                        f"{group} to load {table}", [worker])
         produce(settings.bootstrap_servers, f"payments_{tag}", payments, "murmur2_random")
         for output in (f"payments_enriched_{tag}", f"payments_enriched_by_id_{tag}"):
@@ -215,15 +215,3 @@ def test_the_worker_and_kafka_streams_agree_record_for_record_on_the_declared_jo
         streams.stop()
         assert worker.stop() == 0, worker.tail()
 
-
-def caught_up(bootstrap: str, group: str, topic: str, n: int, records: int) -> bool:
-    """Whether ``group`` has committed the end of every partition of ``topic``, which holds ``records`` records."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        committed = consumer.committed([TopicPartition(topic, p) for p in range(n)], timeout=10)
-        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(n)]
-    finally:
-        consumer.close()
-    return sum(ends) == records and all(tp.offset >= end for tp, end in zip(committed, ends))

@@ -420,6 +420,17 @@ def committed_offsets(settings: Settings, topic: str) -> dict[int, int]:
         consumer.close()
 
 
+def group_progress(bootstrap: str, group: str, topic: str, partitions: int) -> tuple[bool, int]:
+    """Whether ``group`` has committed the end of every partition of ``topic``, and how many records it holds."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+    finally:
+        consumer.close()
+    return all(tp.offset >= end for tp, end in zip(committed, ends)), sum(ends)
+
+
 def end_process(proc: subprocess.Popen, grace: float = 10.0) -> None:
     """SIGTERM a process a test started, then SIGKILL it if it has not exited within ``grace`` seconds."""
     proc.terminate()
