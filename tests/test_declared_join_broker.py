@@ -127,14 +127,22 @@ CREATE STREAM payments (payment_id STRING KEY, customer_id BIGINT, amount DECIMA
 CREATE STREAM paid WITH (KAFKA_TOPIC='paid_{tag}') AS
   SELECT p.payment_id, p.customer_id, amount, paid_at, tier
   FROM payments p LEFT JOIN customers c ON p.customer_id = c.id EMIT CHANGES;
+CREATE STREAM refunds (customer_id BIGINT KEY, amount DOUBLE)
+  WITH (KAFKA_TOPIC='refunds_{tag}', KEY_FORMAT='JSON', VALUE_FORMAT='JSON');
+CREATE STREAM refunded WITH (KAFKA_TOPIC='refunded_{tag}') AS
+  SELECT r.customer_id, amount, email FROM refunds r JOIN customers c ON r.customer_id = c.id EMIT CHANGES;
 """
 
 
-def test_a_join_on_a_non_key_column_rekeys_the_stream_as_ksqldb_does(broker_settings: Settings, tmp_path: Path) -> None:
+def test_a_join_rekeys_the_stream_or_the_table_as_ksqldb_does(broker_settings: Settings, tmp_path: Path) -> None:
     """The payments are keyed by payment id (written by librdkafka, crc32) and joined on their customer_id column:
     the worker re-keys them into the join's repartition topic by customer id, in the table's key format and
     murmur2's partition, then joins each there; every payment with a customer finds it, as the test runner
-    predicts, whatever partitioner wrote the payments."""
+    predicts, whatever partitioner wrote the payments.
+
+    The refunds are keyed by customer id in JSON (``5``, not the customers' 8-byte KAFKA BIGINT), so murmur2
+    puts a customer and its refunds apart: the worker re-keys the customers into the JSON key format (ksqlDB's
+    ``RightSourceKeyed-SelectKey-repartition``) and every refund finds its customer there."""
     tag = uuid.uuid4().hex[:8]
     statements = tmp_path / "rekeyed.sql"
     statements.write_text(REKEYED.format(tag=tag), encoding="utf-8")
@@ -148,6 +156,7 @@ def test_a_join_on_a_non_key_column_rekeys_the_stream_as_ksqldb_does(broker_sett
     payments = [(f"pay-{k}".encode(), json.dumps({"customer_id": rng.choice(ids + [None]), "amount": "1.50",
                                                  "paid_at": 1_700_000_000_000 + k}).encode(),
                  1_700_000_000_000 + k) for k in range(80)]
+    refunds = [(str(rng.choice(ids)).encode(), json.dumps({"amount": 0.5}).encode()) for _ in range(40)]
     worker = WorkerProcess(settings, tmp_path / "worker.log").start(timeout=120)
     try:
         produce(settings.bootstrap_servers, f"customers_{tag}", customers, "murmur2_random")
@@ -157,8 +166,19 @@ def test_a_join_on_a_non_key_column_rekeys_the_stream_as_ksqldb_does(broker_sett
         out = read_all(settings.bootstrap_servers, f"streamapp_paid_{tag}", n, len(payments))
         repartitioned = read_all(settings.bootstrap_servers, f"{settings.app_id}-PAID-Join-repartition", n,
                                  len(payments))
+        rekeyed_customers = read_all(settings.bootstrap_servers,
+                                     f"{settings.app_id}-REFUNDED-RightSourceKeyed-SelectKey-repartition", n,
+                                     len(customers))
+        produce(settings.bootstrap_servers, f"refunds_{tag}", refunds, "murmur2_random")
+        refunded = read_all(settings.bootstrap_servers, f"streamapp_refunded_{tag}", n, len(refunds))
     finally:
         assert worker.stop() == 0, worker.tail()
+    # without the re-key most refunds would look in another partition than their customer's
+    assert sum(murmur2_partition(k, n) != murmur2_partition(struct.pack(">q", int(k)), n) for k, _ in refunds) > 0
+    assert sorted((r.key, r.partition) for r in rekeyed_customers) == sorted(
+        (str(i).encode(), murmur2_partition(str(i).encode(), n)) for i in ids)
+    assert sorted((int(r.key), json.loads(r.value)["EMAIL"], r.partition) for r in refunded) == sorted(
+        (int(k), f"c{int(k)}@x", murmur2_partition(k, n)) for k, _ in refunds)
     inputs = [TestRecord(f"customers_{tag}", ids[i], json.loads(v), None, i) for i, (_, v) in enumerate(customers)]
     inputs += [TestRecord(f"payments_{tag}", k.decode(), json.loads(v), None, len(customers) + i)
                for i, (k, v, _) in enumerate(payments)]

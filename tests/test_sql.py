@@ -219,9 +219,29 @@ def test_the_worker_rekeys_a_stream_joined_on_a_value_column_through_an_app_scop
     assert join.rekeyed is not None and [c.name for c in join.rekeyed.key_columns] == [JOIN_KEY]
     assert [c.name for c in join.rekeyed.value_columns] == ["SF", "K", ROWTIME]  # the stream's key in the value
     assert "app-OUTPUT-Join-repartition" in joins.owned_topics() and joins.unsupported() is None
-    table_rekeyed = topology(Settings(statements=str(
-        cases / "joins-125-stream_table_key_to_key_key_format_mismatch" / "statements.sql")))
-    assert "re-keys its table into its stream's key format" in (table_rekeyed.unsupported() or "")
+
+
+def test_the_worker_rekeys_a_table_joined_key_to_key_in_another_key_format_through_an_app_scoped_copy() -> None:
+    """ksqlDB's #125: T's KAFKA keys are re-written in S's DELIMITED format (its RightSourceKeyed topic) and joined
+    there; the declared plan, which ksqlDB and Kafka Streams run, is left as written."""
+    from pathlib import Path
+
+    from streamapp.settings import Settings
+    from streamapp.sql import plan as p
+    from streamapp.sql.topology import topology
+
+    statements = Path(__file__).parent / "qtt" / "joins-125-stream_table_key_to_key_key_format_mismatch" / "statements.sql"
+    joins = topology(Settings(app_id="app", statements=str(statements)))
+    topic = "app-OUTPUT-RightSourceKeyed-SelectKey-repartition"
+    [copy], [join] = joins.copies, joins.joins
+    assert (copy.source_topic, copy.output, join.stream, join.table_topic) == ("t", topic, "s", topic)
+    rekeyed = joins.plan.source(join.query.right or "")
+    assert (rekeyed.key_format, [c.name for c in rekeyed.columns]) == ("DELIMITED", ["ID", "VAL"])
+    assert [(x.name, x.key, x.expression) for x in copy.query.projection] == [
+        ("ID", True, p.ColumnOf(p.LEFT_SIDE, "ID")), ("VAL", False, p.ColumnOf(p.LEFT_SIDE, "VAL"))]
+    assert not join.query.repartition_right and joins.unsupported() is None and topic in joins.owned_topics()
+    assert [q.name for q in joins.declared.queries] == ["OUTPUT"] and joins.declared.joins[0].repartition_right
+    assert joins.table_topics == (topic, "t") and "t" not in {t.topic for t in joins.tables}
 
 
 @pytest.mark.parametrize("command", ["ksql-equivalent", "guard", "doctor"])

@@ -112,8 +112,8 @@ def cluster_plan(settings: Settings) -> Plan:
     """The declared plan (``settings.statements``, else the seed's) with each source at its topic on the cluster:
     ksqlDB's topics, which this program reads and writes as ksqlDB would (the worker writes its own beside them)."""
     joins = topology(settings)
-    return dataclasses.replace(joins.plan, sources=tuple(
-        dataclasses.replace(source, topic=joins.ksqldb_topics[source.name]) for source in joins.plan.sources))
+    return dataclasses.replace(joins.declared, sources=tuple(
+        dataclasses.replace(source, topic=joins.ksqldb_topics[source.name]) for source in joins.declared.sources))
 
 
 def plan_topics(settings: Settings, plan: Plan) -> tuple[dict[str, str], dict[str, int]]:

@@ -123,26 +123,64 @@ def rekeyed_source(query: p.Query, stream: p.Source, table: p.Source, topic: str
         key_format=table.key_format, value_format="JSON")
 
 
+#: What names the copy a join re-keys its table into, as ksqlDB's ``RightSourceKeyed-SelectKey-repartition`` topic.
+RIGHT_REKEYED = "RightSourceKeyed"
+
+
+def rekey_tables(plan: p.Plan, app_id: str) -> p.Plan:
+    """The plan the worker runs: a join that re-keys its table (``repartition_right``) joins a copy of it.
+
+    A key-to-key join of two key formats: ksqlDB re-writes the table with its keys in the stream's key
+    format, through ``<query>-RightSourceKeyed-SelectKey-repartition`` (partitioned as the stream's keys
+    are), and joins that.  Here the copy is one more ``CREATE TABLE ... AS SELECT`` the worker runs, into
+    the app's ``<app_id>-<QUERY>-RightSourceKeyed-SelectKey-repartition`` topic, as a stream re-key's.
+    """
+    sources, queries = list(plan.sources), []
+    for query in plan.queries:
+        if query.kind != p.STREAM_TABLE_JOIN or not query.repartition_right:
+            queries.append(query)
+            continue
+        assert query.right is not None
+        table, stream = plan.source(query.right), plan.source(query.left)
+        copy = dataclasses.replace(
+            table, name=f"{query.name}-{RIGHT_REKEYED}", key_format=stream.key_format,
+            topic=f"{app_id}-{query.name}-{RIGHT_REKEYED}-SelectKey-repartition", line=query.line)
+        sources.append(copy)
+        queries.append(p.Query(
+            name=copy.name, kind=p.SELECT, sink=copy.name, left=table.name, line=query.line,
+            projection=tuple(p.Projection(c.name, c.type, p.ColumnOf(p.LEFT_SIDE, c.name), key)
+                             for key, columns in ((True, table.key_columns), (False, table.value_columns))
+                             for c in columns)))
+        queries.append(dataclasses.replace(query, right=copy.name, repartition_right=False))
+    return dataclasses.replace(plan, sources=tuple(sources), queries=tuple(queries))
+
+
 class Topology:
     """The worker's view of a plan under ``settings`` (see the module)."""
 
     def __init__(self, plan: p.Plan, settings: Settings) -> None:
-        self.plan = plan
+        #: The plan as declared (what ksqlDB and the Kafka Streams program run).
+        self.declared = plan
+        #: The plan the worker runs: the declared one, with each table a join re-keys copied (:func:`rekey_tables`).
+        self.plan = plan = rekey_tables(plan, settings.app_id)
         self.settings = settings
         renames = _renames(settings)
+        declared = {s.name for s in self.declared.sources}
         written = {q.sink for q in plan.queries}
-        #: Each source's topic as ksqlDB reads and writes it (the seed's renamed by its settings).
-        self.ksqldb_topics = {s.name: renames.get(s.topic, s.topic) for s in plan.sources}
-        #: Each source's topic as the worker reads it: its own output for a source its queries write.
+        #: Each declared source's topic as ksqlDB reads and writes it (the seed's renamed by its settings).
+        self.ksqldb_topics = {s.name: renames.get(s.topic, s.topic) for s in self.declared.sources}
+        #: Each source's topic as the worker reads it: its own output for a source its queries write; the
+        #: app's internal topic (as it is) for a table it re-keys.
         self.topics = {
-            s.name: renames.get(settings.output_prefix + s.topic, settings.output_prefix + s.topic)
+            s.name: s.topic if s.name not in declared else
+            renames.get(settings.output_prefix + s.topic, settings.output_prefix + s.topic)
             if s.name in written else self.ksqldb_topics[s.name]
             for s in plan.sources}
         tables: dict[str, Table] = {}
         joins, copies = [], []
         for query in plan.queries:
             left = self.topics[query.left]
-            output, ksqldb = self.topics[query.sink], self.ksqldb_topics[query.sink]
+            output, ksqldb = self.topics[query.sink], self.ksqldb_topics.get(query.sink, self.topics[query.sink])
             if query.kind == p.STREAM_TABLE_JOIN:
                 assert query.right is not None
                 table = tables.setdefault(query.right, Table(plan.source(query.right), self.topics[query.right]))
@@ -200,12 +238,6 @@ class Topology:
 
     def unsupported(self) -> str | None:
         """Why the worker cannot run this plan yet (the test runner can), or None."""
-        for join in self.joins:
-            query = join.query
-            if query.repartition_right:
-                return (f"query {query.name} (line {query.line}) re-keys its table into its stream's key format (a "
-                        "key-to-key join of two key formats): the worker does not run such joins yet; "
-                        "`streamapp test-runner` does")
         streams = set(self.stream_topics) | set(self.rekeyed_topics)
         if len(streams) > 1 and self.settings.processing_guarantee == "exactly_once":
             return (f"processing_guarantee=exactly_once with {len(streams)} stream topics (joined or re-keyed): the "
@@ -218,4 +250,4 @@ def topology(settings: Settings) -> Topology:
     return Topology(load_plan(settings), settings)
 
 
-__all__ = ["PlanError", "Topology", "Join", "Table", "Output", "topology", "load_plan", "seed_text"]
+__all__ = ["PlanError", "Topology", "Join", "Table", "Output", "topology", "load_plan", "rekey_tables", "seed_text"]
