@@ -19,6 +19,8 @@ import struct
 import uuid
 from pathlib import Path
 
+import pytest
+
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import free_port
 from streamapp.kafka.reader import Record
@@ -134,7 +136,9 @@ CREATE STREAM refunded WITH (KAFKA_TOPIC='refunded_{tag}') AS
 """
 
 
-def test_a_join_rekeys_the_stream_or_the_table_as_ksqldb_does(broker_settings: Settings, tmp_path: Path) -> None:
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+def test_a_join_rekeys_the_stream_or_the_table_as_ksqldb_does(
+        guarantee: str, broker_settings: Settings, tmp_path: Path) -> None:
     """The payments are keyed by payment id (written by librdkafka, crc32) and joined on their customer_id column:
     the worker re-keys them into the join's repartition topic by customer id, in the table's key format and
     murmur2's partition, then joins each there; every payment with a customer finds it, as the test runner
@@ -142,13 +146,16 @@ def test_a_join_rekeys_the_stream_or_the_table_as_ksqldb_does(broker_settings: S
 
     The refunds are keyed by customer id in JSON (``5``, not the customers' 8-byte KAFKA BIGINT), so murmur2
     puts a customer and its refunds apart: the worker re-keys the customers into the JSON key format (ksqlDB's
-    ``RightSourceKeyed-SelectKey-repartition``) and every refund finds its customer there."""
+    ``RightSourceKeyed-SelectKey-repartition``) and every refund finds its customer there.
+
+    Under exactly_once each of the three streams the worker reads (payments, their repartition topic, refunds)
+    has its own transactions, and the same records come out, once each."""
     tag = uuid.uuid4().hex[:8]
     statements = tmp_path / "rekeyed.sql"
     statements.write_text(REKEYED.format(tag=tag), encoding="utf-8")
     plan = plan_file(statements)
     settings = broker_settings.replace(statements=str(statements), app_id=f"rekey-{tag}", web_port=free_port(),
-                                       dead_letter_topic=f"dead_{tag}")
+                                       dead_letter_topic=f"dead_{tag}", processing_guarantee=guarantee)
     n = settings.partitions
     rng = random.Random(97)
     ids = rng.sample(range(1, 10**12), 40)
@@ -171,6 +178,9 @@ def test_a_join_rekeys_the_stream_or_the_table_as_ksqldb_does(broker_settings: S
                                      len(customers))
         produce(settings.bootstrap_servers, f"refunds_{tag}", refunds, "murmur2_random")
         refunded = read_all(settings.bootstrap_servers, f"streamapp_refunded_{tag}", n, len(refunds))
+        for topic in (f"payments_{tag}", f"refunds_{tag}"):  # every stream's offsets committed, in transactions or not
+            wait_until(lambda: group_progress(settings.bootstrap_servers, settings.app_id, topic, n)[0], 30,
+                       f"the worker to commit {topic}", [worker])
     finally:
         assert worker.stop() == 0, worker.tail()
     # without the re-key most refunds would look in another partition than their customer's

@@ -145,12 +145,12 @@ def test_exactly_once_consumer_reads_committed_and_seeks_through_the_fence(tmp_p
     eos = create_app(Settings(data_dir=str(tmp_path / "eos"), processing_guarantee="exactly_once"))
     assert isinstance(eos.consumer._thread, faust_internals.ReadCommittedConsumerThread)
     assert type(eos.consumer).seek_to_committed is Consumer.seek_to_committed
-    assert eos.transactions is not None and eos.transactions.topic == eos.settings.orders_topic
+    assert {topic: t.topic for topic, t in eos.transactions.items()} == {eos.settings.orders_topic: eos.settings.orders_topic}
     built = faust_internals.read_committed(aiokafka_consumer())
     assert built._isolation_level == "read_committed"
     plain = create_app(Settings(data_dir=str(tmp_path / "alo")))
     assert type(plain.consumer._thread) is faust_aiokafka.AIOKafkaConsumerThread
-    assert plain.transactions is None
+    assert plain.transactions == {}
 
 
 def aiokafka_transactional_producer() -> object:

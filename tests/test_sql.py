@@ -218,7 +218,7 @@ def test_the_worker_rekeys_a_stream_joined_on_a_value_column_through_an_app_scop
         "app-OUTPUT-Join-repartition", "stream_topic", ("stream_topic",))
     assert join.rekeyed is not None and [c.name for c in join.rekeyed.key_columns] == [JOIN_KEY]
     assert [c.name for c in join.rekeyed.value_columns] == ["SF", "K", ROWTIME]  # the stream's key in the value
-    assert "app-OUTPUT-Join-repartition" in joins.owned_topics() and joins.unsupported() is None
+    assert "app-OUTPUT-Join-repartition" in joins.owned_topics()
 
 
 def test_the_worker_rekeys_a_table_joined_key_to_key_in_another_key_format_through_an_app_scoped_copy() -> None:
@@ -239,7 +239,7 @@ def test_the_worker_rekeys_a_table_joined_key_to_key_in_another_key_format_throu
     assert (rekeyed.key_format, [c.name for c in rekeyed.columns]) == ("DELIMITED", ["ID", "VAL"])
     assert [(x.name, x.key, x.expression) for x in copy.query.projection] == [
         ("ID", True, p.ColumnOf(p.LEFT_SIDE, "ID")), ("VAL", False, p.ColumnOf(p.LEFT_SIDE, "VAL"))]
-    assert not join.query.repartition_right and joins.unsupported() is None and topic in joins.owned_topics()
+    assert not join.query.repartition_right and topic in joins.owned_topics()
     assert [q.name for q in joins.declared.queries] == ["OUTPUT"] and joins.declared.joins[0].repartition_right
     assert joins.table_topics == (topic, "t") and "t" not in {t.topic for t in joins.tables}
 

@@ -25,8 +25,9 @@ def test_the_demo_flag_is_one_line_when_wrong(capsys: pytest.CaptureFixture[str]
     assert err == ["streamapp demo: processing_guarantee='exactly-once': expected one of at_least_once, exactly_once"]
 
 
-def test_one_transactional_id_per_orders_partition_shared_by_every_worker_of_the_app() -> None:
-    assert [transactional_id("app", p) for p in range(3)] == ["app-orders-0", "app-orders-1", "app-orders-2"]
+def test_one_transactional_id_per_stream_partition_shared_by_every_worker_of_the_app() -> None:
+    assert [transactional_id("app", "orders", p) for p in range(3)] == ["app-orders-0", "app-orders-1", "app-orders-2"]
+    assert transactional_id("app", "payments", 0) != transactional_id("app", "orders", 0)
 
 
 def test_a_transaction_commits_when_old_enough_or_full_and_never_empty() -> None:

@@ -236,14 +236,6 @@ class Topology:
         """The changelog topic Faust names and creates for ``table`` of the app ``settings.app_id``."""
         return f"{self.settings.app_id}-{table}-changelog"
 
-    def unsupported(self) -> str | None:
-        """Why the worker cannot run this plan yet (the test runner can), or None."""
-        streams = set(self.stream_topics) | set(self.rekeyed_topics)
-        if len(streams) > 1 and self.settings.processing_guarantee == "exactly_once":
-            return (f"processing_guarantee=exactly_once with {len(streams)} stream topics (joined or re-keyed): the "
-                    "worker runs exactly_once for one stream topic yet")
-        return None
-
 
 def topology(settings: Settings) -> Topology:
     """The worker's topology for ``settings`` (PlanError when its statements cannot be planned)."""

@@ -123,8 +123,8 @@ class StreamappApp(faust.App):
     topic_counts: TopicCounts
     #: The guard and the doctor run again when keyed records arrive, or on demand (:mod:`streamapp.worker.web.rechecks`).
     rechecks: Rechecks
-    #: Under ``processing_guarantee=exactly_once``, the orders partitions' transactions (:mod:`streamapp.worker.transactions`).
-    transactions: Transactions | None = None
+    #: Under ``processing_guarantee=exactly_once``, each stream topic's transactions (:mod:`streamapp.worker.transactions`).
+    transactions: dict[str, Transactions]
 
     def __init__(self, settings: Settings, joins: Topology) -> None:
         super().__init__(settings.app_id, **faust_config(settings))
@@ -132,6 +132,7 @@ class StreamappApp(faust.App):
         self.topology = joins
         self.batch_handlers = {}
         self.partition_counts = {}
+        self.transactions = {}
         self.counters = Counters()
         self.transport = Transport(self.conf.broker_consumer, self)  # before any topic asks for it
         self.join_tables = JoinTables(self, settings, joins)
@@ -213,12 +214,9 @@ def create_app(settings: Settings, agents: str = AGENTS) -> StreamappApp:
     """A worker app for ``settings``: its tables, agents, web views and Kafka monitor; nothing started.
 
     The joins come from the statements (``settings.statements``, else the seed's): a file that cannot be
-    planned, or a join the worker cannot run yet, is a StreamappError (one line) before anything starts.
+    planned is a StreamappError (one line) before anything starts.
     """
     joins = topology(settings)
-    reason = joins.unsupported()
-    if reason is not None:
-        raise StreamappError(f"{joins.plan.origin}: {reason}")
     app = StreamappApp(settings, joins)
     install_agents(app, agents)
     views.install(app)

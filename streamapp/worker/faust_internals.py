@@ -9,6 +9,7 @@ for the middlewares, the web driver's ``production_blueprints`` for the page at
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from faust.transport.consumer import ack_lock
@@ -189,22 +190,25 @@ async def seek_fenced(consumer: Any, seek: Callable[[], Awaitable[Mapping[TP, in
 
     Faust seeks every assigned partition to its committed offset through this
     method, and hands no record of a new assignment to a stream before it; so the
-    orders partitions are fenced (InitProducerId, :mod:`streamapp.worker.transactions`)
+    joined streams' partitions are fenced (InitProducerId, :mod:`streamapp.worker.transactions`)
     right before their committed offsets are read.  A partition with no committed
     offset (or 0) is sought to its start explicitly: aiokafka leaves such a
     partition where an early fetch left it.
     """
-    transactions = getattr(consumer.app, "transactions", None)
-    if transactions is None:
+    every = getattr(consumer.app, "transactions", None) or {}
+    if not every:
         return await seek()
-    topic = transactions.topic
-    async with transactions.lock:
-        ours = [tp.partition for tp in consumer.assignment() if tp.topic == topic]
-        await transactions.before_seek(ours)
+    async with contextlib.AsyncExitStack() as locks:
+        ours: dict[str, list[int]] = {}
+        for topic, transactions in sorted(every.items()):  # each topic's lock, always in the same order
+            await locks.enter_async_context(transactions.lock)
+            ours[topic] = [tp.partition for tp in consumer.assignment() if tp.topic == topic]
+            await transactions.before_seek(ours[topic])
         committed = await seek()
-        offsets = {tp.partition: offset for tp, offset in committed.items() if tp.topic == topic}
-        for partition in ours:
-            if not offsets.get(partition):
-                await consumer.seek(TP(topic, partition), 0)
-        transactions.based({p: offsets.get(p) for p in ours})
+        for topic, transactions in sorted(every.items()):
+            offsets = {tp.partition: offset for tp, offset in committed.items() if tp.topic == topic}
+            for partition in ours[topic]:
+                if not offsets.get(partition):
+                    await consumer.seek(TP(topic, partition), 0)
+            transactions.based({p: offsets.get(p) for p in ours[topic]})
         return committed

@@ -39,6 +39,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from .faust_internals import partition_db
+from .transactions import transaction_counts
 from .transport import Handler
 
 if TYPE_CHECKING:
@@ -296,8 +297,8 @@ def _read_rechecks(app: StreamappApp, scrape: Scrape) -> None:
 
 
 def _read_transactions(app: StreamappApp, scrape: Scrape) -> None:
-    if app.transactions is not None:
-        scrape.transactions = dict(app.transactions.counts)
+    if app.transactions:
+        scrape.transactions = transaction_counts(app.transactions)
 
 
 def consumer_lag(app: StreamappApp) -> dict[tuple[str, int], int]:
@@ -309,11 +310,10 @@ def consumer_lag(app: StreamappApp) -> dict[tuple[str, int], int]:
     monitor = app.monitor
     committed: dict[tuple[str, int], int] = {(tp.topic, tp.partition): offset
                                              for tp, offset in monitor.tp_committed_offsets.items()}
-    transactions = app.transactions
-    if transactions is not None:
+    for topic, transactions in list(app.transactions.items()):
         for partition, txn in list(transactions.open.items()):
             if txn.base_offset is not None:
-                committed[(transactions.topic, partition)] = txn.base_offset
+                committed[(topic, partition)] = txn.base_offset
     assigned = {(tp.topic, tp.partition) for tp in app.consumer.assignment()}
     lag = {}
     for tp, end in list(monitor.tp_end_offsets.items()):

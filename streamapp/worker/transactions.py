@@ -1,9 +1,10 @@
-"""Exactly-once join output (``processing_guarantee=exactly_once``): one Kafka transaction per orders partition.
+"""Exactly-once join output (``processing_guarantee=exactly_once``): one Kafka transaction per stream partition.
 
 Why this shape (measured in docs/research/exactly-once.md, explained in docs/RELIABILITY.md):
 
-* **One transactional producer per orders partition**, transactional id
-  ``{app_id}-orders-{p}`` (:func:`transactional_id`).  aiokafka commits offsets
+* **One transactional producer per joined stream partition**, transactional id
+  ``{app_id}-{topic}-{p}`` (:func:`transactional_id`); each stream topic has its
+  own :class:`Transactions` (``app.transactions``, by topic).  aiokafka commits offsets
   in a transaction with ``TxnOffsetCommit`` v0 only, so the broker cannot fence
   a zombie by consumer-group generation (KIP-447).  The transactional id does it
   instead, under one rule: **the new owner's InitProducerId for ``tid-p``
@@ -75,9 +76,18 @@ class FenceError(KafkaError):
     """A partition could not be fenced (InitProducerId failed or timed out): its records are not processed."""
 
 
-def transactional_id(app_id: str, partition: int) -> str:
-    """The transactional id of one orders partition: the same for every worker of the app (that is the fence)."""
-    return f"{app_id}-orders-{partition}"
+def transactional_id(app_id: str, topic: str, partition: int) -> str:
+    """The transactional id of one stream partition: the same for every worker of the app (that is the fence)."""
+    return f"{app_id}-{topic}-{partition}"
+
+
+def transaction_counts(transactions: Mapping[str, "Transactions"]) -> dict[str, int]:
+    """The counts of every stream topic's transactions, summed (for /stats and the metrics)."""
+    totals: dict[str, int] = {}
+    for each in transactions.values():
+        for name, count in each.counts.items():
+            totals[name] = totals.get(name, 0) + count
+    return totals
 
 
 def is_due(age: float, orders: int, interval: float = COMMIT_INTERVAL, max_orders: int = MAX_ORDERS) -> bool:
@@ -200,7 +210,7 @@ class Transactions:
 
     async def _start(self, partition: int) -> OpenTransaction:
         quiet_fenced_futures(asyncio.get_running_loop())
-        tid = transactional_id(self.app_id, partition)
+        tid = transactional_id(self.app_id, self.topic, partition)
         error: BaseException | None = None
         for attempt in range(FENCE_ATTEMPTS):
             producer = self._make_producer(tid)
@@ -396,8 +406,8 @@ def committed_offset(kafka: Any, group_id: str, topic: str, partition: int) -> i
 
 
 def install(app: Any, topic: str, on_refused: OnRefused) -> Transactions:
-    """The app's :class:`Transactions` for its joined stream ``topic``: revokes release, a timer commits, shutdown
-    commits.
+    """The :class:`Transactions` of one stream ``topic`` (``app.transactions[topic]``): revokes release, a timer
+    commits, shutdown commits.
 
     The consumer's ``seek_to_committed`` fences (:func:`streamapp.worker.faust_internals.seek_fenced`).
     """
@@ -427,9 +437,9 @@ def install(app: Any, topic: str, on_refused: OnRefused) -> Transactions:
 
     app.on_partitions_revoked.connect(on_revoked, weak=False)
     app.on_before_shutdown.connect(on_shutdown, weak=False)
-    @app.timer(interval=transactions.interval, name="streamapp.worker.transactions.commit_due")
+    @app.timer(interval=transactions.interval, name=f"streamapp.worker.transactions.commit_due.{topic}")
     async def commit_due() -> None:
         await transactions.commit_due()
 
-    app.transactions = transactions
+    app.transactions[topic] = transactions
     return transactions

@@ -213,7 +213,7 @@ class Consumer(faust_aiokafka.Consumer):
         return super()._new_consumer_thread()
 
     async def seek_to_committed(self) -> Mapping[TP, int]:
-        """Faust's seek, after the exactly-once fence of the orders partitions (:mod:`streamapp.worker.transactions`).
+        """Faust's seek, after the exactly-once fence of the joined streams' partitions (:mod:`streamapp.worker.transactions`).
 
         Where it puts each partition is kept for :meth:`_seek_again`: Faust keeps it only
         as the read offset, which the batch path moves on as it accepts a fetch.
