@@ -1,7 +1,9 @@
 """The statements' grammar, the planner's refusals, the formats' bytes and the engine's null rules, without Kafka."""
 from __future__ import annotations
 
+import os
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -255,3 +257,26 @@ def test_every_command_that_takes_statements_refuses_a_bad_file_in_one_line(
     assert main([command, "--statements", str(bad), "--bootstrap-servers", "127.0.0.1:1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{bad}: line 6" in err and "table-stream joins are not supported" in err
+
+
+def test_the_parser_tables_are_cached_per_user_and_a_stale_cache_is_rebuilt(tmp_path) -> None:
+    """Building lark's LALR tables costs about a second per process; a cached copy is loaded instead, from the
+    user's own cache directory, and one that does not match the grammar (another version, a torn write) is
+    rebuilt, never trusted."""
+    import subprocess
+    import sys
+
+    cache_dir = tmp_path / "streamapp"
+    cache_dir.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    probe = ("from streamapp.sql import syntax; from streamapp.sql.topology import seed_text; "
+             "print(syntax._cache_file()); print(len(syntax.parse(seed_text())))")
+    stale = None
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+        path, statements = out.stdout.split()
+        assert Path(path).parent == cache_dir and statements == "5", out
+        if stale is None:
+            stale = Path(path)
+            stale.write_bytes(b"0" * 64 + b"\nnot a pickle")  # a cache of another grammar
+    assert stale is not None and stale.read_bytes()[:64] != b"0" * 64  # rebuilt with the grammar's own hash

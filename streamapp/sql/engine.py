@@ -142,23 +142,24 @@ def _getter(keys: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
 
 
 class _ValueWriter:
-    """A JSON value written straight from the rows: the join's hot path.
+    """A JSON value written straight from the rows: the join's hot path, compiled for one projection.
 
-    The projection is cut into runs of consecutive columns of one side.  A run of stream columns is
-    written once per stream record however many joins read it (``texts``, one dict per record, shared
-    by the joins: the seed's two joins share the order's five columns, heads included); a run of table
-    columns per output.  None when a value is not plain (a DECIMAL, a NaN, a nested value): the caller
-    then writes it through the sink's codec.
+    The projection is cut into runs of consecutive columns of one side, and the writer is generated
+    as one function of f-strings, as :mod:`dataclasses` generates its methods (a loop over the columns
+    cost twice as much).  A run of stream columns is written once per stream record however many joins
+    read it (``texts``, one dict per record, shared by the joins: the seed's two joins share the order's
+    five columns, heads included); a run of table columns per output.  None when a value is not plain
+    (a DECIMAL, a NaN, a nested value): the caller then writes it through the sink's codec.
     """
 
     def __init__(self, projection: tuple[p.Projection, ...], sink: p.Source, types: dict[tuple[str, str], str]) -> None:
         refs = [_column_of(x.expression) for x in projection]
         self.usable = (sink.value_format == "JSON" and sink.wrap_single_value is not False and bool(refs)
                        and all(r is not None for r in refs))
+        if not self.usable:
+            return
         runs: list[tuple[bool, list[tuple[str, str, Callable[[Any], str]]]]] = []
         for i, (x, ref) in enumerate(zip(projection, refs)):
-            if not self.usable:
-                break
             head = ("{" if i == 0 else ",") + plain_json(x.name) + ":"
             from_left = ref.side == p.LEFT_SIDE  # type: ignore[union-attr]
             column = (head, ref.name, _writer_of(types.get((ref.side, ref.name), "")))  # type: ignore[union-attr]
@@ -166,29 +167,37 @@ class _ValueWriter:
                 runs[-1][1].append(column)
             else:
                 runs.append((from_left, [column]))
-        #: (from the stream, ((head, column, writer), ...), the run's key in ``texts``, its text on a miss) per run.
-        self._runs = tuple((left, tuple(columns), "\0".join(f"{h}\1{n}" for h, n, _ in columns),
-                            "".join(h + "null" for h, _, _ in columns)) for left, columns in runs)
+        self._write = _compile_writer(runs)
 
     def __call__(self, left: Row, right: Row | None, texts: dict[str, str]) -> str | None:
-        parts = []
-        append = parts.append
-        left_columns, right_columns = left[0], None if right is None else right[0]
         try:
-            for from_left, columns, run, nulls in self._runs:
-                if from_left:
-                    text = texts.get(run)
-                    if text is None:
-                        text = texts[run] = "".join([head + write(left_columns[name]) for head, name, write in columns])
-                    append(text)
-                elif right_columns is None:
-                    append(nulls)
-                else:
-                    append("".join([head + write(right_columns[name]) for head, name, write in columns]))
+            return self._write(left[0], None if right is None else right[0], texts)
         except TypeError:
             return None
-        append("}")
-        return "".join(parts)
+
+
+def _compile_writer(runs: list[tuple[bool, list[tuple[str, str, Callable[[Any], str]]]]]
+                    ) -> Callable[[dict[str, Any], dict[str, Any] | None, dict[str, str]], str]:
+    """``write(left_columns, right_columns or None, texts)``: the value's JSON text, from generated source."""
+    namespace: dict[str, Any] = {}
+    lines, parts = [], []
+    for n, (from_left, columns) in enumerate(runs):
+        side = "left" if from_left else "right"
+        text = "".join(head.replace("{", "{{").replace("}", "}}") + f"{{w{n}_{i}({side}[c{n}_{i}])}}"
+                       for i, (head, _, _) in enumerate(columns))
+        for i, (_, name, write) in enumerate(columns):
+            namespace[f"w{n}_{i}"], namespace[f"c{n}_{i}"] = write, name
+        if from_left:  # once per stream record, whatever joins read it
+            namespace[f"run{n}"] = "\0".join(f"{h}\1{name}" for h, name, _ in columns)
+            lines += [f"    t{n} = texts.get(run{n})", f"    if t{n} is None:",
+                      f"        t{n} = texts[run{n}] = f{text!r}"]
+        else:
+            namespace[f"nulls{n}"] = "".join(head + "null" for head, _, _ in columns)
+            lines.append(f"    t{n} = nulls{n} if right is None else f{text!r}")
+        parts.append(f"t{n}")
+    source = "def write(left, right, texts):\n" + "\n".join(lines) + f"\n    return {' + '.join(parts)} + '}}'\n"
+    exec(source, namespace)  # noqa: S102 - names and writers are in the namespace, never in the source
+    return namespace["write"]  # type: ignore[no-any-return]
 
 
 _encode_string = json.encoder.encode_basestring  # type: ignore[attr-defined]

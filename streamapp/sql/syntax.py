@@ -7,12 +7,16 @@ name below is already the name ksqlDB resolves.
 """
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, Union
 
+import lark
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
@@ -179,7 +183,20 @@ class OtherStatement(Statement):
 @cache
 def _parser() -> Lark:
     grammar = resources.files(__package__).joinpath("grammar.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", start=["script", "type"], propagate_positions=True, maybe_placeholders=False)
+    return Lark(grammar, parser="lalr", start=["script", "type"], propagate_positions=True, maybe_placeholders=False,
+                cache=_cache_file())
+
+
+def _cache_file() -> str | bool:
+    """Where lark keeps the analysed grammar: building the LALR tables costs about a second in every process
+    that plans (each worker, CLI command and test runner), loading them 20 ms.  Lark checks the grammar's hash
+    in the file and rebuilds it when the grammar changes; the file is the user's own (it is a pickle)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "streamapp"
+    try:
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return str(base / f"grammar-lark-{lark.__version__}-py{sys.version_info[0]}.{sys.version_info[1]}.cache")
 
 
 def _name(token: Token) -> str:
