@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -146,6 +147,78 @@ def test_the_readme_names_each_task_with_a_link() -> None:
         assert line is not None, f"README.md does not say where to {words.lower()}"
         assert f"(docs/{doc})" in line, f"README.md's line for {words!r} does not link to docs/{doc}: {line}"
 
+
+
+BENCHMARKS = ROOT / "benchmarks"
+#: The columns of every table in benchmarks/README.md, in this order.
+BENCHMARK_COLUMNS = ["what", "figure", "baseline (same run)", "goal", "command", "load", "date, commit"]
+
+
+def benchmark_rows() -> list[tuple[int, dict[str, str]]]:
+    """Every row of benchmarks/README.md's tables: (line number, {column: cell}); "the same" resolved."""
+    rows: list[tuple[int, dict[str, str]]] = []
+    header: list[str] | None = None
+    previous = ""
+    for number, line in enumerate((BENCHMARKS / "README.md").read_text(encoding="utf-8").splitlines(), 1):
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if header is None:
+            header, previous = cells, ""
+            assert header == BENCHMARK_COLUMNS, f"benchmarks/README.md:{number}: a table's columns must be {BENCHMARK_COLUMNS}"
+        elif not set(line) <= set("|-: "):
+            assert len(cells) == len(header), f"benchmarks/README.md:{number}: {len(cells)} cells for {len(header)} columns"
+            row = dict(zip(header, cells))
+            if row["command"] == "the same":
+                assert previous, f"benchmarks/README.md:{number}: 'the same' command, with no command above it"
+                row["command"] = previous
+            previous = row["command"] if row["command"] != "—" else ""
+            rows.append((number, row))
+    return rows
+
+
+def benchmark_commands(text: str) -> list[list[str]]:
+    """Each code span of ``text`` that runs a script of benchmarks/, as its words."""
+    return [shlex.split(span) for span in re.findall(r"`([^`]*)`", text)
+            if re.match(r"(\S*python\S* )?benchmarks/\S+\.py\b", span)]
+
+
+def test_benchmarks_readme_is_short() -> None:
+    assert len((BENCHMARKS / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
+
+
+def test_every_benchmark_command_runs_a_script_of_benchmarks_with_its_flags() -> None:
+    commands = benchmark_commands((BENCHMARKS / "README.md").read_text(encoding="utf-8"))
+    assert len(commands) >= 10
+    for words in commands:
+        script = BENCHMARKS.parent / next(word for word in words if word.startswith("benchmarks/"))
+        assert script.is_file(), f"benchmarks/README.md runs {script.relative_to(ROOT)}, which does not exist"
+        source = script.read_text(encoding="utf-8")
+        unknown = [flag for flag in (word.split("=")[0] for word in words if word.startswith("--")) if f'"{flag}"' not in source]
+        assert not unknown, f"benchmarks/README.md passes {unknown} to {script.name}, which takes no such flag"
+
+
+def test_every_benchmark_row_has_its_command_load_date_and_commit() -> None:
+    rows = benchmark_rows()
+    assert rows, "benchmarks/README.md has no tables"
+    changes = re.findall(r"^- ([0-9a-f]{7}(?:, [0-9a-f]{7})*):", (BENCHMARKS / "README.md").read_text(encoding="utf-8"), re.M)
+    named = {commit for group in changes for commit in group.split(", ")}
+    for number, row in rows:
+        where = f"benchmarks/README.md:{number} ({row['what']})"
+        assert all(row[column] for column in BENCHMARK_COLUMNS), f"{where}: an empty cell"
+        if "not measured yet" in row["figure"]:
+            assert row["goal"] != "none", f"{where}: a row 'not measured yet' is there for a goal; this one has none"
+            continue
+        assert len(benchmark_commands(row["command"])) == 1, f"{where}: its command must run one script of benchmarks/"
+        assert re.search(r"\d", row["load"]), f"{where}: no machine load"
+        date_commit = re.fullmatch(r"(\d{4}-\d\d-\d\d), ([0-9a-f]{7})(?:–([0-9a-f]{7}))?", row["date, commit"])
+        assert date_commit, f"{where}: 'date, commit' must read 2026-11-26, 1234abc"
+        named.update(commit for commit in date_commit.groups()[1:] if commit)
+    checked = subprocess.run(["git", "cat-file", "--batch-check"], cwd=ROOT, capture_output=True, text=True,
+                             input="".join(f"{commit}^{{commit}}\n" for commit in sorted(named))).stdout
+    unknown = [line.split("^")[0] for line in checked.splitlines() if line.endswith(" missing")]
+    assert not unknown, f"benchmarks/README.md names commits git does not know: {unknown}"
 
 @pytest.fixture(scope="module")
 def served(site: Path) -> Iterator[str]:
