@@ -1,90 +1,38 @@
 """The plan's engine on the seed's joins: what the worker runs for every record, without Kafka.
 
-The demo's hand-written decoders (``streamapp.model.records.decode_user`` / ``decode_order``,
-which the reconciliation still reads with) are the oracle here: under hypothesis, the
-decoders built from the seed's statements accept exactly what they accept, with the
-same values, and refuse the rest with a RecordError; any bytes raise nothing else.  The
-output records are ksqlDB's, byte for byte (../shared/reference/ksqldb.md).
+Under hypothesis, the readers built from the seed's statements accept exactly what ksqlDB's
+JSON rules read field by field (``test_fast_paths.by_the_rules``), with the same values, and
+refuse the rest with a RecordError; any bytes raise nothing else.  The output records are
+ksqlDB's, byte for byte (../shared/reference/ksqldb.md).
 """
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamapp.model.records import MAX_NESTING, RecordError, decode_order, decode_user
-from streamapp.settings import Settings
+from streamapp.model.records import MAX_NESTING, RecordError
 from streamapp.sql.engine import Query, Reader, Record
-from streamapp.sql.topology import load_plan
 from streamapp.worker.tables import faust_timestamp
+from test_fast_paths import by_the_rules, outcome, same
+from test_records import ORDERS, PLAN, USERS, order_of
 from test_reliability_decoders import deep, hostile_values, keys, values
 
-PLAN = load_plan(Settings())
-USERS, ORDERS = Reader(PLAN.source("DEMO_USER")), Reader(PLAN.source("DEMO_USER_ORDERS"))
 MERGED = Query(PLAN, PLAN.joins[0])
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ORDER = b'{"ts": 1677844114148, "product_id": 1584, "qty": 1, "unit_price": 9.08, "channel": "store"}'
 KEY = b"2b4f5c1e9a0d4f3e8c7b6a5d4e3f2a1b"
 
 
-def order_row(key: bytes | None, value: bytes | None) -> tuple:
-    """An order as the stream agent reads it: a null value is refused, as it is there."""
-    _, row = ORDERS.row(Record("demo_user_orders", key, value, 0))
-    if row is None:
-        raise RecordError("value is null", "value")
-    columns, ts = row
-    return (columns["USER_ID"], ts, columns["PRODUCT_ID"], columns["QTY"], columns["UNIT_PRICE"], columns["CHANNEL"])
-
-
-def user_row(key: bytes | None, value: bytes | None) -> tuple | None:
-    user_id, row = USERS.row(Record("demo_user", key, value, 0))
-    if user_id is None:
-        raise RecordError("key is null", "key")
-    return None if row is None else (user_id, row[0]["NAME"], row[0]["AGE"])
-
-
-def same(a: tuple | None, b: tuple | None) -> bool:
-    """Equal, NaN equal to NaN (a DOUBLE read from "NaN")."""
-    if a is None or b is None:
-        return a is b
-    return all(x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
-               for x, y in zip(a, b, strict=True))
-
-
-def outcome(decode, key: bytes | None, value: bytes | None) -> tuple | None | str:
-    try:
-        return decode(key, value)
-    except RecordError:
-        return "refused"
-
-
+@pytest.mark.parametrize("reader", [USERS, ORDERS], ids=["users", "orders"])
 @SETTINGS
 @given(key=keys, value=values)
-def test_the_plans_order_decoder_accepts_and_reads_exactly_what_the_demos_does(key: bytes | None,
-                                                                               value: bytes | None) -> None:
-    old = outcome(lambda k, v: tuple(decode_order(k, v).__getattribute__(f) for f in
-                                     ("user_id", "ts", "product_id", "qty", "unit_price", "channel")), key, value)
-    new = outcome(order_row, key, value)
-    assert (old == "refused") == (new == "refused"), (old, new)
-    if old != "refused":
-        assert same(old, new), (old, new)  # type: ignore[arg-type]
-
-
-@SETTINGS
-@given(key=keys, value=values)
-def test_the_plans_user_decoder_accepts_and_reads_exactly_what_the_demos_does(key: bytes | None,
-                                                                              value: bytes | None) -> None:
-    def old_user(k: bytes | None, v: bytes | None) -> tuple | None:
-        user = decode_user(k, v)
-        return None if user is None else (user.user_id, user.name, user.age)
-
-    old, new = outcome(old_user, key, value), outcome(user_row, key, value)
-    assert (old == "refused") == (new == "refused"), (old, new)
-    if old != "refused":
-        assert same(old, new), (old, new)  # type: ignore[arg-type]
+def test_the_plans_decoders_accept_and_read_exactly_what_ksqldbs_rules_do(reader: Reader, key: bytes | None,
+                                                                         value: bytes | None) -> None:
+    read = outcome(lambda r, k, v: r.read(k, v, 7), reader, key, value)
+    assert same(read, outcome(by_the_rules, reader, key, value)), read
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -126,9 +74,9 @@ def test_non_finite_doubles_are_strings_as_jackson_writes_them(price: str, writt
 @pytest.mark.parametrize("kind", ["[", "{"])
 def test_nesting_at_the_limit_is_read_and_beyond_it_refused(kind: str) -> None:
     base = b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web", "x": '
-    assert order_row(b"u", base + deep(MAX_NESTING - 1, kind) + b"}")[5] == "web"
+    assert order_of(base + deep(MAX_NESTING - 1, kind) + b"}")["CHANNEL"] == "web"  # type: ignore[index]
     with pytest.raises(RecordError, match=f"{MAX_NESTING + 1} deep, deeper than the limit of {MAX_NESTING}"):
-        order_row(b"u", base + deep(MAX_NESTING, kind) + b"}")
+        ORDERS.read(b"u", base + deep(MAX_NESTING, kind) + b"}", 0)
 
 
 @given(st.integers(min_value=0, max_value=253_402_300_799_999))  # up to 9999-12-31T23:59:59.999Z

@@ -1,15 +1,14 @@
-"""The record decoders under hypothesis: any bytes are either a valid record or a RecordError naming the field.
+"""The seed's record readers under hypothesis: any bytes are either a valid row or a RecordError naming the field.
 
-Pure (no broker): ``streamapp.model.records.decode_user`` / ``decode_order`` are what
+Pure (no broker): the plan's :class:`~streamapp.sql.engine.Reader` of each source is what
 the worker runs on every input record before the dead-letter decision, so a
-decoder that raised anything else would stop the agent instead of
+reader that raised anything else would stop the agent instead of
 dead-lettering one record.  The same holds for JSON with lone surrogates (escaped or as
-raw bytes) and nesting far past Python's recursion limit.  (The worker's own decoders and join,
-built from the plan, are held against these in ``tests/test_engine_seed.py``.)
+raw bytes) and nesting far past Python's recursion limit.  (The seed's join on any row is
+in ``tests/test_engine_seed.py``.)
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 
@@ -17,10 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streamapp.model.records import MAX_NESTING, RecordError, nesting_depth
 from streamapp.partitioners.sticky import STICKY_BATCH_SIZE, NullKeyPartitions
-from streamapp.model.records import MAX_NESTING, RecordError, User, decode_order, decode_user, nesting_depth
+from streamapp.sql.engine import Query, Record
+from test_records import ORDERS, PLAN, USERS, order_of, user, user_of
 
-FIELDS = {"key", "value", "name", "age", "ts", "product_id", "qty", "unit_price", "channel"}
+#: What a reader's RecordError may name: the key, the value, or a column as declared.
+FIELDS = {"key", "value", "NAME", "AGE", "TS", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL"}
 INT64 = (-(2**63), 2**63 - 1)
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -52,9 +54,9 @@ user_ids = st.text(min_size=1).filter(lambda t: t.encode("utf-8", "surrogatepass
 @SETTINGS
 @given(key=keys, value=values)
 def test_any_bytes_decode_or_raise_record_error_naming_the_field(key: bytes | None, value: bytes | None) -> None:
-    for decode in (decode_order, decode_user):
+    for reader in (ORDERS, USERS):
         try:
-            decode(key, value)
+            reader.read(key, value, 0)
         except RecordError as error:
             assert error.field in FIELDS, error.field
             assert error.reason and "\n" not in error.reason and len(error.reason) < 300, error.reason
@@ -63,10 +65,11 @@ def test_any_bytes_decode_or_raise_record_error_naming_the_field(key: bytes | No
 @SETTINGS
 @given(user_id=user_ids, order=valid_orders)
 def test_valid_orders_decode_exactly(user_id: str, order: dict) -> None:
-    decoded = decode_order(user_id.encode(), json.dumps(order).encode())
-    assert (decoded.user_id, decoded.ts, decoded.product_id, decoded.qty, decoded.channel) == (
+    decoded = order_of(json.dumps(order).encode(), user_id.encode())
+    assert decoded is not None
+    assert (decoded["USER_ID"], decoded["TS"], decoded["PRODUCT_ID"], decoded["QTY"], decoded["CHANNEL"]) == (
         user_id, order["ts"], order["product_id"], order["qty"], order["channel"])
-    assert decoded.unit_price == float(order["unit_price"])
+    assert type(decoded["UNIT_PRICE"]) is float and decoded["UNIT_PRICE"] == float(order["unit_price"])
 
 
 def _not_a_java_number(text: str) -> bool:
@@ -88,8 +91,8 @@ def test_one_wrong_field_is_named(user_id: str, order: dict, data: st.DataObject
     name = data.draw(st.sampled_from(["ts", "product_id", "qty", "unit_price"]))
     broken = {**order, name: data.draw(not_numbers)}
     with pytest.raises(RecordError) as info:
-        decode_order(user_id.encode(), json.dumps(broken).encode())
-    assert info.value.field == name and repr(name) in info.value.reason
+        ORDERS.read(user_id.encode(), json.dumps(broken).encode(), 0)
+    assert info.value.field == name.upper() and repr(name.upper()) in info.value.reason
 
 
 @SETTINGS
@@ -97,11 +100,16 @@ def test_one_wrong_field_is_named(user_id: str, order: dict, data: st.DataObject
 def test_a_null_key_order_is_read_and_a_null_user_is_refused(order: dict) -> None:
     """ksqlDB's LEFT JOIN (Kafka Streams 3.7+, KIP-962) joins a null-key order; its table skips a null-key user."""
     value = json.dumps(order).encode()
-    decoded = decode_order(None, value)
-    assert decoded == dataclasses.replace(decode_order(b"u", value), user_id=None)
+    decoded = order_of(value, None)
+    assert decoded == {**order_of(value, b"u"), "USER_ID": None}  # type: ignore[dict-item]
+    join = Query(PLAN, PLAN.joins[0])
+    [output] = join.process(Record(ORDERS.source.topic, None, value, 0))
+    assert output.matched is False and output.record.key is None
+    assert json.loads(output.record.value)["NAME"] is None  # type: ignore[arg-type]
     with pytest.raises(RecordError) as info:
-        decode_user(None, b'{"name": "x", "age": 1}')
+        join.process(Record(USERS.source.topic, None, b'{"name": "x", "age": 1}', 0))
     assert info.value.field == "key" and "key is null" in info.value.reason
+    assert join.table == {}
 
 
 def test_null_keys_stick_to_a_random_partition_per_topic_for_a_batch_size_then_move() -> None:
@@ -121,9 +129,8 @@ def test_null_keys_stick_to_a_random_partition_per_topic_for_a_batch_size_then_m
 @SETTINGS
 @given(user_id=user_ids, name=st.text(), age=st.integers(*INT64))
 def test_valid_users_decode_exactly(user_id: str, name: str, age: int) -> None:
-    user = decode_user(user_id.encode(), json.dumps({"name": name, "age": age}).encode())
-    assert user is not None and (user.user_id, user.name, user.age) == (user_id, name, age)
-    assert decode_user(user_id.encode(), None) is None
+    assert user_of(json.dumps({"name": name, "age": age}).encode(), user_id.encode()) == user(user_id, name, age)
+    assert USERS.read(user_id.encode(), None, 0) == (user_id, None)
 
 
 out_of_range_ints = st.one_of(st.integers(min_value=2**63), st.integers(max_value=-(2**63) - 1))
@@ -138,18 +145,19 @@ def test_numbers_beyond_bigint_wrap_as_ksqldb_reads_them(data: st.DataObject, or
     big = data.draw(out_of_range_ints)
     wrapped = (big + 2**63) % 2**64 - 2**63
     if name == "age":
-        assert decode_user(b"u1", json.dumps({"name": "x", "age": big}).encode()) == User("u1", "x", wrapped)
+        assert user_of(json.dumps({"name": "x", "age": big}).encode(), b"u1") == user("u1", "x", wrapped)
     else:
-        assert getattr(decode_order(b"u1", json.dumps({**order, name: big}).encode()), name) == wrapped
+        decoded = order_of(json.dumps({**order, name: big}).encode(), b"u1")
+        assert decoded is not None and decoded[name.upper()] == wrapped
 
 
 @settings(max_examples=30, deadline=None)
 @given(bad=non_finite, order=valid_orders, name=st.sampled_from(["unit_price", "extra", "age"]))
 def test_bare_nan_and_infinity_tokens_are_not_json(bad: float, order: dict, name: str) -> None:
     """Python's json reads ``NaN``/``Infinity`` tokens; Jackson, as ksqlDB runs it, refuses the whole value."""
-    for decode in (decode_order, decode_user):
+    for reader in (ORDERS, USERS):
         with pytest.raises(RecordError) as info:
-            decode(b"u1", json.dumps({**order, "name": "x", name: bad}).encode())
+            reader.read(b"u1", json.dumps({**order, "name": "x", name: bad}).encode(), 0)
         assert info.value.field == "value" and "is not a JSON number" in info.value.reason
 
 
@@ -196,17 +204,18 @@ hostile_values = st.one_of(
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(key=keys, value=hostile_values)
 def test_decoders_raise_only_record_errors_on_hostile_json(key: bytes | None, value: bytes) -> None:
-    """Any bytes, any JSON: a record whose strings all have a UTF-8 form, or a RecordError; never another exception."""
-    for decode in (decode_order, decode_user):
+    """Any bytes, any JSON: a row whose strings all have a UTF-8 form, or a RecordError; never another exception."""
+    for reader in (ORDERS, USERS):
         try:
-            record = decode(key, value)
+            _, row = reader.read(key, value, 0)
         except RecordError as error:
             assert error.field in FIELDS, error.field
             assert error.reason and "\n" not in error.reason and len(error.reason) < 300, error.reason
             continue
-        if record is not None:
-            for text in (record.user_id or "", getattr(record, "name", None) or "", getattr(record, "channel", None) or ""):
-                text.encode("utf-8")  # what ksqlDB cannot represent never gets through
+        if row is not None:
+            for text in row[0].values():
+                if isinstance(text, str):
+                    text.encode("utf-8")  # what ksqlDB cannot represent never gets through
             assert nesting_depth(value) <= MAX_NESTING
 
 
@@ -215,15 +224,15 @@ def test_nesting_at_the_limit_is_accepted_and_beyond_it_refused(kind: str) -> No
     base = b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "web", "x": '
     at_limit = base + deep(MAX_NESTING - 1, kind) + b"}"  # the order object itself is one level
     assert nesting_depth(at_limit) == MAX_NESTING
-    assert decode_order(b"u", at_limit).channel == "web"
+    assert order_of(at_limit) == {"USER_ID": "u", "TS": 5, "PRODUCT_ID": 1, "QTY": 1, "UNIT_PRICE": 1.0, "CHANNEL": "web"}
     with pytest.raises(RecordError, match=f"{MAX_NESTING + 1} deep, deeper than the limit of {MAX_NESTING}"):
-        decode_order(b"u", base + deep(MAX_NESTING, kind) + b"}")
+        ORDERS.read(b"u", base + deep(MAX_NESTING, kind) + b"}", 0)
 
 
 def test_brackets_inside_strings_do_not_nest() -> None:
     value = json.dumps({"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.0, "channel": "[" * 5000 + '\\"{'}).encode()
     assert nesting_depth(value) == 1
-    assert decode_order(b"u", value).channel.startswith("[[[")
+    assert order_of(value)["CHANNEL"] == "[" * 5000 + '\\"{'  # type: ignore[index]
 
 
 @pytest.mark.parametrize("value", [
@@ -232,6 +241,6 @@ def test_brackets_inside_strings_do_not_nest() -> None:
 ])
 def test_lone_surrogates_in_a_column_are_refused(value: bytes) -> None:
     with pytest.raises(RecordError) as info:
-        decode_order(b"u", value)
-    assert info.value.field in ("channel", "value")
+        ORDERS.read(b"u", value, 0)
+    assert info.value.field in ("CHANNEL", "value")
     assert ("surrogate" in info.value.reason) or ("not UTF-8" in info.value.reason)

@@ -1,10 +1,11 @@
 """The repartitioned table takes the row bytes of the records the worker wrote, and they are the bytes decoding gives.
 
-``agents.users_repartition`` does not decode a repartition record this worker
-wrote (:class:`streamapp.worker.tables.WrittenRows`): it stores the row bytes the
-users agent computed.  That is only right if decoding the record, as it did
-before, gives those same bytes: whatever user record the users agent accepts,
-its repartition value (``dumps_spaced`` of its row) must decode to the same row.
+``agents.tables`` does not decode a repartition record this worker wrote
+(:class:`streamapp.worker.tables.WrittenRows`): it stores the row bytes it computed
+for the users table.  That is only right if decoding the record, as any other,
+gives those same bytes: whatever user record the users table accepts, the copy's
+output (``DEMO_USER_REPARTITION``'s query) read back as that source must give a
+row whose table bytes are the users table's.
 """
 from __future__ import annotations
 
@@ -13,8 +14,14 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamapp.model.records import RecordError, decode_user
-from streamapp.worker.tables import WrittenRows, dumps_compact, dumps_spaced
+from streamapp.model.records import RecordError
+from streamapp.sql.engine import Query, Reader, Record
+from streamapp.worker.tables import WrittenRows, dumps_compact, table_row
+from test_records import PLAN, USERS
+
+#: The seed's copy of the users table, and the reader of the topic it writes.
+COPY = Query(PLAN, PLAN.writer_of("DEMO_USER_REPARTITION"))  # type: ignore[arg-type]
+COPIED = Reader(PLAN.source("DEMO_USER_REPARTITION"))
 
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70),
                          st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20))
@@ -31,15 +38,18 @@ keys = st.one_of(st.binary(min_size=1, max_size=20), st.text(min_size=1, max_siz
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(key=keys, user=users)
 def test_a_written_rows_repartition_value_decodes_to_the_same_row_bytes(key: bytes, user: dict[str, object]) -> None:
+    record = Record(USERS.source.topic, key, json.dumps(user).encode(), 7)
     try:
-        decoded = decode_user(key, json.dumps(user).encode())
+        _, row = USERS.row(record)
     except RecordError:
         return  # a dead letter: nothing written
-    if decoded is None:
+    if row is None:
         return  # a tombstone: nothing remembered
-    row = decoded.to_table_value()
-    again = decode_user(key, dumps_spaced(row))
-    assert again is not None and dumps_compact(again.to_table_value()) == dumps_compact(row)
+    table_bytes = dumps_compact(table_row(row[0], USERS.source))
+    [copied] = COPY.process(record)
+    assert copied.record.topic == COPIED.source.topic and copied.record.key == key
+    _, again = COPIED.row(copied.record)
+    assert again is not None and dumps_compact(table_row(again[0], COPIED.source)) == table_bytes
 
 
 def test_a_row_is_taken_once_for_the_bytes_it_was_written_with() -> None:
