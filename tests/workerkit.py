@@ -30,7 +30,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from streamapp.kafka.broker import free_port
 from streamapp.kafka.reader import Record, TopicReader
 from streamapp.demo.data import CHANNELS
-from streamapp.model import records
 from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
@@ -68,8 +67,15 @@ def isolated(settings: Settings, tag: str = "t", **changes: Any) -> Settings:
 
 
 @dataclass(frozen=True, slots=True)
-class Order(records.Order):
-    """The worker's order record, plus what the scenarios need: its identity and its produced value."""
+class Order:
+    """An order the scenarios produce (the seed's ``DEMO_USER_ORDERS`` columns), its identity and its value."""
+
+    user_id: str
+    ts: int
+    product_id: int
+    qty: int
+    unit_price: float
+    channel: str
 
     @property
     def identity(self) -> Identity:
