@@ -7,6 +7,7 @@ mirror the code (the HTTP routes, the layers). A real browser then follows the R
 """
 from __future__ import annotations
 
+import ast
 import functools
 import html.parser
 import http.server
@@ -219,6 +220,60 @@ def test_every_benchmark_row_has_its_command_load_date_and_commit() -> None:
                              input="".join(f"{commit}^{{commit}}\n" for commit in sorted(named))).stdout
     unknown = [line.split("^")[0] for line in checked.splitlines() if line.endswith(" missing")]
     assert not unknown, f"benchmarks/README.md names commits git does not know: {unknown}"
+
+
+#: A module docstring says what the module is for and why, in a few lines; the explanation is a page of the
+#: docs site (docs/explanation/), named in the docstring as "See docs/explanation/….md".
+DOCSTRING_LINES = 20
+#: Modules whose docstring is still longer: each is another engineer's to shorten (issue 36), then to strike
+#: from this list. The test fails when one of them is shortened and still listed, so the list only shrinks.
+LONG_DOCSTRINGS = {
+    "agents/streams.py",
+    "agents/tables.py",
+    "spark_batch/ksql_json.py",
+    "streamapp/worker/metrics.py",
+    "benchmarks/exactly_once.py",
+    "benchmarks/reconcile.py",
+    "benchmarks/worker.py",
+    "deploy/airflow/dags/reconcile_nightly.py",
+    "tests/qtt/convert.py",
+    "tests/test_engines_agree.py",
+    "tests/test_reliability_broker_restart.py",
+}
+
+
+def module_docstrings() -> dict[str, str]:
+    """Every Python module of the project (tracked, or new and not ignored) that has a docstring, by path."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    docstrings = {}
+    for path in sorted(set(listed)):
+        if (ROOT / path).is_file():
+            docstring = ast.get_docstring(ast.parse((ROOT / path).read_bytes(), path))
+            if docstring:
+                docstrings[path] = docstring
+    return docstrings
+
+
+def test_module_docstrings_are_short() -> None:
+    docstrings = module_docstrings()
+    assert "streamapp/worker/transport.py" in docstrings
+    lines = {path: len(docstring.splitlines()) for path, docstring in docstrings.items()}
+    too_long = sorted(f"{path} ({n} lines)" for path, n in lines.items() if n > DOCSTRING_LINES and path not in LONG_DOCSTRINGS)
+    assert not too_long, (f"module docstrings over {DOCSTRING_LINES} lines: keep what the module is for and why, "
+                          f"and move the explanation to a page under docs/explanation/: {too_long}")
+    shortened = sorted(path for path in LONG_DOCSTRINGS if lines.get(path, 0) <= DOCSTRING_LINES)
+    assert not shortened, f"strike these from LONG_DOCSTRINGS in tests/test_docs.py, their docstrings are short now: {shortened}"
+
+
+def test_the_pages_module_docstrings_point_to_exist(site: Path) -> None:
+    pointed = [(path, link) for path, docstring in module_docstrings().items()
+               for link in re.findall(r"\bSee (docs/[\w/.-]+\.md(?:#[\w-]+)?)", docstring)]
+    assert ("streamapp/worker/transport.py", "docs/explanation/worker-internals.md#batch-delivery") in pointed
+    for path, link in pointed:
+        target, _, anchor = link.partition("#")
+        assert (ROOT / target).is_file(), f"{path}'s docstring points to {target}, which does not exist"
+        assert not anchor or anchor in built(site, target.removeprefix("docs/")).ids, f"{path}: no #{anchor} in {target}'s page"
 
 @pytest.fixture(scope="module")
 def served(site: Path) -> Iterator[str]:

@@ -1,30 +1,10 @@
 """Apache Kafka on loopback: one KRaft node, broker and controller, in a child JVM.
 
-This is what runs the whole pipeline on a machine with no Kafka cluster: the
-demo, the tests and ``streamapp broker``.  The jars come from Maven Central
-through ``jvm/broker/pom.xml``.  A real cluster is used by pointing
-``STREAMAPP_BOOTSTRAP_SERVERS`` at it instead.
-
-The data directory holds the log, the rendered configuration and the ports the
-node was first started on (the controller's address is part of the KRaft quorum,
-so a restart on the same data directory must reuse it).  Without one, a
-temporary directory is used and removed on stop.
-
-``secured=True`` gives the node a ``SASL_SSL`` listener instead of the
-plaintext one (inter-broker traffic too; the controller stays plaintext on
-loopback): a certificate signed by a throw-away CA, both made with openssl as
-PEM in the data directory, and SCRAM-SHA-512 users created at format time, the
-broker's own and :data:`CLIENT_USER`, whose password is a file in the data
-directory (mode 0600) that :meth:`EmbeddedBroker.env` points clients at.
-
-So that every protocol and mechanism a cluster may ask for can be proven on one
-node, the secured node has more listeners (:data:`OTHER_LISTENERS`, each on its
-own port, reached with :meth:`EmbeddedBroker.listener_access`): ``SASL_PLAINTEXT``,
-``SSL`` (server TLS only), ``MTLS`` (TLS that requires a client certificate, one
-signed by the same CA is in the data directory) and ``WRONG_HOST`` (TLS with a
-certificate that names :data:`WRONG_HOST_NAME` only, for ``ssl_check_hostname``).
-Both SASL listeners enable PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 for
-:data:`CLIENT_USER`, with the one password.
+What runs the whole pipeline on a machine with no Kafka cluster: the demo, the tests and
+``streamapp broker``. A data directory keeps the ports of the first start (the controller's address
+is part of the KRaft quorum); ``secured=True`` adds a ``SASL_SSL`` listener and, in
+:data:`OTHER_LISTENERS`, one per other protocol, so that one node proves them all.
+See docs/explanation/kafka-access.md#the-local-node.
 """
 from __future__ import annotations
 

@@ -1,26 +1,9 @@
 """One :class:`~streamapp.settings.KafkaAccess` (servers plus security) in each Kafka client's own dialect.
 
-Every client streamapp builds takes its security from here, one mapping per
-dialect, so a cluster with TLS and SASL is reached the same way by the CLI, the
-worker, the reconciliation and the JVM programs (see docs/research/secured-clusters.md
-for what each client was proven to take):
-
-- :func:`librdkafka_config`: confluent-kafka (the admin, the reader, the producers);
-- :func:`aiokafka_options` and :func:`ssl_context`: aiokafka (the worker's health probe);
-- :func:`faust_credentials`: Faust's ``broker_credentials`` (its consumer, producer, topic creation);
-- :func:`java_properties`: the Java client and Kafka Streams (a properties file, mode 0600);
-- :func:`spark_kafka_options` and :func:`datasource_options`: Spark's ``kafka`` source and the Python DataSource;
-- :func:`ksqldb_http_options`: httpx, for the ksqlDB REST API (basic auth, its own CA).
-
-kafka-python is not a client of streamapp (only its partitioner is adapted), so it has no mapping.
-
-Clients say little about why they cannot connect: librdkafka retries for ever,
-aiokafka says "Unable to bootstrap", the JVM waits out ``default.api.timeout.ms``.
-So :func:`check_access` asks first, in milliseconds: a TCP connection, a TLS
-handshake with the configured CA (or a plaintext ApiVersions that a TLS port
-answers with an alert), then for SASL one Metadata request through librdkafka,
-whose first authentication error is final.  Each problem is one line naming the
-setting to check; no message carries the password.
+Every client streamapp builds takes its security from here, so a secured cluster is reached the
+same way by the CLI, the worker, the reconciliation and the JVM programs. Clients say little about
+why they cannot connect, so :func:`check_access` asks first and says in one line which setting to check.
+See docs/explanation/kafka-access.md#security-in-each-clients-dialect.
 """
 from __future__ import annotations
 

@@ -1,34 +1,10 @@
 """Decode the two input records, users (``demo_user``) and orders (``demo_user_orders``), as ksqlDB's JSON format does.
 
-ksqlDB reads a JSON value with Jackson (``KsqlJsonDeserializer`` and
-``JsonSerdeUtils.toLong/toDouble`` in the ksql repository; ``docs/reference/serialization.md``),
-and every rule here is one of its:
-
-- the value is a JSON object; JSON ``null`` (like a null value) is a tombstone; whatever follows
-  the first JSON value is ignored (Jackson's ``readTree``);
-- a column is the field of exactly its upper-case name, else the *last* field whose
-  upper-cased name equals it (the docs say "the first"; the code keeps the last);
-- a missing field or JSON ``null`` is NULL: every column is nullable;
-- BIGINT from any JSON number, truncated and wrapped to 64 bits (``JsonNode.asLong``), or a
-  string ``Long.parseLong`` reads; DOUBLE from any number or a string ``Double.parseDouble``
-  reads (``"NaN"``, ``"Infinity"`` included); VARCHAR from any value, as its text (an object as
-  compact JSON, an array as ``[a, b]``);
-- anything else (a boolean for a number, a string that is no number, ``NaN`` as a bare token,
-  text that is not JSON) cannot be read: ksqlDB logs and skips the record.
-
-A record that cannot be read raises :class:`RecordError`, whose ``reason`` is one sentence
-naming the field and the value, so the worker dead-letters it instead of stopping.  So does
-what ksqlDB reads but cannot write back (a string with a lone surrogate, which has no UTF-8
-form), what it would not read (invalid UTF-8, numbers longer than Jackson's limit), and
-nesting deeper than :data:`MAX_NESTING`.  The decoders raise nothing else, whatever the bytes.
-
-The key is ksqlDB's KAFKA STRING: an empty key is the user id ``""``, as in ksqlDB.  A null key
-is NULL: an order with one is read (its ``user_id`` is None; the LEFT JOIN writes it with NULL
-user columns, as Kafka Streams 3.7+ and so ksqlDB do), a user with one is refused (a table has
-no NULL key: Kafka Streams' ``KTableSource`` skips the record).  Where the worker departs from
-ksqlDB, it dead-letters: a key that is not UTF-8 (Java's decoder would replace the bad bytes with
-U+FFFD, so two keys could become one), an order whose ``ts`` is missing or negative (Kafka Streams
-drops it for its timestamp).
+Every rule is one of ksqlDB's Jackson reader (``KsqlJsonDeserializer``, ``JsonSerdeUtils.toLong/toDouble``
+in the ksql repository). A record that cannot be read raises :class:`RecordError`, whose ``reason``
+names the field and the value, so the worker dead-letters it instead of stopping; the decoders raise
+nothing else, whatever the bytes. Where the worker departs from ksqlDB, it dead-letters.
+See docs/reference/records.md#how-each-input-is-read (each rule) and docs/explanation/ksqldb-semantics.md.
 """
 from __future__ import annotations
 

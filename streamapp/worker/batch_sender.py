@@ -1,29 +1,11 @@
 """Send many already-encoded records with one aiokafka batch per topic partition.
 
-The join writes two records per order; handing each to the producer one by one
-(``send`` awaits, checks metadata, looks the partition up and appends) costs more
-than building the record.  Here a whole fetched batch's records are appended to
-aiokafka's batch builders and each builder is queued with one ``send_batch``.
-They go through Faust's own aiokafka producer, whose ``flush()`` Faust awaits
-before every offset commit, so once :meth:`BatchSender.send` has returned the
-records are covered by the next commit exactly as single sends are.
-
-A batch the broker refuses fails only later, in its delivery future, which
-nothing else looks at: its records would be gone without a word while the
-offsets move on.  So each batch remembers the source of every record in it and,
-if its delivery fails, hands them to ``on_failure`` (the worker dead-letters them).
-Once a batch is delivered, ``on_sent`` learns the offset of its last record: a
-table's changelog batch moves the table's persisted offset, as Faust's own
-changelog sends do.
-
-Every topic a batch goes to is tracked by the producer's metadata first
-(:func:`track_topics`).  aiokafka refreshes the metadata of all topics until it
-tracks one, then of the tracked ones only, and each refresh replaces what it
-knew: a topic it only ever saw in an all-topics refresh drops out at the next
-one.  A batch already queued for it then has no leader and waits, without a word,
-until another send happens to name that topic again; the worker's first send to
-a changelog Faust had just created made that refresh, and a fetch's users sat
-there for a whole demo run (tests/test_transport_parts.py shows it).
+One ``send`` per record costs the join more than building the record, so a fetch's records
+are appended to aiokafka's batch builders and queued with one ``send_batch`` each, through
+Faust's producer (so the next commit covers them). A refused batch hands its records to
+``on_failure``, and every topic is tracked by the producer's metadata first (:func:`track_topics`),
+or a batch for it can wait without a word.
+See docs/explanation/worker-internals.md#sending-whole-batches.
 """
 from __future__ import annotations
 

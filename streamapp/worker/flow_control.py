@@ -1,21 +1,8 @@
 """The app's flow control: Faust's, except that a resume while flow is already on keeps the standby changelog events.
 
-Faust's ``app.flow_control`` gates every queue between the consumer and the
-agents and tables, and clears those queues on each ``resume()``: what was
-fetched before a rebalance is stale.  Its recovery resumes twice after a
-rebalance: once when it starts reading the standby changelog partitions, then
-again after ``perform_seek`` (under exactly-once that seek waits for the
-orders partitions' fence).  The second resume cleared the changelog queue too,
-dropping the standby rows fetched in between, while the consumer had already
-moved past them and Faust remembers only a standby's highest offset: the rows
-were never read again, and a standby that later became active lacked them
-(seen in ``tests/test_worker_group.py``; upstream faust-streaming/faust#212).
-
-So a resume while flow is on clears every queue but the changelog queue.
-Nothing in it is stale then: a rebalance suspends flow and clears every queue
-first, and only partitions read since are feeding it.  The stream queues are
-still cleared there, as Faust does: the seek just moved their partitions back
-to the committed offsets, so what they hold is fetched again.
+Faust clears every queue on each ``resume()``, and its recovery resumes twice after a rebalance:
+the second resume dropped the standby rows fetched in between, and nothing read them again
+(faust-streaming/faust#212). See docs/explanation/worker-internals.md#flow-control.
 """
 from __future__ import annotations
 

@@ -1,29 +1,10 @@
 """Whether the worker can reach Kafka, said once to people, to a supervisor through ``/health``, and by exiting.
 
-Without this a worker whose brokers are gone keeps running for ever: aiokafka
-retries every connection several times a second, each failure a log line
-(thousands a minute), and nothing tells a supervisor that the process is stuck.
-
-- **The probe.** The worker's own Kafka clients keep their connection state
-  private, so the worker asks a question of its own: every few seconds a
-  Metadata request (no topics) through aiokafka's public admin client, to the
-  configured bootstrap servers.  Any answer means Kafka is reachable.
-- **Unhealthy** once no broker has answered for ``kafka_unreachable_timeout``:
-  one log line saying so (repeated once a minute with how long), ``/health``
-  answers 503 and ``/stats`` shows it.  When a broker answers again, one line
-  says so and the worker carries on: its clients reconnect by themselves and,
-  offsets being committed only after the outputs were acknowledged, nothing is
-  lost (at-least-once).
-- **Exit** with :data:`UNREACHABLE_EXIT_CODE` after ``kafka_unreachable_exit``,
-  so that a supervisor restarts the worker.  It exits at once, as a crash would
-  (what was not committed is processed again after the restart): a clean stop
-  would flush the producer and commit to the brokers that are gone, and wait
-  for them up to the producer's request timeout.
-- **A stop while unreachable** (SIGTERM once ``/health`` answers 503) leaves the
-  same way, with one line saying so: the clean stop would wait on those brokers
-  longer than a supervisor's grace period before it sends SIGKILL.
-- **The flood.** aiokafka's loggers get :class:`RepeatFilter`: a message of the
-  same form is logged at most once a minute, with how many were left out.
+Without this a worker whose brokers are gone retries for ever, logs thousands of lines a minute
+and looks alive. A Metadata probe every few seconds decides; ``/health`` turns 503 after
+``kafka_unreachable_timeout``, and the worker exits with :data:`UNREACHABLE_EXIT_CODE` after
+``kafka_unreachable_exit``; :class:`RepeatFilter` quiets aiokafka's loggers.
+See docs/explanation/worker-internals.md#whether-kafka-is-reachable.
 """
 from __future__ import annotations
 

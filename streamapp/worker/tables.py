@@ -1,21 +1,9 @@
-"""The worker's topics and its two RocksDB tables, made for one app and shared by its agents and web views.
+"""The worker's topics and its RocksDB tables, made for one app and shared by its agents and web views.
 
-Every key is the raw key bytes (``key_type=bytes``, hence ``key_serializer="raw"``):
-Faust's default would JSON-quote a ``str`` key, and ``b'"u1"'`` hashes to a
-different partition than ksqlDB's ``b'u1'``.  Input values are read raw too, so
-that a malformed record reaches :mod:`streamapp.model.records` (and the dead-letter
-topic) instead of being dropped by Faust's deserializer.
-
-A table is partitioned like its source topic: a row lives in the partition its
-record came from, and the join looks an order's user up in the order's
-partition only (:class:`RowLookup`), exactly as a Kafka Streams/ksqlDB join does.
-
-Rows are written a fetch at a time (:class:`RowWrites`): each partition's rows go
-into RocksDB as one write batch, and their changelog records go out with the
-fetch's other outputs as whole producer batches, in the row's partition, with the
-bytes Faust's own ``table[key] = row`` would store and send.  Once the broker has
-stored a changelog batch, the table's persisted offset moves to its last record,
-as Faust does after each changelog send, so a restart recovers only what came after.
+Keys and input values stay raw bytes (Faust's JSON-quoted ``str`` key would hash elsewhere than
+ksqlDB's); a table is partitioned like its source, and a lookup reads the record's own partition
+(:class:`RowLookup`); rows are written a fetch at a time (:class:`RowWrites`).
+See docs/explanation/worker-internals.md#the-tables.
 """
 from __future__ import annotations
 

@@ -1,40 +1,11 @@
 """Exactly-once join output (``processing_guarantee=exactly_once``): one Kafka transaction per stream partition.
 
-Why this shape (measured in docs/research/exactly-once.md, explained in docs/RELIABILITY.md):
-
-* **One transactional producer per joined stream partition**, transactional id
-  ``{app_id}-{topic}-{p}`` (:func:`transactional_id`); each stream topic has its
-  own :class:`Transactions` (``app.transactions``, by topic).  aiokafka commits offsets
-  in a transaction with ``TxnOffsetCommit`` v0 only, so the broker cannot fence
-  a zombie by consumer-group generation (KIP-447).  The transactional id does it
-  instead, under one rule: **the new owner's InitProducerId for ``tid-p``
-  completes before its OffsetFetch for ``orders-p``**.  InitProducerId aborts the
-  old owner's open transaction (or waits for one being committed) and refuses
-  every later request of it (``ProducerFenced``), so the offset the new owner
-  reads holds every commit the old owner made, and the old owner can make no more.
-  :meth:`Transactions.fence` is called from the consumer's ``seek_to_committed``
-  (:func:`streamapp.worker.faust_internals.fence_before_seek`), before Faust's
-  own seek reads the committed offsets.
-* **Outputs, dead letters and the orders offset in one transaction**: the
-  partition's join outputs and dead letters go through its producer, and the
-  offset after its last processed order goes with ``send_offsets_to_transaction``.
-  Faust never commits the orders topic (its messages are not acked under
-  exactly_once); the users topics keep Faust's at-least-once commits, which is
-  enough (docs/RELIABILITY.md).
-* **Commit every :data:`COMMIT_INTERVAL` seconds** (or :data:`MAX_ORDERS` orders):
-  a commit round costs 10-25 ms here, so 250 ms keeps its cost near 7% while a
-  crash redoes at most a quarter second of work (benchmarks/README.md).
-* **Never crash on a fence**: a ``ProducerFenced`` (a zombie, or a transaction
-  the broker timed out) drops the partition's open work; the partition is fenced
-  again (and read again from its committed offset) if it is still ours.
-* A batch the broker refuses fails only its own future; committing would commit
-  the offsets without its records.  Every batch's future is checked before the
-  commit, and a refused batch's orders become dead letters in the same transaction.
-
-Only partitions with an open transaction are processed (:meth:`Transactions.get`):
-aiokafka can hand out records of a newly assigned partition before the rebalance
-callbacks finish, and those records must wait for the fence (the seek after it
-reads them again).
+One transactional producer per joined stream partition (:func:`transactional_id`, ``{app_id}-{topic}-{p}``)
+puts the partition's outputs, dead letters and offset in one transaction, committed every
+:data:`COMMIT_INTERVAL` seconds or :data:`MAX_ORDERS` orders. aiokafka cannot fence a zombie by group
+generation (KIP-447), so :meth:`Transactions.fence` runs InitProducerId before the new owner reads its
+offsets (:func:`streamapp.worker.faust_internals.fence_before_seek`). A fence never crashes the worker.
+See docs/RELIABILITY.md#exactly-once (the design) and docs/research/exactly-once.md (the experiments).
 """
 from __future__ import annotations
 

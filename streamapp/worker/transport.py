@@ -1,39 +1,11 @@
 """The Faust transport the worker runs on: Faust's aiokafka driver plus batch delivery.
 
-Faust hands a stream one message at a time, and its per-message path (consumer
-hand-off, conductor, stream, event, ack) costs the join more than the join
-itself.  A topic with a batch handler
-(:meth:`streamapp.worker.app.StreamappApp.batch_agent`) is instead handed each
-fetch's records at once, by partition, inline in the consumer's fetch loop, as
-aiokafka fetched them: no Faust message is built for them, and what Faust's
-fetch does per message is done once per partition (:meth:`Consumer.getmany`).
-Its partitions are still assigned by Faust, co-partitioned with the tables, and
-the handler acks its records once their outputs are queued; Faust flushes the
-producer before it commits, so delivery stays at-least-once.
-
-The consumer also subscribes only once the broker lists every topic: Apache
-Kafka answers CreateTopics before its metadata knows the new topic, and a
-consumer that joins in that moment counts the changelog Faust has just created
-as having no partitions until its next metadata refresh, so every
-table write through it fails (``PartitionsMismatch``).
-
-**Table updates before stream records, by event time.**  Kafka Streams buffers a
-task's records (one partition of each co-partitioned input) and always takes
-next the record at the head of the partition whose head has the lowest timestamp
-(``PartitionGroup``), so a users-table update is applied before every order of
-the same partition with a later event time.  The batch topics of one fetch are
-handed to their handlers in that order (:func:`event_time_runs`,
-:func:`rounds`): for each partition number, the fetch's records of the table
-sources and of the stream are merged by event time into runs of one topic, and
-the handlers are called run after run (a run's table rows are written before the
-next run's orders are joined).  Ties: Kafka Streams compares only the head
-timestamps (a ``PriorityQueue``), so which of two equal heads goes first depends
-on the state of its heap, not on a rule; here the table's update goes first on a
-tie, which is one of the orders Kafka Streams can take and the one its versioned
-tables define (a stream record at time t joins the table version valid at t,
-whose validity starts at or before t).  Only what one fetch holds is ordered:
-a user fetched after its order (produced later, or a fetch that ended between
-them) is not waited for, as Kafka Streams with ``max.task.idle.ms=0`` would not.
+Faust's per-message path costs the join more than the join itself, so a topic with a batch
+handler (:meth:`streamapp.worker.app.StreamappApp.batch_agent`) gets each fetch's records at once,
+by partition, inline in the fetch loop (:meth:`Consumer.getmany`), table updates before stream
+records by event time, as Kafka Streams takes them (:func:`event_time_runs`, :func:`rounds`).
+The consumer subscribes only once the broker lists every topic.
+See docs/explanation/worker-internals.md#batch-delivery and the two sections after it.
 """
 from __future__ import annotations
 
