@@ -87,6 +87,34 @@ def test_decimal_rows_stay_exact_and_the_key_column_is_read_when_a_join_selects_
         {"AMOUNT": Decimal("123456789012345678.91"), "ID": 12}, 0)
 
 
+def test_a_hot_rows_decoding_is_reused_but_never_across_keys_that_the_row_carries(tmp_path: Path) -> None:
+    """Rows decoded lately are reused by their stored bytes; two keys with the same stored value each get their own
+    key column, and an updated row is read anew."""
+    from streamapp.worker import tables
+
+    app = create_app(Settings(data_dir=str(tmp_path / "data")))
+    table = app.join_tables.by_name["demo_user"]
+    source = p.Source("C", p.TABLE, "c", (p.Column("ID", "BIGINT"),), (p.Column("TIER", "STRING"),), "KAFKA", "JSON")
+    writes = RowWrites(table)
+    one, two = (1).to_bytes(8, "big"), (2).to_bytes(8, "big")
+    for key in (one, two):
+        writes.put(0, key, writes.value({"TIER": "gold"}))
+    writes.write()
+    with_key, plain = RowLookup(table, source, with_key=True), RowLookup(table, source, with_key=False)
+    assert [with_key.get(0, k) for k in (one, two, one)] == [({"TIER": "gold", "ID": 1}, 0),
+                                                            ({"TIER": "gold", "ID": 2}, 0),
+                                                            ({"TIER": "gold", "ID": 1}, 0)]
+    assert plain.get(0, one) is plain.get(0, two)  # the same bytes: decoded once
+    writes.put(0, one, writes.value({"TIER": "blue"}))
+    writes.write()
+    assert with_key.get(0, one) == ({"TIER": "blue", "ID": 1}, 0) and plain.get(0, two) == ({"TIER": "gold"}, 0)
+    for n in range(tables.DECODED_ROWS + 1):  # a full cache starts over: its size stays bounded
+        writes.put(1, n.to_bytes(8, "big"), writes.value({"TIER": str(n)}))
+    writes.write()
+    assert all(plain.get(1, n.to_bytes(8, "big")) == ({"TIER": str(n)}, 0) for n in range(tables.DECODED_ROWS + 1))
+    assert len(plain._decoded) <= tables.DECODED_ROWS
+
+
 def test_a_stored_changelog_batch_moves_the_persisted_offset_recovery_starts_from(tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=str(tmp_path / "data")))
     table = app.join_tables.by_name["demo_user_repartition"]
