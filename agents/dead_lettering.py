@@ -42,6 +42,26 @@ RECORD_KAFKA_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError)
 RECORD_OVERHEAD = 93
 #: What a record's checked work hands on to be written (see :meth:`DeadLettering.each`).
 P = TypeVar("P")
+#: Why a record became a dead letter, as the metrics count it (``streamapp_dead_letters_total``'s ``reason``, a
+#: bounded label; the letter itself carries the sentence): its bytes could not be read as declared, its event
+#: time is one an output topic refuses, an output would be too large, the broker refused its output's batch, or
+#: the worker's code failed on it.
+REASONS = ("undecodable", "timestamp_refused", "too_large", "broker_refused", "processing_error")
+
+
+class OutputRefused(RecordError):
+    """A record an output would refuse (``kind``: one of :data:`REASONS`), found before anything was sent."""
+
+    def __init__(self, reason: str, field: str | None, kind: str) -> None:
+        super().__init__(reason, field)
+        self.kind = kind
+
+
+def reason_kind(exc: BaseException) -> str:
+    """The dead letter's reason among :data:`REASONS`: a RecordError is the record's bytes unless a check said more."""
+    if isinstance(exc, OutputRefused):
+        return exc.kind
+    return "undecodable" if isinstance(exc, RecordError) else "processing_error"
 
 
 class OutputChecks:
@@ -58,14 +78,14 @@ class OutputChecks:
         """Refuse (RecordError on ``field``) a record timestamp one of the topics would refuse."""
         if not self.low <= timestamp_ms <= self.high:
             refused = [self.limits.bad_timestamp(topic, timestamp_ms, self.now_ms, field) for topic in self.topics]
-            raise RecordError(next(r for r in refused if r is not None), field)
+            raise OutputRefused(next(r for r in refused if r is not None), field, "timestamp_refused")
 
     def check_size(self, topic: str, key: bytes | None, value: bytes | None, what: str) -> None:
         """Refuse (RecordError) an output that ``topic`` or the producer would refuse (``key`` None: a null key)."""
         if (len(key) if key else 0) + (len(value) if value else 0) > self.budgets[topic]:
             reason = self.limits.too_large(topic, key, value, what=what)
             if reason is not None:
-                raise RecordError(reason, "value")
+                raise OutputRefused(reason, "value", "too_large")
 
 
 def is_record_fault(exc: BaseException) -> bool:
@@ -177,7 +197,7 @@ class DeadLettering:
                     raise
                 continue
             future.add_done_callback(lambda f, letter=attempt: _check_sent(letter, f))
-            self.app.counters.record_dead_letter(msg.topic, msg.partition)
+            self.app.counters.record_dead_letter(msg.topic, msg.partition, reason_kind(error))
             cut = f" (dead letter cut to fit: {', '.join(attempt.truncated)} kept as prefix + SHA-256)" \
                 if attempt.truncated else ""
             logger.warning("Dead letter from %s[%d]@%d: %s%s", msg.topic, msg.partition, msg.offset, reason, cut)
@@ -208,8 +228,8 @@ class DeadLettering:
 
 
 def _refused_error(topic: str, partition: int, error: BaseException) -> RecordError:
-    return RecordError(f"the broker refused the batch holding its record for {topic}[{partition}] "
-                       f"({type(error).__name__}: {_short(str(error))})", "value")
+    return OutputRefused(f"the broker refused the batch holding its record for {topic}[{partition}] "
+                         f"({type(error).__name__}: {_short(str(error))})", "value", "broker_refused")
 
 
 def _check_sent(letter: DeadLetter, future: asyncio.Future[Any]) -> None:

@@ -47,9 +47,9 @@ from streamapp.worker.transport import Handler, Record
 
 from .dead_lettering import DeadLettering, OutputChecks
 
-#: What a checked record writes: its event time, then (output, key, value or None on an INNER miss, whether it
-#: found its row, or None for a re-keyed record) per join.
-Joined = tuple[int, list[tuple[str, bytes | None, bytes | None, bool | None]]]
+#: What a checked record writes: its event time, then (output, key, value or None on an INNER miss, True when it
+#: found its row else the miss's cause, or None for a re-keyed record) per join.
+Joined = tuple[int, list[tuple[str, bytes | None, bytes | None, bool | str | None]]]
 
 
 def reads_right_key(query: p.Query, table: p.Source) -> bool:
@@ -116,6 +116,8 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
     transactions = transactions_install(app, topic, dead_letters.refused_in) if exactly_once else None
     null_keys = NullKeyPartitions()  # sticky across fetches, as one producer's partitioner is
     time_field = rows.time_field
+    #: A miss's cause costs lookups in the table's other partitions: measured for the metrics only.
+    classify = app.settings.metrics
 
     async def join_records(batches: Mapping[TP, Sequence[Record]]) -> None:
         checks = OutputChecks(await dead_letters.size_limits(),
@@ -125,7 +127,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
         def join(partition: int, msg: Record) -> Joined:
             row = rows.row(msg)
             checks.check_timestamp(row[1], time_field)
-            joined: list[tuple[str, bytes | None, bytes | None, bool | None]] = []
+            joined: list[tuple[str, bytes | None, bytes | None, bool | str | None]] = []
             for output, query, table_keys, repartitioned in rekeys:  # re-keyed by the join key, in the table's format
                 new_key = table_keys.encode_key(query.join_key(row))
                 value = repartitioned.encode_value({**row[0], ROWTIME: row[1]})
@@ -134,26 +136,30 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
             texts: dict[str, str] = {}  # the record's columns as JSON, written once for every join
             for output, query, lookup in joins:
                 found: Row | None = None if msg.key is None else lookup.get(partition, msg.key)
+                result = True if found is not None else (
+                    lookup.miss_cause(partition, msg.key) if classify else "unclassified")
                 if found is None and query.query.join_type == "INNER":
-                    joined.append((output, None, None, False))
+                    joined.append((output, None, None, result))
                     continue
                 out_key, value, _ = query.encode(row, found, texts)
                 checks.check_size(output, out_key, value, "joined record")
-                joined.append((output, out_key, value, found is not None))
+                joined.append((output, out_key, value, result))
             return row[1], joined
 
         def write(partition: int, msg: Record, checked: Joined) -> None:
             timestamp, joined = checked
             counters.record_read(topic, partition)
-            for output, key, value, matched in joined:
+            for output, key, value, result in joined:
                 if value is not None:
                     if key is None:  # the producer's choice for a null key, not the partitioner's for a key
                         where = null_keys.partition(output, app.partition_counts[output], len(value))
                         sender.add_to(output, where, None, value, timestamp, msg)
                     else:
                         sender.add(output, key, value, timestamp, msg)
-                if matched is not None:  # a join's output, not a re-keyed record
-                    counters.record_join(output, partition, matched)
+                if result is True:
+                    counters.record_join(output, partition, True)
+                elif result is not None:  # a join's miss, with its cause (None: a re-keyed record)
+                    counters.record_miss(output, partition, result)
 
         if transactions is None:
             sender = dead_letters.sender()

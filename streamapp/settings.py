@@ -146,6 +146,11 @@ class Settings:
     web_table_blueprint: bool = _doc(
         "Expose Faust's raw table blueprint (`/table/...`) on the web server.", default=False
     )
+    metrics: bool = _doc(
+        "Serve Prometheus metrics at `/metrics`, and measure what only they need (batch times, misplaced keys, "
+        "commit times, the cause of each join miss); false: `/metrics` is not served and none of it runs.",
+        default=True,
+    )
     data_dir: str = _doc("Directory for the worker's RocksDB tables.", default="./data")
     ksqldb_endpoint: str = _doc(
         "ksqlDB REST endpoint, e.g. http://localhost:8088; empty = none.", default=""

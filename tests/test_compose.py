@@ -30,8 +30,27 @@ def env_of(service: str) -> dict[str, str]:
     return {k: str(v) for k, v in (SERVICES[service].get("environment") or {}).items()}
 
 
-def test_the_stack_has_its_six_services_on_official_images() -> None:
-    assert set(SERVICES) == {"kafka", "ksqldb-server", "ksqldb-cli", "worker", "producer", "reconcile"}
+def interpolated(value: str, environ: dict[str, str] | None = None) -> str:
+    """``value`` as Compose interpolates it: ``${NAME:-default}`` from ``environ`` (none set: the default)."""
+    environ = environ or {}
+    return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: environ.get(m.group(1)) or m.group(2), value)
+
+
+def mounts(service: str) -> dict[str, str]:
+    """A service's bind mounts: container path -> host path (relative to the repository)."""
+    out = {}
+    for volume in SERVICES[service].get("volumes", []):
+        parts = str(volume).split(":")
+        if parts[0].startswith("./"):
+            out[parts[1]] = parts[0]
+    return out
+
+
+def test_the_stack_has_its_eight_services_on_official_images() -> None:
+    assert set(SERVICES) == {"kafka", "ksqldb-server", "ksqldb-cli", "worker", "producer", "reconcile", "prometheus",
+                             "grafana"}
+    assert re.fullmatch(r"prom/prometheus:v\d+\.\d+\.\d+", SERVICES["prometheus"]["image"])
+    assert re.fullmatch(r"grafana/grafana:\d+\.\d+\.\d+", SERVICES["grafana"]["image"])
     assert SERVICES["kafka"]["image"].startswith("apache/kafka:")
     assert SERVICES["ksqldb-server"]["image"].startswith("confluentinc/ksqldb-server:")
     assert SERVICES["ksqldb-cli"]["image"].startswith("confluentinc/ksqldb-cli:")
@@ -156,3 +175,55 @@ def test_compose_runs_the_versions_the_project_pins() -> None:
     assert re.search(rf"^ARG SPARK_VERSION={re.escape(spark)}$", DOCKERFILE, re.M)
     assert f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark}" in " ".join(SERVICES["reconcile"]["command"])
     assert f"pyspark=={spark}" in (ROOT / "setup.cfg").read_text()
+
+
+# -- monitoring: Prometheus and Grafana, provisioned from deploy/ ---------------------------------------------------
+
+PROMETHEUS_YML = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+
+
+def test_monitoring_mounts_exist_and_prometheus_reads_the_shipped_config_and_alerts() -> None:
+    for service in ("prometheus", "grafana"):
+        for container, host in mounts(service).items():
+            assert (ROOT / host).exists(), f"{service} mounts {host}, which does not exist"
+    prometheus = mounts("prometheus")
+    config = next(c for c in SERVICES["prometheus"]["command"] if c.startswith("--config.file="))
+    config_path = config.split("=", 1)[1]
+    assert prometheus[config_path] == "./deploy/prometheus/prometheus.yml"
+    for rules in PROMETHEUS_YML["rule_files"]:  # relative to the config file, as Prometheus resolves them
+        assert prometheus[str(Path(config_path).parent / rules)] == f"./deploy/prometheus/{rules}"
+
+
+def test_prometheus_scrapes_every_worker_replica_on_its_port_with_its_token() -> None:
+    from streamapp.worker.web.views import ROUTES
+
+    job = next(j for j in PROMETHEUS_YML["scrape_configs"] if j["job_name"] == "streamapp")
+    assert job["metrics_path"] in {path for path, _, _ in ROUTES}
+    worker = Settings.from_env({k: interpolated(v) for k, v in env_of("worker").items()})
+    assert worker.metrics, "the compose worker turns its metrics off"
+    container_port = int(SERVICES["worker"]["ports"][0].rpartition(":")[2])
+    (target,) = job["dns_sd_configs"]
+    assert target["names"] == ["worker"] and target["type"] == "A"  # every replica of the service
+    assert target["port"] == worker.web_port == container_port
+    # the token: the worker's and the file Prometheus reads are one value, whatever STREAMAPP_WEB_TOKEN says
+    (token,) = SERVICES["prometheus"]["configs"]
+    assert token["target"] == job["authorization"]["credentials_file"]
+    content = COMPOSE["configs"][token["source"]]["content"]
+    for environ in ({}, {"STREAMAPP_WEB_TOKEN": "s3cret"}):
+        assert interpolated(content, environ) == interpolated(env_of("worker")["STREAMAPP_WEB_TOKEN"], environ) != ""
+    assert "STREAMAPP_WEB_TOKEN" in " ".join(SERVICES["worker"]["healthcheck"]["test"])  # /health needs it too
+
+
+def test_grafana_is_provisioned_with_prometheus_and_the_shipped_dashboard() -> None:
+    grafana = mounts("grafana")
+    provisioning = ROOT / grafana["/etc/grafana/provisioning"]
+    (source,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
+    address = urlsplit(source["url"])
+    assert source["type"] == "prometheus" and address.hostname == "prometheus"
+    assert f"{address.port}:{address.port}" in SERVICES["prometheus"]["ports"]
+    (provider,) = yaml.safe_load((provisioning / "dashboards" / "streamapp.yml").read_text())["providers"]
+    dashboards = {c: h for c, h in grafana.items() if c.startswith(provider["options"]["path"] + "/")}
+    assert list(dashboards.values()) == ["./deploy/grafana/streamapp.json"]
+    home = env_of("grafana")["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home in dashboards
+    assert SERVICES["grafana"]["depends_on"]["prometheus"]["condition"] == "service_healthy"

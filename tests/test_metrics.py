@@ -31,13 +31,16 @@ from prometheus_client.exposition import generate_latest
 from streamapp.kafka.broker import free_port
 from streamapp.partitioners import get_partitioner
 from streamapp.settings import Settings
+from streamapp.model.records import RecordError
 from streamapp.worker.counters import Counters
+from streamapp.worker.tables import MISS_CAUSES, miss_cause
 from streamapp.worker.metrics import (CommitSensor, Histogram, Instruments, JoinFacts, Scrape, _Handlers, families,
                                       written)
 from streamapp.worker.process import WorkerProcess
 from streamapp.worker.transport import Handler
 from streamapp.worker.web.security import is_public
 
+from agents.dead_lettering import REASONS, OutputRefused, reason_kind
 from workerkit import isolated, murmur2_partition, produce, stats, wait_for_users, wait_until
 
 DIRECT = JoinFacts("orders_merged", "out_merged", "orders", "users", "users", "LEFT")
@@ -76,12 +79,16 @@ def counters() -> Counters:
         c.record_read("orders", 0)
     c.record_join("out_inner", 2, False)
     c.record_join("out_inner", 2, True)
+    c.record_miss("out_merged", 1, "copartition_violation")  # a miss whose cause the metrics measured
+    c.record_miss("out_merged", 1, "null_key")
     for _ in range(4):
         c.record_read("payments_by_id", 3)
     c.record_row("users", 1, True)
     c.record_row("users", 1, True)
     c.record_row("users", 1, False)
-    c.record_dead_letter("orders", 5)
+    c.record_dead_letter("orders", 5, "undecodable")
+    c.record_dead_letter("orders", 5, "too_large")
+    c.record_dead_letter("orders", 4, "undecodable")
     return c
 
 
@@ -110,7 +117,7 @@ def full_scrape(**changes: Any) -> Scrape:
         guarantee="at_least_once", ready=True,
         health={"healthy": False, "kafka": {"seconds_without_answer": 61.5}}, guard=guard_report(),
         doctor=doctor_report(), checks_run=2, checks_finished=1_700_000_000.5, rebalances=3,
-        transactions={"committed": 5, "aborted": 1, "fenced": 6, "producer_fenced": 2},
+        transactions={"committed": 5, "aborted": 1, "fenced": 6, "producer_fenced": 2}, revoke_commits_failed=0,
         lag={("orders", 0): 12}, restore={("app-users-changelog", 1, "active"): 40},
         table_rows={("users", 1): 1})
     values.update(changes)
@@ -123,7 +130,7 @@ def test_lookups_are_labelled_by_join_output_partition_and_result() -> None:
         (("join", "orders_merged"), ("output", "out_merged"), ("partition", "0"), ("result", "hit")): 7,
         (("join", "orders_merged"), ("output", "out_merged"), ("partition", "0"), ("result", "miss")): 0,
         (("join", "orders_merged"), ("output", "out_merged"), ("partition", "1"), ("result", "hit")): 0,
-        (("join", "orders_merged"), ("output", "out_merged"), ("partition", "1"), ("result", "miss")): 3,
+        (("join", "orders_merged"), ("output", "out_merged"), ("partition", "1"), ("result", "miss")): 5,
         (("join", "orders_merged_repartition"), ("output", "out_merged_rep"), ("partition", "0"),
          ("result", "hit")): 10,
         (("join", "orders_merged_repartition"), ("output", "out_merged_rep"), ("partition", "0"),
@@ -143,17 +150,44 @@ def test_inputs_outputs_and_dead_letters() -> None:
                        (("kind", "delete"), ("partition", "1"), ("topic", "users")): 1}
     out = samples(metrics["streamapp_records_written"], "_total")
     assert out == {
-        (("join", "orders_merged"), ("output", "out_merged")): 10,  # a LEFT join writes its misses too
+        (("join", "orders_merged"), ("output", "out_merged")): 12,  # a LEFT join writes its misses too
         (("join", "orders_merged_repartition"), ("output", "out_merged_rep")): 10,
         (("join", "payments_inner"), ("output", "out_inner")): 1,  # an INNER join writes its hits only
         (("join", "by_customer"), ("output", "out_by_customer")): 0,
         (("join", "by_customer"), ("output", "app-BY_CUSTOMER-Join-repartition")): 4,  # every record re-keyed
     }
-    assert samples(metrics["streamapp_dead_letters"], "_total") == {(("partition", "5"), ("topic", "orders")): 1}
+    assert samples(metrics["streamapp_dead_letters"], "_total") == {(("partition", "4"), ("topic", "orders")): 1,
+                                                                   (("partition", "5"), ("topic", "orders")): 2}
+    assert samples(metrics["streamapp_dead_letters_by_reason"], "_total") == {
+        (("reason", "too_large"), ("topic", "orders")): 1, (("reason", "undecodable"), ("topic", "orders")): 2}
+
+
+def test_misses_by_cause_are_labelled_by_join_and_add_up_with_the_unmeasured() -> None:
+    metrics = parsed(full_scrape())
+    causes = samples(metrics["streamapp_join_misses"], "_total")
+    assert causes == {(("cause", "copartition_violation"), ("join", "orders_merged"), ("output", "out_merged")): 1,
+                      (("cause", "null_key"), ("join", "orders_merged"), ("output", "out_merged")): 1}
+    # misses counted without a cause (record_join) are in the lookups, not here: only measured causes are exposed
+    lookups = samples(metrics["streamapp_join_lookups"], "_total")
+    assert sum(v for k, v in lookups.items() if ("result", "miss") in k and ("output", "out_merged") in k) == 5
+
+
+def test_a_miss_cause_is_what_the_key_and_the_other_partitions_say() -> None:
+    assert miss_cause(None, lambda key: True) == "null_key"
+    assert miss_cause(b"u1", lambda key: key == b"u1") == "copartition_violation"
+    assert miss_cause(b"u2", lambda key: key == b"u1") == "no_row"
+    assert {miss_cause(k, lambda key: key == b"u1") for k in (None, b"u1", b"u2")} < set(MISS_CAUSES)
+
+
+def test_a_dead_letters_reason_is_one_of_a_few_labels() -> None:
+    assert reason_kind(RecordError("value is not valid JSON", "value")) == "undecodable"
+    assert reason_kind(OutputRefused("too large", "value", "too_large")) == "too_large"
+    assert reason_kind(TypeError("boom")) == "processing_error"
+    assert {reason_kind(e) for e in (RecordError("x"), TypeError("y"))} <= set(REASONS)
 
 
 def test_written_is_what_the_counters_say_each_join_queued() -> None:
-    assert written(full_scrape())[("out_merged", "orders_merged")] == 10
+    assert written(full_scrape())[("out_merged", "orders_merged")] == 12
     assert written(full_scrape(joins=[INNER]))[("out_inner", "payments_inner")] == 1
 
 
@@ -205,6 +239,11 @@ def test_rebalances_transactions_and_commits() -> None:
     assert samples(metrics["streamapp_commits"], "_total") == {(("kind", "offsets"),): 9, (("kind", "transaction"),): 5}
     assert samples(metrics["streamapp_transaction_partitions_fenced"], "_total") == {(): 6}
     assert samples(metrics["streamapp_transaction_producer_fenced"], "_total") == {(): 2}
+    assert samples(metrics["streamapp_revoke_commits_failed"], "_total") == {(("kind", "offsets"),): 0,
+                                                                            (("kind", "transaction"),): 0}
+    failed = parsed(full_scrape(revoke_commits_failed=2, transactions={"revoke_failed": 1}))
+    assert samples(failed["streamapp_revoke_commits_failed"], "_total") == {(("kind", "offsets"),): 2,
+                                                                           (("kind", "transaction"),): 1}
 
 
 def test_names_follow_the_naming_guide_and_no_label_is_a_key() -> None:
@@ -298,6 +337,19 @@ def test_metrics_is_not_a_public_path() -> None:
     assert not is_public("/metrics")
 
 
+def test_metrics_off_serves_no_route_and_installs_nothing(tmp_path: Path) -> None:
+    """``metrics=false`` (what the benchmark's "off" runs): no /metrics, no wrapped handlers, no commit sensor."""
+    from streamapp.worker.app import create_app
+
+    on = create_app(Settings(data_dir=str(tmp_path / "on")))
+    off = create_app(Settings(data_dir=str(tmp_path / "off"), metrics=False))
+    assert "/metrics" in on.web.views and isinstance(on.batch_handlers, _Handlers)
+    assert any(isinstance(sensor, CommitSensor) for sensor in on.sensors)
+    assert "/metrics" not in off.web.views and "/stats" in off.web.views
+    assert not isinstance(off.batch_handlers, _Handlers) and getattr(off, "streamapp_instruments", None) is None
+    assert not any(isinstance(sensor, CommitSensor) for sensor in off.sensors)
+
+
 # -- on the real broker ------------------------------------------------------------------------------------------
 
 TOKEN = "metrics-test-token"
@@ -343,9 +395,10 @@ def test_a_real_worker_exposes_its_joins_placement_and_state_behind_its_token(
         produce(settings.bootstrap_servers, settings.users_topic, [(k, user) for k in crc32_users], "consistent")
         produce(settings.bootstrap_servers, settings.users_topic, [(k, user) for k in murmur_users], "murmur2")
         wait_for_users([worker], USERS)
+        produce(settings.bootstrap_servers, settings.orders_topic, [(ids[-1], b"{oops")], "murmur2")  # a dead letter
         produce(settings.bootstrap_servers, settings.orders_topic, orders, "murmur2")
-        wait_until(lambda: stats(worker)["records"].get(settings.orders_topic) == ORDERS, 90, "every order read",
-                   [worker])
+        wait_until(lambda: stats(worker)["records"].get(settings.orders_topic) == ORDERS
+                   and stats(worker)["dead_lettered"] == 1, 90, "every order read, the bad one dead-lettered", [worker])
         counts = stats(worker)
         direct, copied = settings.merged_topic, settings.merged_repartition_topic
         response = scrape(worker)
@@ -362,16 +415,23 @@ def test_a_real_worker_exposes_its_joins_placement_and_state_behind_its_token(
             assert total(text, "streamapp_join_lookups_total", output=output, result="hit") == counts["joined"][output]
         assert total(text, "streamapp_join_lookups_total", output=direct, result="miss") == expected_misses > 0
         assert total(text, "streamapp_join_lookups_total", output=copied, result="miss") == 0
+        # each miss by its cause: the user is in another partition of the table (this worker holds all six)
+        assert values(text, "streamapp_join_misses_total", output=direct) == {
+            (("cause", "copartition_violation"), ("join", by_output[direct]), ("output", direct)): expected_misses}
+        assert total(text, "streamapp_join_misses_total", output=copied) == 0
         # misplaced keys: the users crc32 put elsewhere, none among the orders or the worker's own copy
         assert total(text, "streamapp_misplaced_keys_total", topic=settings.users_topic) == len(misplaced)
         assert total(text, "streamapp_keyed_records_checked_total", topic=settings.users_topic) == USERS
         assert total(text, "streamapp_misplaced_keys_total", topic=settings.orders_topic) == 0
-        assert total(text, "streamapp_keyed_records_checked_total", topic=settings.orders_topic) == ORDERS
+        assert total(text, "streamapp_keyed_records_checked_total", topic=settings.orders_topic) == ORDERS + 1
         assert total(text, "streamapp_misplaced_keys_total", topic=settings.users_repartition_topic) == 0
         # inputs, state
         assert total(text, "streamapp_records_read_total", topic=settings.orders_topic) == ORDERS
         assert total(text, "streamapp_records_read_total", topic=settings.users_topic) == USERS
-        assert total(text, "streamapp_dead_letters_total") == 0
+        assert total(text, "streamapp_dead_letters_total", topic=settings.orders_topic) == 1
+        assert values(text, "streamapp_dead_letters_by_reason_total") == {
+            (("reason", "undecodable"), ("topic", settings.orders_topic)): 1}
+        assert values(text, "streamapp_revoke_commits_failed_total") == {(("kind", "offsets"),): 0}
         assert total(text, "streamapp_ready") == 1 and total(text, "streamapp_kafka_reachable") == 1
         assert total(text, "streamapp_batch_processing_seconds_count", topic=settings.orders_topic) >= 1
         assert total(text, "streamapp_rebalances_total") >= 1

@@ -27,6 +27,10 @@ class Counters:
     joined: defaultdict[str, Counter[int]] = field(default_factory=_by_name)
     missed: defaultdict[str, Counter[int]] = field(default_factory=_by_name)
     dead_lettered: defaultdict[str, Counter[int]] = field(default_factory=_by_name)
+    #: Output -> its misses by cause (:data:`~streamapp.worker.tables.MISS_CAUSES`), when the metrics are on.
+    miss_causes: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    #: Source topic -> its dead letters by reason (:data:`agents.dead_lettering.REASONS`).
+    dead_letter_reasons: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
     def record_row(self, topic: str, partition: int, present: bool) -> None:
         (self.rows if present else self.deleted)[topic][partition] += 1
@@ -37,8 +41,14 @@ class Counters:
     def record_join(self, output: str, partition: int, matched: bool) -> None:
         (self.joined if matched else self.missed)[output][partition] += 1
 
-    def record_dead_letter(self, source_topic: str, partition: int) -> None:
+    def record_miss(self, output: str, partition: int, cause: str) -> None:
+        """A miss whose cause is known (the metrics are on): counted as :meth:`record_join` counts it, and by cause."""
+        self.missed[output][partition] += 1
+        self.miss_causes[output][cause] += 1
+
+    def record_dead_letter(self, source_topic: str, partition: int, reason: str = "other") -> None:
         self.dead_lettered[source_topic][partition] += 1
+        self.dead_letter_reasons[source_topic][reason] += 1
 
     def snapshot(self) -> dict[str, Any]:
         """Plain dicts (JSON-ready, partitions as strings) plus ``totals``, for logs and web views."""
@@ -47,6 +57,8 @@ class Counters:
         snap: dict[str, Any] = {name: {k: _plain(c) for k, c in group.items()} for name, group in groups.items()}
         totals: dict[str, Any] = {name: {k: sum(c.values()) for k, c in group.items()} for name, group in groups.items()}
         totals["dead_lettered"] = sum(sum(c.values()) for c in self.dead_lettered.values())
+        snap["miss_causes"] = {output: dict(c) for output, c in self.miss_causes.items()}
+        snap["dead_letter_reasons"] = {topic: dict(c) for topic, c in self.dead_letter_reasons.items()}
         snap["totals"] = totals
         return snap
 

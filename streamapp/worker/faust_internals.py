@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 from faust.transport.consumer import ack_lock
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -152,6 +152,16 @@ def partition_db(table: Any, partition: int) -> Any:
     batch of orders is processed outside any event.
     """
     return table.data._db_for_partition(partition)
+
+
+def open_partition_dbs(table: Any) -> dict[int, Any]:
+    """The RocksDB databases ``table``'s store has open, by partition (active and standby): read, never opened here."""
+    return dict(getattr(table.data, "_dbs", {}))
+
+
+def uncommitted(consumer: Any, tps: Iterable[Any]) -> dict[Any, int]:
+    """Acked offsets of ``tps`` that no commit has covered yet (Faust's own filter of what a commit would send)."""
+    return dict(consumer._filter_committable_offsets(tps))
 
 
 def aiokafka_producer(app: Any) -> Any:

@@ -16,6 +16,11 @@ measurements nothing else makes (:class:`Instruments`):
 - **commits**: a Faust sensor counts the offset commits that moved a committed offset and
   times them; the exactly-once transactions are counted by :mod:`~streamapp.worker.transactions`.
 
+Two more are counted where they happen, a dict increment each: a join miss's cause (the stream
+agent asks the table's other partitions, on a miss only: :meth:`~streamapp.worker.tables.RowLookup.miss_cause`)
+and a revoke whose commit left offsets uncommitted (:class:`~streamapp.worker.transport.Consumer`).
+``Settings.metrics`` false turns all of this off: no route, no instruments, misses ``unclassified``.
+
 Names follow Prometheus' guide (``streamapp_…_total`` counters, seconds, ratios); labels are
 the declared join (its query name, lower-cased, and its output topic), topics and partitions,
 never a key.  Each worker exposes its own counts since it started: Prometheus sums the group.
@@ -248,6 +253,8 @@ class Scrape:
     checks_run: int = 0
     checks_finished: float | None = None
     rebalances: int | None = None
+    #: Revokes whose offset commit left acked offsets uncommitted (:class:`~streamapp.worker.transport.Consumer`).
+    revoke_commits_failed: int | None = None
     transactions: Mapping[str, int] | None = None
     #: (topic, partition) -> records between the committed offset and the end of the log.
     lag: Mapping[tuple[str, int], int] = field(default_factory=dict)
@@ -274,6 +281,7 @@ def read(app: StreamappApp, instruments: Instruments | None = None) -> Scrape:
         "health": lambda: setattr(scrape, "health", app.kafka_monitor.status()),
         "rechecks": lambda: _read_rechecks(app, scrape),
         "rebalances": lambda: setattr(scrape, "rebalances", int(app.rebalancing_count)),
+        "revoke commits": lambda: setattr(scrape, "revoke_commits_failed", int(app.consumer.revoke_commits_failed)),
         "transactions": lambda: _read_transactions(app, scrape),
         "lag": lambda: setattr(scrape, "lag", consumer_lag(app)),
         "restore": lambda: setattr(scrape, "restore", restore_remaining(app)),
@@ -404,6 +412,16 @@ def _joins(scrape: Scrape) -> Iterator[Metric]:
             lookups.add_metric([j.join, j.output, partition, "hit"], hits.get(partition, 0))
             lookups.add_metric([j.join, j.output, partition, "miss"], misses.get(partition, 0))
     yield lookups
+    causes = CounterMetricFamily(
+        _name("join_misses"), "Misses of each declared join by cause: null_key (nothing to look up), "
+        "copartition_violation (the key's row is in another partition of the table, held here), no_row (no row in "
+        "the table partitions held here: unknown, late, or held by another worker), unclassified (metrics off).",
+        labels=["join", "output", "cause"])
+    by_output = counters.get("miss_causes", {})
+    for j in scrape.joins:
+        for cause, count in sorted(by_output.get(j.output, {}).items()):
+            causes.add_metric([j.join, j.output, cause], count)
+    yield causes
 
 
 def written(scrape: Scrape) -> dict[tuple[str, str], int]:
@@ -443,6 +461,13 @@ def _inputs_outputs(scrape: Scrape) -> Iterator[Metric]:
                                "partition.", labels=["topic", "partition"])
     _per_partition(dead, counters["dead_lettered"])
     yield dead
+    reasons = CounterMetricFamily(_name("dead_letters_by_reason"), "Records sent to the dead-letter topic, by source "
+                                  "topic and reason: undecodable, timestamp_refused, too_large, broker_refused, "
+                                  "processing_error (the letter's header has the sentence).", labels=["topic", "reason"])
+    for topic, by_reason in sorted(counters.get("dead_letter_reasons", {}).items()):
+        for reason, count in sorted(by_reason.items()):
+            reasons.add_metric([topic, reason], count)
+    yield reasons
 
 
 def _state(scrape: Scrape) -> Iterator[Metric]:
@@ -523,6 +548,14 @@ def _commits(scrape: Scrape) -> Iterator[Metric]:
     if scrape.transactions is not None:
         commits.add_metric(["transaction"], scrape.transactions.get("committed", 0))
     yield commits
+    failed = CounterMetricFamily(_name("revoke_commits_failed"), "Rebalances whose commit on revoke failed, so the "
+                                 "partitions' next owner reads some records again: offsets left uncommitted "
+                                 "(kind=offsets), a transaction not committed (kind=transaction).", labels=["kind"])
+    if scrape.revoke_commits_failed is not None:
+        failed.add_metric(["offsets"], scrape.revoke_commits_failed)
+    if scrape.transactions is not None:
+        failed.add_metric(["transaction"], scrape.transactions.get("revoke_failed", 0))
+    yield failed
     counts = scrape.transactions
     if counts is not None:
         txns = CounterMetricFamily(_name("transactions"), "Exactly-once transactions ended, by result.",

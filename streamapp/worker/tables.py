@@ -203,6 +203,20 @@ def table_row(columns: dict[str, Any], source: p.Source) -> dict[str, Any]:
     return {c.name: columns[c.name] for c in source.value_columns}
 
 
+#: Why a lookup found no row, as the metrics count it (``streamapp_join_misses_total``'s ``cause``): a null key
+#: looks nothing up; a row of the key in another partition of the table that this worker holds is a
+#: co-partitioning violation (the reconciliation's cause of the same name); else there is no row here (an unknown
+#: or late key, or a row in a partition another worker holds).  ``unclassified``: the metrics are off.
+MISS_CAUSES = ("null_key", "copartition_violation", "no_row", "unclassified")
+
+
+def miss_cause(key: bytes | None, elsewhere: Callable[[bytes], bool]) -> str:
+    """The cause of a miss of ``key`` (see :data:`MISS_CAUSES`); ``elsewhere(key)``: a row of it in another partition."""
+    if key is None:
+        return "null_key"
+    return "copartition_violation" if elsewhere(key) else "no_row"
+
+
 #: How many decoded rows a :class:`RowLookup` keeps (about 3 MiB for the seed's users).
 DECODED_ROWS = 16_384
 
@@ -246,6 +260,13 @@ class RowLookup:
             self._decoded.clear()
         found = self._decoded[cached] = (row, 0)
         return found
+
+    def miss_cause(self, partition: int, key: bytes | None) -> str:
+        """Why ``key`` found no row in ``partition`` (:func:`miss_cause`): asked on a miss only, so a hit pays nothing."""
+        def elsewhere(key: bytes) -> bool:
+            return any(other != partition and db.get(key) is not None
+                       for other, db in faust_internals.open_partition_dbs(self.table).items())
+        return miss_cause(key, elsewhere)
 
 
 def faust_timestamp(timestamp_ms: int) -> float:

@@ -139,7 +139,7 @@ class Transactions:
         self.lock = asyncio.Lock()
         self.open: dict[int, OpenTransaction] = {}
         #: Counts for /stats and the tests: transactions committed, aborted, partitions fenced, fences suffered.
-        self.counts = {"committed": 0, "aborted": 0, "fenced": 0, "producer_fenced": 0}
+        self.counts = {"committed": 0, "aborted": 0, "fenced": 0, "producer_fenced": 0, "revoke_failed": 0}
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- ownership ---------------------------------------------------------------------------------
@@ -215,6 +215,7 @@ class Transactions:
             except Exception as exc:  # noqa: BLE001 - the next owner redoes it; never crash a rebalance
                 logger.warning("Transaction of %s[%d] not committed at revoke (%r): its next owner redoes it",
                                self.topic, partition, exc)
+                self.counts["revoke_failed"] += 1
                 await self._abort(txn)
             await _stop(txn.producer)
 

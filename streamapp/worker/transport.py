@@ -177,6 +177,8 @@ class Consumer(faust_aiokafka.Consumer):
     #: The batch topics' records of the fetch under way, by partition, and the generation they were fetched in:
     #: kept aside by :meth:`_wait_next_records`, handled by :meth:`getmany`.
     _batch_fetch: tuple[dict[TP, Sequence[Record]], int] | None = None
+    #: Revokes whose commit left acked offsets uncommitted (their next owner reads them again): the metrics count them.
+    revoke_commits_failed = 0
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         """Under exactly_once the consumer reads ``read_committed`` (docs/RELIABILITY.md)."""
@@ -223,6 +225,8 @@ class Consumer(faust_aiokafka.Consumer):
             self.stop_flow()
             await self._settle()
             await faust_internals.commit_now(self)
+            if faust_internals.uncommitted(self, revoked):
+                self.revoke_commits_failed += 1
         await super().on_partitions_revoked(revoked)
 
     async def wait_empty(self) -> None:

@@ -415,4 +415,6 @@ def install(app: StreamappApp) -> None:
     app.topic_counts = TopicCounts(app.settings.kafka)
     app.rechecks = rechecks.install(app)
     for path, name, view in ROUTES:
+        if view is MetricsView and not app.settings.metrics:
+            continue  # metrics off: no route, no instruments (streamapp.worker.metrics)
         app.page(path, name=name)(view)
