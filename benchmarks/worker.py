@@ -146,10 +146,13 @@ def start_worker(base: Settings, tmp: Path) -> WorkerProcess:
 
 
 def bench_worker(base: Settings, tmp: Path, users: list[tuple[bytes, bytes]],
-                 orders: list[tuple[bytes, bytes]]) -> Rate:
+                 orders: list[tuple[bytes, bytes]], check: Callable[[WorkerProcess], None] | None = None) -> Rate:
+    """The worker's rate; ``check``: asked of the started worker first (benchmarks/metrics.py: is it on or off)."""
     worker = start_worker(base, tmp)
     settings = worker.settings
     try:
+        if check is not None:
+            check(worker)
         produce_many(settings.bootstrap_servers, settings.users_topic, users)
         wait_users(worker, len(users), timeout=600)
         assert worker.proc is not None

@@ -480,7 +480,7 @@ def prometheus_installed() -> None:
 
 needs_promtool = needs_prometheus = pytest.mark.usefixtures("prometheus_installed")
 ALERTS = {"StreamappJoinMissRatioJump", "StreamappMisplacedKeys", "StreamappNotCommitting", "StreamappGuardVerdictBad",
-          "StreamappDoctorPairBroken"}
+          "StreamappDoctorPairBroken", "StreamappRevokeCommitFailed"}
 
 
 def promtool(*args: str) -> str:
@@ -491,7 +491,7 @@ def promtool(*args: str) -> str:
 
 @needs_promtool
 def test_the_shipped_rules_are_valid_and_each_alert_passes_its_unit_test() -> None:
-    assert "SUCCESS: 7 rules found" in promtool("check", "rules", str(DEPLOY / "alerts.yml"))
+    assert "SUCCESS: 8 rules found" in promtool("check", "rules", str(DEPLOY / "alerts.yml"))
     promtool("check", "config", "--syntax-only", str(DEPLOY / "prometheus.yml"))
     assert "SUCCESS" in promtool("test", "rules", str(DEPLOY / "alerts_test.yml"))
     alerts = set(re.findall(r"^\s+- alert: (\w+)$", (DEPLOY / "alerts.yml").read_text(), re.M))
@@ -545,7 +545,8 @@ def test_the_dashboard_reads_only_metrics_the_worker_exposes_or_the_rules_record
     used = {name for query in dashboard_queries() for name in re.findall(r"\b(streamapp[:_][a-z0-9_:]+)\b", query)}
     assert used and used <= exposed | recorded, used - exposed - recorded
     assert {"streamapp_join_lookups_total", "streamapp_misplaced_keys_total", "streamapp_consumer_lag_records",
-            "streamapp:join_miss_ratio:rate5m", "streamapp_commits_total"} <= used
+            "streamapp:join_miss_ratio:rate5m", "streamapp_commits_total", "streamapp_join_misses_total",
+            "streamapp_dead_letters_by_reason_total", "streamapp_revoke_commits_failed_total"} <= used
 
 
 class Prometheus:
