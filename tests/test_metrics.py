@@ -549,6 +549,17 @@ def test_the_dashboard_reads_only_metrics_the_worker_exposes_or_the_rules_record
             "streamapp_dead_letters_by_reason_total", "streamapp_revoke_commits_failed_total"} <= used
 
 
+def test_the_monitoring_page_lists_every_metric_and_every_alert() -> None:
+    """docs/how-to/monitor.md: every family the worker exposes, every shipped alert (and nothing that is not)."""
+    page = (DEPLOY.parent.parent / "docs" / "how-to" / "monitor.md").read_text()
+    instruments = Instruments(("orders",), lambda keys, n: [0] * len(keys), dict)
+    exposed = {f.name + ("_total" if f.type == "counter" else "") for f in parsed(full_scrape(
+        instruments=instruments)).values()}
+    listed = set(re.findall(r"`(streamapp_[a-z0-9_]+)`", page))
+    assert exposed == listed, (exposed - listed, listed - exposed)
+    assert set(re.findall(r"^\| `(Streamapp\w+)` \|", page, re.M)) == ALERTS
+
+
 class Prometheus:
     """A real Prometheus (Debian's) scraping one worker every second, with the shipped rules time-scaled."""
 
