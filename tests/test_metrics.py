@@ -719,6 +719,8 @@ def test_prometheus_itself_fires_the_alerts_when_a_producer_switches_partitioner
         misses = prometheus.query('sum(streamapp_join_lookups_total{join="demo_user_orders_merged",result="miss"})')
         expected = sum(count for key, count in orders.produced.items() if key in misplaced)
         assert float(misses[0]["value"][1]) == expected > 0
+        causes = prometheus.query('sum by (cause) (streamapp_join_misses_total{join="demo_user_orders_merged"})')
+        assert {r["metric"]["cause"]: float(r["value"][1]) for r in causes} == {"copartition_violation": expected}
         misplaced_seen = prometheus.query(f'sum(streamapp_misplaced_keys_total{{topic="{settings.users_topic}"}})')
         assert float(misplaced_seen[0]["value"][1]) == len(misplaced)
         lag = prometheus.query(f'streamapp_consumer_lag_records{{topic="{settings.orders_topic}"}}')
