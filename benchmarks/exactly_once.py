@@ -43,7 +43,8 @@ from streamapp.kafka.reader import TopicReader
 from streamapp.settings import Settings
 from streamapp.worker.transactions import COMMIT_INTERVAL
 
-from worker import MISS, Rate, cpu_seconds, orders_records, produce_many, start_worker, users_records, wait_users
+from worker import (Rate, check_outputs, cpu_seconds, orders_records, produce_many, start_worker,  # noqa: E402
+                    users_by_key, users_records, wait_users)
 
 console = Console(width=160)
 GUARANTEES = ("at_least_once", "exactly_once")
@@ -93,11 +94,9 @@ def bench(base: Settings, tmp: Path, guarantee: str, users: list[tuple[bytes, by
         for topic in outputs:
             with TopicReader(settings.bootstrap_servers, topic, range(settings.partitions)) as reader:
                 records = reader.read_to_end(timeout=300)
-            misses = sum(1 for r in records if (r.value or b"").startswith(MISS))
-            if misses:
-                raise RuntimeError(f"{guarantee}: {misses:,} records of {topic} carry no user: {worker.tail(3)}")
-            if guarantee == "exactly_once" and len(records) != len(orders):
-                raise RuntimeError(f"exactly_once: {topic} holds {len(records):,} records for {len(orders):,} orders")
+            problem = check_outputs(orders, users_by_key(users), [(r.key, r.value) for r in records])
+            if problem is not None:  # every order once with its user, under either guarantee on a clean run
+                raise RuntimeError(f"{guarantee}: {topic}: {problem}: {worker.tail(3)}")
         return rate
     finally:
         worker.stop()

@@ -33,7 +33,8 @@ from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from worker import Rate, group_assigned, live_rate, orders_records, produce_many, users_records  # noqa: E402
+from worker import (Rate, group_assigned, live_rate, orders_records, produce_many, users_by_key,  # noqa: E402
+                    users_records)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from workerkit import isolated, wait_for_users  # noqa: E402
@@ -73,10 +74,10 @@ def bench_group(base: Settings, tmp: Path, size: int, users: list[tuple[bytes, b
         outputs = [settings.merged_topic, settings.merged_repartition_topic]
         pids = [w.proc.pid for w in workers if w.proc is not None]
         idle = idle_cpu(pids, IDLE_SECONDS)
-        rate, misses = live_rate(settings, orders, outputs, pids)
-        if misses:
-            raise RuntimeError(f"{size} workers: {misses:,} output records carry no user")
-        return rate, idle
+        try:
+            return live_rate(settings, orders, outputs, pids, users_by_key(users)), idle
+        except RuntimeError as exc:
+            raise RuntimeError(f"{size} workers: {exc}") from None
     finally:
         for worker in workers:
             worker.stop()

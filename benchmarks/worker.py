@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -54,9 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from workerkit import group_progress, isolated, make_order, wait_for_users  # noqa: E402
 
 console = Console(width=160)
-#: How an output value without its user (a join miss) starts.
-#: How a miss of the seed's join starts: its user columns null (the value's first two columns).
-MISS = b'{"NAME":null,"AGE":null'
+#: The order's columns in a joined value, in the order the orders' JSON holds them (``make_order``).
+ORDER_COLUMNS = ("TS", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL")
 
 #: Shortest timed window of a round that tells processors apart on a shared machine.
 MIN_ROUND_SECONDS = 20.0
@@ -96,15 +96,17 @@ class Rate:
 
 
 def live_rate(
-    settings: Settings, orders: list[tuple[bytes, bytes]], outputs: list[str], pid: int | list[int]
-) -> tuple[Rate, int]:
+    settings: Settings, orders: list[tuple[bytes, bytes]], outputs: list[str], pid: int | list[int],
+    users: dict[bytes, dict[str, Any]] | None,
+) -> Rate:
     """From the first order produced to the last one out of every output, the processor already running.
 
     The clock stops when every output's end offsets add up to the orders (asked of the
     broker, cheap and independent of any reader); then, untimed, the outputs are read
-    back to count the records that carry no user (a join miss; always 0 for the pipe,
-    which copies).  A counting consumer in the timed loop once stopped seeing records
-    the broker held, and the round waited for it.
+    back and checked (:func:`check_outputs`): every order exactly once in each output,
+    with its own user, so that count was the orders and not duplicates.  A counting
+    consumer in the timed loop once stopped seeing records the broker held, and the
+    round waited for it.
     """
     processes = [psutil.Process(p) for p in ([pid] if isinstance(pid, int) else pid)]  # a group: CPU summed
     start, cpu_start = time.monotonic(), sum(map(cpu_seconds, processes))
@@ -124,11 +126,39 @@ def live_rate(
         rate = Rate(len(orders) / (time.monotonic() - start), len(orders) / cpu)
     finally:
         watermarks.close()
-    misses = 0
     for topic in outputs:
         with TopicReader(settings.bootstrap_servers, topic, range(settings.partitions)) as reader:
-            misses += sum(1 for record in reader.read_to_end(timeout=300) if (record.value or b"").startswith(MISS))
-    return rate, misses
+            problem = check_outputs(orders, users, [(r.key, r.value) for r in reader.read_to_end(timeout=300)])
+        if problem is not None:
+            raise RuntimeError(f"{topic}: {problem}")
+    return rate
+
+
+def check_outputs(orders: list[tuple[bytes, bytes]], users: dict[bytes, dict[str, Any]] | None,
+                  records: list[tuple[bytes | None, bytes | None]]) -> str | None:
+    """What is wrong with one output of the orders (None: nothing): each order must be there exactly once, and,
+    for a join (``users`` given), carry its own user's NAME and AGE as ksqlDB writes them; for the pipe, its bytes."""
+    if users is None:
+        expected, found = Counter(orders), Counter(records)
+    else:
+        expected = Counter((k, *json.loads(v).values()) for k, v in orders)
+        found = Counter()
+        for key, value in records:
+            row = json.loads(value or b"null") or {}
+            user = users.get(key or b"") or {}
+            if (row.get("NAME"), row.get("AGE")) != (user.get("name"), user.get("age")):
+                return f"an order of {key!r} carries {row.get('NAME')!r}, {row.get('AGE')!r}, not its user's"
+            found[(key, *(row.get(c) for c in ORDER_COLUMNS))] += 1
+    if found == expected:
+        return None
+    missing, extra = expected - found, found - expected
+    return (f"{sum(missing.values()):,} orders missing, {sum(extra.values()):,} extra or duplicated "
+            f"(of {len(orders):,})")
+
+
+def users_by_key(users: list[tuple[bytes, bytes]]) -> dict[bytes, dict[str, Any]]:
+    """Each user's columns by key: what a joined order must carry."""
+    return {key: json.loads(value) for key, value in users}
 
 
 def cpu_seconds(process: psutil.Process) -> float:
@@ -157,11 +187,10 @@ def bench_worker(base: Settings, tmp: Path, users: list[tuple[bytes, bytes]],
         wait_users(worker, len(users), timeout=600)
         assert worker.proc is not None
         outputs = [settings.merged_topic, settings.merged_repartition_topic]
-        rate, misses = live_rate(settings, orders, outputs, worker.proc.pid)
-        if misses:
-            raise RuntimeError(f"{misses:,} of {len(outputs) * len(orders):,} output records carry no user: this "
-                               f"round's orders were not all joined with its users: {worker.tail(3)}")
-        return rate
+        try:
+            return live_rate(settings, orders, outputs, worker.proc.pid, users_by_key(users))
+        except RuntimeError as exc:
+            raise RuntimeError(f"the worker: {exc}: {worker.tail(3)}") from None
     finally:
         worker.stop()
 
@@ -175,7 +204,7 @@ def bench_pipe(base: Settings, orders: list[tuple[bytes, bytes]]) -> Rate:
                              stdout=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
-        return live_rate(settings, orders, outputs, child.pid)[0]
+        return live_rate(settings, orders, outputs, child.pid, None)
     finally:
         child.terminate()
         child.wait(30)
@@ -278,11 +307,10 @@ def bench_quix(base: Settings, tmp: Path, python: str, users: list[tuple[bytes, 
                 raise RuntimeError(f"Quix Streams did not load the users ({held}): "
                                    f"{(tmp / f'{group}.log').read_text()[-2000:]}")
             time.sleep(0.5)
-        rate, misses = live_rate(settings, orders, outputs, child.pid)
-        if misses:
-            raise RuntimeError(f"Quix Streams: {misses:,} of {len(outputs) * len(orders):,} output records "
-                               "carry no user")
-        return rate
+        try:
+            return live_rate(settings, orders, outputs, child.pid, users_by_key(users))
+        except RuntimeError as exc:
+            raise RuntimeError(f"Quix Streams: {exc}") from None
     finally:
         child.terminate()
         child.wait(30)
@@ -321,11 +349,10 @@ def bench_streams(base: Settings, tmp: Path, users: list[tuple[bytes, bytes]],
             time.sleep(0.5)
         assert program.pid is not None
         outputs = [plan.sink_of(q).topic for q in plan.joins]
-        rate, misses = live_rate(settings, orders, outputs, program.pid)
-        if misses:
-            raise RuntimeError(f"Kafka Streams: {misses:,} of {len(outputs) * len(orders):,} output records carry "
-                               "no user")
-        return rate
+        try:
+            return live_rate(settings, orders, outputs, program.pid, users_by_key(users))
+        except RuntimeError as exc:
+            raise RuntimeError(f"Kafka Streams: {exc}") from None
     finally:
         program.stop()
 
