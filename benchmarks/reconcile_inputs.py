@@ -46,6 +46,10 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from spark_batch import decode, ksql_json
+    from spark_batch.roles import Roles
+    from streamapp.settings import Settings
+
+    group = Roles.of(Settings()).groups[0]  # the seed's orders stream
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "4").getOrCreate())
@@ -57,11 +61,11 @@ def main() -> None:
         frames[name].count()
 
     def baseline() -> None:
-        parsed = F.from_json(F.col("value").cast("string"), ksql_json.ddl(ksql_json.ORDER_FIELDS))
-        frames["plain"].select(parsed.alias("o")).where(F.col("o.ts").isNotNull()).count()
+        parsed = F.from_json(F.col("value").cast("string"), ksql_json.ddl(ksql_json.value_columns(group.stream)))
+        frames["plain"].select(parsed.alias("o")).where(F.col(f"o.{group.time.name}").isNotNull()).count()
 
     def job(name: str):
-        return lambda: decode.all_orders(frames[name]).agg(*decode.kind_counts()).collect()
+        return lambda: decode.all_orders(frames[name], group).agg(*decode.kind_counts()).collect()
 
     runs = {"baseline from_json": baseline, **{f"ksql_json, {n}": job(n) for n in frames}}
     best: dict[str, float] = {}

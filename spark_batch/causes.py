@@ -1,9 +1,13 @@
-"""A root cause for every non-matching order, read off the input topics (users and orders).
+"""A root cause for every non-matching row, read off the input topics (the join's table and stream).
 
-For the direct pair the user's partition is where the users topic holds it;
-for the repartitioned pair it is where the worker's repartition puts it: the
-``partitioner`` setting's partition of the key (from ``streamapp.partitioners``,
-the batch API, vectorised over Arrow).
+"Order" and "user" below are the stream's record and the table's row, as in the demo's join.
+For a direct pair the table row's partition is where the table's topic holds it; for a
+repartitioned pair (:attr:`~spark_batch.roles.Pair.repartitioned`) it is where the worker's
+repartition puts it: the ``partitioner`` setting's partition of the key, written in the key
+format of the copy (from ``streamapp.partitioners``, the batch API, vectorised over Arrow).
+The stream record's partition is where its own topic holds it; a join that re-keys its stream
+(:attr:`~spark_batch.roles.Pair.rekeys_stream`) moves it, so no co-partitioning cause is
+read off its topic there.
 
 Two causes are the engines' documented, legitimate differences (README, "Decoding"), read
 off the order's own key whatever the status: ``null_key`` (ksqlDB on Kafka Streams 3.7+,
@@ -22,11 +26,13 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from streamapp.partitioners import partition_batch
+from streamapp.sql import plan as p
+from streamapp.sql.formats import Codec
 
 from .compare import ENRICHMENT_STATUSES
-from .decode import COUNTED_KINDS, FIXED_IDENTITY, IDENTITY, decodable, identity_value, kind_counts, kind_totals
+from .decode import COUNTED_KINDS, decodable, identity_value, kind_counts, kind_totals
 from .ksql_json import NON_UTF8_KEY, NULL_KEY
-from .roles import PAIRS
+from .roles import Field, Group
 from .summary import PartitionCell
 
 #: A null ``ts`` as the orders' probe key (see :func:`order_info`); a real ts equal to it only adds a hit.
@@ -39,30 +45,43 @@ def normalized_key(column: Column) -> Column:
     return F.regexp_replace(column, r'^"(.*)"$', "$1")
 
 
-def identity_hash() -> Column:
-    """xxhash64 of the order identity, ``unit_price`` normalized as grouping does."""
-    return F.xxhash64(*[identity_value(c) for c in IDENTITY])
+def identity_hash(group: Group) -> Column:
+    """xxhash64 of the identity, a DOUBLE's -0.0 normalized as grouping does."""
+    return F.xxhash64(*[identity_value(f) for f in group.identity])
 
 
-def _partition_batches(partitioner: str, num_partitions: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def fixed_identity(group: Group) -> tuple[Field, ...]:
+    """The identity fields of fixed width (all but the strings)."""
+    return tuple(f for f in group.identity if f.fixed)
+
+
+def join_key_text(group: Group) -> Column:
+    """The stream record's join key as text, as the table's keys are compared with it."""
+    return F.col(group.join_key.name).cast("string")
+
+
+def _partition_batches(partitioner: str, num_partitions: int, placed: p.Source
+                       ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Each key's partition under ``partitioner``, its bytes as the copy ``placed`` writes them (its key format)."""
     def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        codec = Codec(placed)
         for batch in batches:
-            keys = batch.column("user_key").to_pylist()
-            encoded = [None if key is None else key.encode("utf-8") for key in keys]
-            chosen = partition_batch(partitioner, encoded, num_partitions)
+            keys = batch.column("table_key").to_pylist()
+            chosen = partition_batch(partitioner, [codec.encode_key(key) for key in keys], num_partitions)
             yield pa.RecordBatch.from_arrays(
-                [batch.column("user_key"), pa.array(chosen, pa.int32())], names=["user_key", "repartitioned_to"]
+                [batch.column("table_key"), pa.array(chosen, pa.int32())], names=["table_key", "repartitioned_to"]
             )
 
     return assign
 
 
-def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, partitioner: str, few: bool,
-               repartitioned: bool = True) -> DataFrame:
-    """Per normalized user id of a mismatch (``norm_key``), one entry per users-topic key that differs from
-    it at most by JSON quoting (``user_keys``): the key, its first record time, its partitions and, when
-    ``repartitioned`` (the caller knows the repartition pair has mismatches), where ``partitioner`` (the
-    worker's) repartitions it.  :func:`explain` picks a mismatch's own key out of them.
+def user_index(group: Group, users: DataFrame, mismatches: DataFrame, num_partitions: int, partitioner: str, few: bool,
+               placed: p.Source | None = None) -> DataFrame:
+    """Per normalized join key of a mismatch (``norm_key``), one entry per table key that differs from
+    it at most by JSON quoting (``user_keys``): the key as text, its first record time, its partitions and,
+    given ``placed`` (the copy a repartitioned pair of the group joins, when the caller knows such a
+    pair has mismatches), where ``partitioner`` (the worker's) places it there.  :func:`explain` picks a
+    mismatch's own key out of them.
 
     Only the users whose normalized key is a mismatch's are grouped (a broadcast semi join), in one
     aggregation per key, then one per normalized key on the same shuffle; the Python partitioner worker
@@ -70,28 +89,30 @@ def user_index(users: DataFrame, mismatches: DataFrame, num_partitions: int, par
     broadcast as they are; else distinct first (every order may mismatch, its users may not).
     """
     # as they are when few: a distinct is a shuffle, whose second stage queued the users' scan behind the orders'
-    wanted = mismatches.select(normalized_key(F.col("user_id")).alias("norm_key"))
+    wanted = mismatches.select(normalized_key(join_key_text(group)).alias("norm_key"))
     wanted = F.broadcast(wanted if few else wanted.distinct())
-    relevant = users.withColumn("norm_key", normalized_key(F.col("user_key"))).join(wanted, "norm_key", "left_semi")
+    relevant = users.withColumn("norm_key", normalized_key(F.col("table_key").cast("string"))).join(wanted, "norm_key", "left_semi")
     # shuffled by the normalized key alone, so that both aggregations below share the one exchange
     relevant = relevant.repartition("norm_key")
-    per_key = relevant.groupBy("norm_key", "user_key").agg(
+    per_key = relevant.groupBy("norm_key", "table_key").agg(
         F.min("timestamp_ms").alias("first_ms"), F.sort_array(F.collect_set("partition")).alias("partitions"))
-    if repartitioned:
-        placed = per_key.select("user_key").mapInArrow(
-            _partition_batches(partitioner, num_partitions), "user_key string, repartitioned_to int")
-        per_key = per_key.join(placed, "user_key")
+    if placed is not None:
+        key_type = dict(per_key.dtypes)["table_key"]
+        where = per_key.select("table_key").mapInArrow(
+            _partition_batches(partitioner, num_partitions, placed), f"table_key {key_type}, repartitioned_to int")
+        per_key = per_key.join(where, "table_key")
     else:
         per_key = per_key.withColumn("repartitioned_to", F.lit(None).cast("int"))
-    entry = F.struct("user_key", "first_ms", "partitions", "repartitioned_to")
+    entry = F.struct(F.col("table_key").cast("string").alias("user_key"), "first_ms", "partitions", "repartitioned_to")
     return per_key.groupBy("norm_key").agg(F.sort_array(F.collect_list(entry)).alias("user_keys"))
 
 
-def order_info(orders: DataFrame, mismatches: DataFrame, few: bool, kinds: Observation | None = None) -> DataFrame:
-    """Per mismatching order identity (``_o_hash``, its :func:`identity_hash`, and ``_o_<column>`` for
-    ``FIXED_IDENTITY``): its lowest partition in the orders topic and its key's kind (``order_key``).
+def order_info(group: Group, orders: DataFrame, mismatches: DataFrame, few: bool,
+               kinds: Observation | None = None) -> DataFrame:
+    """Per mismatching identity (``_o_hash``, its :func:`identity_hash`, and ``_o_<column>`` for
+    :func:`fixed_identity`): its lowest partition in the stream's topic and its key's kind (``order_key``).
 
-    ``orders``: every record (``decode.all_orders``). ``kinds`` counts them all by kind on the way, over
+    ``orders``: every record of the stream (``decode.all_orders``). ``kinds`` counts them all by kind on the way, over
     the probe's own aggregation, where every record that is not a mismatch's falls in one group: at 10 M
     orders an Observation on every scanned row cost about as much again as the scan, and a query of its
     own a second scan. Every key and aggregate is fixed-width (the strings of the identity are grouped
@@ -103,17 +124,18 @@ def order_info(orders: DataFrame, mismatches: DataFrame, few: bool, kinds: Obser
     # hashed, not every scanned order's. A null ts probes as _NO_TS (a nullable key would make IN null-aware:
     # no hash join at all); an order that merely shares a ts is a hit grouped apart by its identity, and
     # joins no mismatch. Two orders grouped together share the hash and every fixed-width column: the odds
-    # that they differ in user_id or channel are those of a 64-bit collision between orders alike in
+    # that they differ in a string column are those of a 64-bit collision between orders alike in
     # everything else.
-    ts = F.coalesce(F.col("ts"), F.lit(_NO_TS))
+    ts = F.coalesce(F.col(group.time.name).cast("bigint"), F.lit(_NO_TS))
     wanted = mismatches.select(ts)
     probed = orders.select("*", ts.isin(F.broadcast(wanted) if few else wanted).alias("_wanted"))
     hit = F.col("_wanted") & decodable()
     names = F.array(*[F.lit(k) for k in COUNTED_KINDS])
     # 0, not null, outside the hits: Spark's fast map takes only rows whose keys are all non-null (a null key
     # sent every other order to its general map: 40% of the scan's profile samples); _hit keeps the two apart
-    keys = [F.when(hit, identity_hash()).otherwise(0).alias("_o_hash"),
-            *[F.when(hit, identity_value(c)).otherwise(0).alias(f"_o_{c}") for c in FIXED_IDENTITY]]
+    fixed = fixed_identity(group)
+    keys = [F.when(hit, identity_hash(group)).otherwise(0).alias("_o_hash"),
+            *[F.when(hit, identity_value(f)).otherwise(F.lit(0).cast(f.spark)).alias(f"_o_{f.name}") for f in fixed]]
     grouped = probed.groupBy(hit.alias("_hit"), *keys).agg(
         *kind_counts(), F.min("partition").alias("order_partition"),
         F.max(F.coalesce(F.array_position(names, F.col("kind")), F.lit(0))).alias("_kind"))
@@ -121,48 +143,62 @@ def order_info(orders: DataFrame, mismatches: DataFrame, few: bool, kinds: Obser
         grouped = grouped.observe(kinds, *kind_totals())
     # an identity has one kind at most (a null key or a key not UTF-8; no kind is the least)
     order_key = F.when(F.col("_kind") > 0, F.element_at(names, F.col("_kind").cast("int")))
-    return grouped.where("_hit").select("_o_hash", *[f"_o_{c}" for c in FIXED_IDENTITY], "order_partition",
+    return grouped.where("_hit").select("_o_hash", *[f"_o_{f.name}" for f in fixed], "order_partition",
                                         order_key.alias("order_key"))
 
 
-def explain(mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_partitions: int, partitioner: str,
-            few: bool = True, repartitioned: bool = True, order_kinds: Observation | None = None) -> DataFrame:
-    """``mismatches`` (classified rows that are not ``match``) with ``cause`` and ``cause_detail``.
+def explain(group: Group, mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_partitions: int,
+            partitioner: str, few: bool = True, repartitioned: bool = True,
+            order_kinds: Observation | None = None) -> DataFrame:
+    """``mismatches`` (classified rows of ``group`` that are not ``match``, all of pairs joining the table
+    whose rows ``users`` holds) with ``cause`` and ``cause_detail``.
 
-    ``orders``: every record of the orders stream (``decode.all_orders``), counted by kind into
+    ``orders``: every record of the group's stream (``decode.all_orders``), counted by kind into
     ``order_kinds`` (see ``order_info``). ``few`` (the caller knows the count) broadcasts the
-    mismatches' identities and users, so neither the orders nor the mismatches are shuffled;
-    ``repartitioned``: see ``user_index``.
+    mismatches' identities and table rows, so neither the stream nor the mismatches are shuffled;
+    ``repartitioned``: a repartitioned pair has mismatches (else no key is placed, see ``user_index``).
     """
-    index = user_index(users, mismatches, num_partitions, partitioner, few, repartitioned)
-    info = order_info(orders, mismatches, few, order_kinds)
+    copies = [pair for pair in group.pairs if pair.repartitioned]
+    placed = None
+    if repartitioned and copies:
+        pair = copies[0]
+        placed = pair.stream if pair.query.repartition_right else pair.table
+    index = user_index(group, users, mismatches, num_partitions, partitioner, few, placed)
+    info = order_info(group, orders, mismatches, few, order_kinds)
     if few:
         info, index = F.broadcast(info), F.broadcast(index)
-    # null-safe: an identity column may be null (a null-key order is an order too; the hash leaves nulls out)
-    same_order = [identity_hash() == F.col("_o_hash"),
-                  *[identity_value(c).eqNullSafe(F.col(f"_o_{c}")) for c in FIXED_IDENTITY]]
-    rows = (mismatches.join(info, same_order, "left").drop("_o_hash", *[f"_o_{c}" for c in FIXED_IDENTITY])
-            .join(index, normalized_key(F.col("user_id")) == F.col("norm_key"), "left").drop("norm_key"))
+    fixed = fixed_identity(group)
+    # null-safe: an identity column may be null (a null-key record is a record too; the hash leaves nulls out)
+    same_order = [identity_hash(group) == F.col("_o_hash"),
+                  *[identity_value(f).eqNullSafe(F.col(f"_o_{f.name}")) for f in fixed]]
+    rows = (mismatches.join(info, same_order, "left").drop("_o_hash", *[f"_o_{f.name}" for f in fixed])
+            .join(index, normalized_key(join_key_text(group)) == F.col("norm_key"), "left").drop("norm_key"))
     # the mismatch's own key among those that normalize like it (a key appears once): null when unknown
-    own = F.filter("user_keys", lambda entry: entry["user_key"] == F.col("user_id"))
+    own = F.filter("user_keys", lambda entry: entry["user_key"] == join_key_text(group))
     known = F.get(own, 0)
-    user_partitions = F.when(F.col("pair") == "repartition", F.array(known["repartitioned_to"])).otherwise(
+    copied = [pair.name for pair in copies]
+    user_partitions = F.when(F.col("pair").isin(*copied), F.array(known["repartitioned_to"])).otherwise(
         known["partitions"]
-    )
+    ) if copied else known["partitions"]
+    rekeyed = [pair.name for pair in group.pairs if pair.rekeys_stream]
     rows = rows.select("*", known["first_ms"].alias("user_first_ms"), user_partitions.alias("user_partitions"),
-                       F.col("user_keys.user_key").alias("similar_keys")).drop("user_keys")
-    cause, detail = _cause_and_detail()
+                       F.col("user_keys.user_key").alias("similar_keys"),
+                       F.col("pair").isin(*rekeyed).alias("_rekeyed") if rekeyed else F.lit(False).alias("_rekeyed")
+                       ).drop("user_keys")
+    cause, detail = _cause_and_detail(group)
     return rows.withColumn("cause", cause).withColumn("cause_detail", detail).withColumn(
         "user_partition", F.col("user_partitions")[0]
-    ).drop("similar_keys", "order_key")
+    ).drop("similar_keys", "order_key", "_rekeyed")
 
 
-def _cause_and_detail() -> tuple[Column, Column]:
+def _cause_and_detail(group: Group) -> tuple[Column, Column]:
     known = F.col("user_first_ms").isNotNull()
     similar = F.col("similar_keys").isNotNull()
     located = F.col("order_partition").isNotNull()
-    colocated = F.array_contains(F.col("user_partitions"), F.col("order_partition"))
-    late = F.col("user_first_ms") > F.col("ts")
+    colocated = F.col("_rekeyed") | F.array_contains(F.col("user_partitions"), F.col("order_partition"))
+    ts = F.col(group.time.name).cast("bigint")
+    late = F.col("user_first_ms") > ts
+    key_text = join_key_text(group)
     enrichment = F.col("status").isin(*ENRICHMENT_STATUSES)
     partitions = F.array_join(F.col("user_partitions").cast("array<string>"), ",")
     key = F.col("order_key")
@@ -184,21 +220,21 @@ def _cause_and_detail() -> tuple[Column, Column]:
                   "user columns in a random partition; "), _status_words()))
         .when(key == NON_UTF8_KEY, F.concat(F.format_string(
             "the order's key is not UTF-8: Kafka Streams reads it as '%s' (U+FFFD for each bad byte), "
-            "the worker dead-letters it; ", "user_id"), _status_words()))
+            "the worker dead-letters it; ", key_text), _status_words()))
         .when(F.col("status") == "missing_in_faust", F.concat(F.lit("no record in the Faust output"), not_in_orders))
         .when(F.col("status") == "missing_in_ksqldb", F.concat(F.lit("no record in the ksqlDB output"), not_in_orders))
         .when(F.col("status") == "duplicate",
               F.format_string("Faust output has %d record(s), ksqlDB output %d", "faust_count", "ksqldb_count"))
         .when(F.col("status") == "partition_mismatch",
               F.format_string("Faust wrote partition %d, ksqlDB partition %d", "faust_partition", "ksqldb_partition"))
-        .when(~known & ~similar, F.format_string("no record for key '%s' in the users topic", "user_id"))
+        .when(~known & ~similar, F.format_string("no record for key '%s' in the users topic", key_text))
         .when(~known, F.format_string("users topic has key(s) %s, the order has '%s'",
-                                      F.array_join("similar_keys", ", "), "user_id"))
+                                      F.array_join("similar_keys", ", "), key_text))
         .when(~located, F.lit("the order is not in the orders topic"))
         .when(~colocated, F.format_string("order in partition %d, user in partition(s) %s", F.col("order_partition"), partitions))
-        .when(late, F.format_string("the user's first record is %d ms newer than the order", F.col("user_first_ms") - F.col("ts")))
+        .when(late, F.format_string("the user's first record is %d ms newer than the order", F.col("user_first_ms") - ts))
         .otherwise(F.format_string("user and order both in partition %d, user %d ms older than the order",
-                                   F.col("order_partition"), F.col("ts") - F.col("user_first_ms")))
+                                   F.col("order_partition"), ts - F.col("user_first_ms")))
     )
     return cause, detail
 
@@ -210,13 +246,13 @@ def _status_words() -> Column:
             .otherwise(F.format_string("status %s", "status")))
 
 
-def tally(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, dict[str, int]], tuple[PartitionCell, ...]]:
+def tally(pairs: Iterable[str], rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, dict[str, int]], tuple[PartitionCell, ...]]:
     """Mismatches by (pair, cause) and by (pair, order partition, user partition), from one aggregation's rows.
 
     ``rows`` are counts by (pair, cause, order_partition, user_partition): one
     Spark aggregation gives both tables (cells only where both partitions are known).
     """
-    by_cause: dict[str, dict[str, int]] = {pair: {c: 0 for c in CAUSES} for pair in PAIRS}
+    by_cause: dict[str, dict[str, int]] = {pair: {c: 0 for c in CAUSES} for pair in pairs}
     cells: dict[tuple[str, int, int], int] = {}
     for row in rows:
         n = int(row["count"])

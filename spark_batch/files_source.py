@@ -30,12 +30,6 @@ def _is_parquet(path: Path) -> bool:
     return path.suffix == ".parquet"
 
 
-#: Columns a decoded export must have, per role (``offset`` defaults to row order).
-DECODED_COLUMNS = {
-    "users": ("user_id", "name", "age", "partition"),
-    "orders": ("user_id", "ts", "product_id", "qty", "unit_price", "channel", "partition"),
-    "output": ("user_id", "ts", "product_id", "qty", "unit_price", "channel", "name", "age", "partition"),
-}
 RAW_COLUMNS = ("key", "value", "partition")
 #: Spark types of the Kafka-shaped JSON fields; what schema inference would find for such lines.
 RAW_JSON_TYPES = {"key": "string", "value": "string", "partition": "bigint", "offset": "bigint",
@@ -189,8 +183,11 @@ def _first_line(path: Path) -> str:
         return handle.readline(1 << 20).decode("utf-8", "replace")
 
 
-def read_export(spark: SparkSession, input_dir: Path, topic: str, role: str) -> DataFrame:
-    """One export, refused (naming the file) when Spark cannot read it or it lacks the role's columns."""
+def read_export(spark: SparkSession, input_dir: Path, topic: str, decoded: tuple[str, ...],
+                time: str | None = None) -> DataFrame:
+    """One export, refused (naming the file) when Spark cannot read it or it lacks its role's columns: a
+    Kafka-shaped one ``RAW_COLUMNS``, a decoded one ``decoded`` (lower-case) and a time (``timestamp_ms``,
+    ``timestamp`` or the event-time column ``time``)."""
     path = locate(input_dir, topic)
     try:
         schema = raw_json_schema(_first_line(path)) if path.is_file() and not _is_parquet(path) else None
@@ -205,9 +202,9 @@ def read_export(spark: SparkSession, input_dir: Path, topic: str, role: str) -> 
         raise ReconcileError(f"export {path} cannot be read: {one_line(exc)}") from None
     if not columns or columns == ["_corrupt_record"]:
         raise ReconcileError(f"export {path} is empty or not JSON lines/Parquet")
-    wanted = RAW_COLUMNS if "value" in columns else DECODED_COLUMNS["users" if role == "users" else "orders" if role == "orders" else "output"]
+    wanted = RAW_COLUMNS if "value" in columns else decoded
     lacking = [c for c in wanted if c not in columns]
-    if "value" not in columns and not lacking and not {"timestamp_ms", "timestamp", "ts"} & set(columns):
+    if "value" not in columns and not lacking and not {"timestamp_ms", "timestamp", *([time] if time else [])} & set(columns):
         lacking = ["timestamp_ms"]
     if lacking:
         raise ReconcileError(f"export {path} lacks column(s) {', '.join(lacking)}; it has {', '.join(frame.columns)}")

@@ -1,90 +1,98 @@
-"""The input records (users, orders) decoded in Spark exactly as ``streamapp.model.records`` decodes them.
+"""A source's records (the streams and tables a join reads) decoded in Spark exactly as the worker decodes them.
 
-ksqlDB's JSON rules are defined once, in the model (``decode_user``, ``decode_order``).  Spark
-applies them in two ways, and a row takes exactly one:
+ksqlDB's rules are defined once, in :class:`streamapp.sql.formats.Codec` (one per source of the
+plan: its key format and type, its value columns and their JSON coercions).  Spark applies
+them in two ways, and a row takes exactly one:
 
-- **Spark SQL** for the common record, the one the producers write: a UTF-8 key, and a value
-  that is one flat JSON object, without escapes, of exactly the model's fields in lower case, each
-  of its own JSON type (an integer within 64 bits for a BIGINT, a number for a DOUBLE, a string
-  for a VARCHAR).  There ksqlDB's coercions are the identity and ``from_json`` reads what the
-  model reads (``-0.0`` aside, made ``0.0`` as ksqlDB's ``BigDecimal`` does).
-- **the model's own decoder**, in an Arrow UDF, for every other row (case-insensitive names,
-  ``"41"`` for a BIGINT, nulls, missing fields, trailing text, other encodings, bad records...).
-  The UDF is sent nulls for the rows SQL took, so it decodes only the others.
+- **Spark SQL** for the common record, the one producers write: a key SQL reads (a UTF-8
+  KAFKA ``STRING``, an 8-byte KAFKA ``BIGINT``), and a JSON value that is one flat object, without
+  escapes, of exactly the source's value columns in lower case, each of its own JSON type (an
+  integer within 64 bits for a BIGINT, a number for a DOUBLE, a string for a STRING).  There
+  ksqlDB's coercions are the identity and ``from_json`` reads what the codec reads (``-0.0``
+  aside, made ``0.0`` as ksqlDB's ``BigDecimal`` does).  A source with a column of another
+  type (DECIMAL, BOOLEAN, nested...) or in another format takes the second way for every row.
+- **the codec itself**, in an Arrow UDF, for every other row (case-insensitive names, ``"41"``
+  for a BIGINT, nulls, missing fields, trailing text, other encodings, bad records...).  The UDF
+  is sent nulls for the rows SQL took, so it decodes only the others.
 
-The Spark schema comes from the model's dataclasses (``User``, ``Order``), so a column added
-there is read here.  Each row carries ``kind``: null (a row both engines read), ``tombstone``
-(a user's null value or JSON ``null``: the user deleted), ``null_key`` (the value
-decoded; an order both engines join with NULL user columns, a user both ignore) or ``non_utf8_key`` (the
-value decoded; the worker dead-letters such a record, Kafka Streams reads the
-key with U+FFFD for each bad byte, as Java's ``String`` decoder does), or ``undecodable`` (neither engine can use it: a tombstone of an order, a value ksqlDB cannot read,
-an order without a valid ``ts``).  ``tests/test_reconcile_inputs.py`` checks both ways against
-the model on the same bytes.
+Each row carries ``kind``: null (a row both engines read), ``tombstone`` (a table row's null
+value or JSON ``null``: the row deleted), ``null_key`` (the value decoded; a stream record both
+engines join with NULL table columns, a table row both ignore) or ``non_utf8_key`` (a STRING key;
+the value decoded; the worker dead-letters such a record, Kafka Streams reads the key with
+U+FFFD for each bad byte, as Java's ``String`` decoder does), or ``undecodable`` (neither engine
+can use it: a stream record without a value, a value or key ksqlDB cannot read, a stream record
+without a valid ``TIMESTAMP=`` column).  ``tests/test_reconcile_inputs.py`` checks both ways
+against the codec on the same bytes.
 """
 from __future__ import annotations
 
-import dataclasses
-import types
+import base64
 from dataclasses import dataclass
-import typing
+from decimal import Decimal
 from typing import Any, Callable
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import StructType, _parse_datatype_string
 
-from streamapp.model.records import MAX_NUMBER_LENGTH, Order, RecordError, User, decode_order, decode_user
+from streamapp.model.records import MAX_NUMBER_LENGTH, RecordError
+from streamapp.sql import plan as p
+from streamapp.sql.formats import Codec, json_text
 
-#: Python type of a model field -> its Spark SQL type.
-SQL_TYPES = {int: "bigint", float: "double", str: "string"}
+from .roles import spark_type
+
 #: Values a row's ``kind`` takes besides null (a row as both engines read it).
 TOMBSTONE, NULL_KEY, NON_UTF8_KEY, UNDECODABLE = "tombstone", "null_key", "non_utf8_key", "undecodable"
 KINDS = (TOMBSTONE, NULL_KEY, NON_UTF8_KEY, UNDECODABLE)
-
-
-def value_columns(record: type) -> dict[str, str]:
-    """A model record's value columns (every field but the key, ``user_id``) -> Spark SQL type."""
-    hints = typing.get_type_hints(record)
-    columns = {}
-    for field in dataclasses.fields(record):
-        if field.name == "user_id":
-            continue
-        hint = hints[field.name]
-        if isinstance(hint, types.UnionType):
-            hint = next(t for t in typing.get_args(hint) if t is not type(None))
-        columns[field.name] = SQL_TYPES[hint]
-    return columns
-
-
-ORDER_FIELDS = value_columns(Order)
-USER_FIELDS = value_columns(User)
+#: The name of a decoded record's key value, whatever the source calls its key column.
+KEY = "key_value"
 
 
 def ddl(columns: dict[str, str]) -> str:
     return ", ".join(f"`{name}` {kind}" for name, kind in columns.items())
 
 
-_SPARK_TYPES = {"bigint": LongType(), "double": DoubleType(), "string": StringType()}
+def value_columns(source: p.Source) -> dict[str, str]:
+    """A source's value columns, lower-cased -> Spark SQL type."""
+    return {c.name.lower(): spark_type(c.type) for c in source.value_columns}
 
 
-def struct_type(columns: dict[str, str]) -> StructType:
-    """What both ways give per record: the key as a user id, the value columns, the kind."""
-    every = {"user_id": "string", **columns, "kind": "string"}
-    return StructType([StructField(name, _SPARK_TYPES[kind]) for name, kind in every.items()])
+def key_type(source: p.Source) -> str:
+    """The Spark SQL type of the source's key value (a source without a key: string, always null)."""
+    return spark_type(source.key_columns[0].type) if source.key_columns else "string"
+
+
+def _string_key(source: p.Source) -> bool:
+    return bool(source.key_columns) and source.key_format == "KAFKA" and source.key_columns[0].type == "STRING"
+
+
+def sql_key(source: p.Source, key: Column) -> tuple[Column, Column] | None:
+    """(the key's value, whether SQL reads it as the codec does) for a key format and type SQL reads, else None."""
+    if not source.key_columns or source.key_format != "KAFKA":
+        return None
+    kind = source.key_columns[0].type
+    if kind == "STRING":
+        return key.cast("string"), key.isNotNull() & F.is_valid_utf8(key)
+    if kind in ("BIGINT", "INT"):
+        size = 8 if kind == "BIGINT" else 4
+        value = F.conv(F.hex(key), 16, -10).cast(spark_type(kind))
+        return value, key.isNotNull() & (F.octet_length(key) == size)
+    return None
+
 
 _WS = "[ \\t\\n\\r]*"
 #: Read by Spark's JSON parser, a bare ``NaN`` or a single-quoted name must fail as in Jackson's defaults.
 _JSON_OPTIONS = {"allowNonNumericNumbers": "false", "allowSingleQuotes": "false", "mode": "PERMISSIVE",
                  "columnNameOfCorruptRecord": "_corrupt"}
-#: The JSON token a column of each type must start with for the SQL path.
+#: The JSON token a column of each type must start with for the SQL path (the types the SQL path reads).
 _TOKEN_START = {"bigint": "[-0-9]", "double": "[-0-9]", "string": '"'}
 
 
 @dataclass(frozen=True)
 class SqlPath:
-    """The rows the SQL path reads exactly as the model does (``text`` on the raw record, ``fits`` on
+    """The rows the SQL path reads exactly as the codec does (``text`` on the raw record, ``fits`` on
     ``parsed``), and the row it reads (``row`` of ``parsed``).
 
     The value has no backslash (so every ``"`` delimits a string, and a name matched in the text is
@@ -93,7 +101,18 @@ class SqlPath:
     then checks the types (a fraction or an out-of-range integer for a BIGINT is a corrupt record).
     """
 
-    columns: dict[str, str]
+    source: p.Source
+
+    @property
+    def columns(self) -> dict[str, str]:
+        return value_columns(self.source)
+
+    @property
+    def possible(self) -> bool:
+        """Whether any record of the source can take the SQL path."""
+        return (self.source.value_format == "JSON" and self.source.wrap_single_value is not False
+                and bool(self.columns) and all(kind in _TOKEN_START for kind in self.columns.values())
+                and sql_key(self.source, F.col("key")) is not None)
 
     @property
     def parsed(self) -> Column:
@@ -101,10 +120,13 @@ class SqlPath:
 
     @property
     def text(self) -> Column:
+        if not self.possible:
+            return F.lit(False)
         text = F.col("value").cast("string")
+        read = sql_key(self.source, F.col("key"))
+        assert read is not None
         condition = (
-            F.col("key").isNotNull() & F.is_valid_utf8(F.col("key"))
-            & F.col("value").isNotNull() & F.is_valid_utf8(F.col("value"))
+            read[1] & F.col("value").isNotNull() & F.is_valid_utf8(F.col("value"))
             & (F.octet_length("value") <= MAX_NUMBER_LENGTH)
             & text.rlike(f"^{_WS}\\{{[^\\\\{{\\[]*$")
             & (F.array_sort(F.json_object_keys(text)) == F.array_sort(F.array(*map(F.lit, self.columns))))
@@ -120,86 +142,135 @@ class SqlPath:
         return condition
 
     def row(self, parsed: Column) -> Column:
+        read = sql_key(self.source, F.col("key"))
+        key = read[0] if read is not None else F.lit(None).cast(key_type(self.source))
         fields = [F.when(parsed[n] == 0, F.lit(0.0)).otherwise(parsed[n]).alias(n) if kind == "double"
                   else parsed[n].alias(n) for n, kind in self.columns.items()]
-        return F.struct(F.col("key").cast("string").alias("user_id"), *fields, F.lit(None).cast("string").alias("kind"))
+        return F.struct(key.alias(KEY), *fields, F.lit(None).cast("string").alias("kind"))
 
     def condition(self) -> Column:
         """Whether a row takes the SQL path, as one column (for tests; the job stages it, see ``_decoded``)."""
         return F.coalesce(self.text & self.fits(self.parsed), F.lit(False))
 
 
-def _model_row(decode: Callable[[bytes | None, bytes | None], Any], columns: dict[str, str],
-               key: bytes | None, value: bytes | None) -> dict[str, Any] | None:
-    """One record through the model's decoder, as a struct row; ``None`` for a user's tombstone.
+def struct_type(source: p.Source) -> StructType:
+    """What both ways give per record: the key's value, the value columns, the kind."""
+    every = {KEY: key_type(source), **value_columns(source), "kind": "string"}
+    return _parse_datatype_string(ddl(every))  # type: ignore[return-value]
 
-    A null or non-UTF-8 key is the worker's refusal, not ksqlDB's: the value is decoded under a
-    stand-in key, and the user id is what Kafka Streams reads (null, or U+FFFD per bad byte).
+
+def _spark_value(value: Any, kind: str) -> Any:
+    """A codec value as the Spark column of ``kind`` holds it (a nested or other value: its JSON text)."""
+    if value is None:
+        return None
+    if kind == "string" and not isinstance(value, str):
+        if isinstance(value, bytes):
+            return base64.b64encode(value).decode("ascii")
+        return json_text(value)
+    if kind.startswith("decimal") and not isinstance(value, Decimal):
+        return Decimal(str(value))
+    return value
+
+
+def codec_row(codec: Codec, key: bytes | None, value: bytes | None, stream: bool) -> dict[str, Any]:
+    """One record through the codec, as a struct row (see the module for ``kind``).
+
+    A null or non-UTF-8 STRING key is the worker's refusal, not ksqlDB's: the value is decoded
+    anyway, and the key is what Kafka Streams reads (null, or U+FFFD per bad byte).
     """
-    problem, user_id = None, None
-    if key is None:
+    source = codec.source
+    columns = value_columns(source)
+    problem, key_value = None, None
+    if key is None and source.key_columns and source.key_format != "NONE":
         problem = NULL_KEY
-    else:
+    elif key is not None:
         try:
-            user_id = key.decode("utf-8")
-        except UnicodeDecodeError:
-            problem, user_id = NON_UTF8_KEY, key.decode("utf-8", "replace")
+            key_value = codec.decode_key(key)
+        except RecordError:
+            if not _string_key(source):
+                return {KEY: None, **dict.fromkeys(columns), "kind": UNDECODABLE}
+            problem, key_value = NON_UTF8_KEY, key.decode("utf-8", "replace")
+    empty = {KEY: _spark_value(key_value, key_type(source)), **dict.fromkeys(columns)}
     try:
-        record = decode(b"" if problem else key, value)
+        row = codec.decode_value(value)
     except RecordError:
-        return {"user_id": user_id, **dict.fromkeys(columns), "kind": UNDECODABLE}
-    if record is None:
-        return {"user_id": user_id, **dict.fromkeys(columns), "kind": problem or TOMBSTONE}
-    return {"user_id": user_id, **{name: getattr(record, name) for name in columns}, "kind": problem}
+        return {**empty, "kind": UNDECODABLE}
+    if row is None:
+        return {**empty, "kind": UNDECODABLE if stream else problem or TOMBSTONE}
+    decoded = {c.name.lower(): _spark_value(row.get(c.name), columns[c.name.lower()]) for c in source.value_columns}
+    if stream and source.timestamp is not None:
+        moment = decoded.get(source.timestamp.lower())
+        if moment is None or moment < 0:  # no event time: Kafka Streams drops the record
+            return {**empty, "kind": UNDECODABLE}
+    return {**empty, **decoded, "kind": problem}
 
 
-def _model_udf(decode: Callable[[bytes | None, bytes | None], Any], columns: dict[str, str]) -> Callable[..., Column]:
-    struct = struct_type(columns)
+def _codec_udf(source: p.Source, stream: bool) -> Callable[..., Column]:
+    codec = Codec(source)
+    struct = struct_type(source)
     arrow_type = to_arrow_type(struct)
 
     def decode_batch(wanted: pa.Array, keys: pa.Array, values: pa.Array) -> pa.Array:
-        rows = [_model_row(decode, columns, k, v) if w else None
+        rows = [codec_row(codec, k, v, stream) if w else None
                 for w, k, v in zip(wanted.to_pylist(), keys.to_pylist(), values.to_pylist())]
         return pa.array(rows, arrow_type)
 
     return F.arrow_udf(decode_batch, struct)
 
 
-_ORDER_UDF = _model_udf(decode_order, ORDER_FIELDS)
-_USER_UDF = _model_udf(decode_user, USER_FIELDS)
+def read(frame: DataFrame, source: p.Source, stream: bool) -> DataFrame:
+    """Kafka-shaped records of ``source`` (``key``, ``value`` bytes, ...) -> ``KEY``, its value columns
+    (lower-cased), ``kind``, the rest; each row by SQL where ``SqlPath`` holds, else by the codec.
 
-
-def _decoded(frame: DataFrame, columns: dict[str, str], model: Callable[..., Column], tombstones: bool,
-             also: Callable[[Column], Column] = lambda row: F.lit(True)) -> DataFrame:
-    """Each row by SQL where ``SqlPath`` (and ``also`` on its row) holds, else by the model's decoder.
-
-    Staged in three projections, so that Spark parses each value once: written as one expression,
-    ``from_json`` and the checks were inlined into the UDF's arguments and into every column
-    (``benchmarks/reconcile_inputs.py``).
+    ``stream``: a null value is no record (undecodable), and the ``TIMESTAMP=`` column must hold a
+    non-negative time (what the SQL path checks too); else a null value is the row's tombstone,
+    which keeps its key and time.  Staged in three projections, so that Spark parses each value
+    once: written as one expression, ``from_json`` and the checks were inlined into the UDF's
+    arguments and into every column (``benchmarks/reconcile_inputs.py``).
     """
-    path = SqlPath(columns)
+    path = SqlPath(source)
     rest = [c for c in frame.columns if c not in ("key", "value")]
-    tombstone = F.col("value").isNull() & F.col("key").isNotNull() & F.is_valid_utf8(F.col("key")) if tombstones else F.lit(False)
-    staged = frame.select("key", "value", *rest, path.parsed.alias("_parsed"), path.text.alias("_text"),
-                          tombstone.alias("_tombstone"))
-    row = path.row(F.col("_parsed"))
-    plain = F.coalesce(F.col("_text") & path.fits(F.col("_parsed")) & also(row), F.lit(False))
+    typed = sql_key(source, F.col("key"))
+    tombstone = (F.col("value").isNull() & typed[1]) if typed is not None and not stream else F.lit(False)
+    staged = frame.select("key", "value", *rest, path.parsed.alias("_parsed") if path.possible else F.lit(None).alias("_parsed"),
+                          path.text.alias("_text"), tombstone.alias("_tombstone"))
+    row = path.row(F.col("_parsed")) if path.possible else F.lit(None)
+    timed = F.lit(True)
+    if stream and source.timestamp is not None and path.possible:
+        timed = row[source.timestamp.lower()] >= 0
+    plain = F.coalesce(F.col("_text") & path.fits(F.col("_parsed")) & timed, F.lit(False)) if path.possible else F.lit(False)
     staged = staged.select("key", "value", *rest, "_parsed", "_tombstone", (~plain & ~F.col("_tombstone")).alias("_slow"))
     slow = F.col("_slow")
-    by_model = model(slow, F.when(slow, F.col("key")), F.when(slow, F.col("value")))
-    null_row = F.struct(F.col("key").cast("string").alias("user_id"), *[F.lit(None).cast(k).alias(n) for n, k in columns.items()],
-                        F.lit(TOMBSTONE).alias("kind"))
-    chosen = F.when(slow, by_model).when(F.col("_tombstone"), null_row).otherwise(row)
+    by_codec = _codec_udf(source, stream)(slow, F.when(slow, F.col("key")), F.when(slow, F.col("value")))
+    columns = value_columns(source)
+    null_row = F.struct((typed[0] if typed else F.lit(None).cast(key_type(source))).alias(KEY),
+                        *[F.lit(None).cast(k).alias(n) for n, k in columns.items()], F.lit(TOMBSTONE).alias("kind"))
+    chosen = F.when(slow, by_codec).when(F.col("_tombstone"), null_row)
+    if path.possible:
+        chosen = chosen.otherwise(row)
     return staged.select(chosen.alias("_decoded"), *rest).select("_decoded.*", *rest)
 
 
-def orders(frame: DataFrame) -> DataFrame:
-    """Kafka-shaped orders (``key``, ``value`` bytes, ...) -> ``user_id``, the order's columns, ``kind``, the rest."""
-    # a negative ts is no record timestamp (Kafka Streams drops the order): the model says so
-    return _decoded(frame, ORDER_FIELDS, _ORDER_UDF, tombstones=False, also=lambda row: row["ts"] >= 0)
+def output_key(source: p.Source, key: Column) -> tuple[Column, Column]:
+    """(an output record's key value, whether it is one ksqlDB's key format could have written) for a sink.
+
+    A null key is written (a stream record with a null key joined with nothing); a STRING key is read as
+    Kafka Streams reads it (U+FFFD for each bad byte).  A JSON key is its bare JSON value; a DELIMITED
+    one its text, cast.
+    """
+    kind = key_type(source)
+    typed = sql_key(source, key)
+    if typed is not None:
+        value, ok = typed
+        return value, key.isNull() | ok | F.lit(_string_key(source))
+    if not source.key_columns or source.key_format == "NONE":
+        return F.lit(None).cast(kind), F.lit(True)
+    if source.key_format == "JSON":
+        value = F.from_json(F.concat(F.lit('{"k":'), key.cast("string"), F.lit("}")), f"k {kind}")["k"]
+    else:
+        value = key.cast("string").try_cast(kind)
+    return value, key.isNull() | value.isNotNull()
 
 
-def users(frame: DataFrame) -> DataFrame:
-    """Kafka-shaped users -> ``user_id``, name, age, ``kind``, the rest; a tombstone (a null value, JSON
-    ``null``) is a row of NULL columns of kind ``tombstone``, so that its key and time stay known."""
-    return _decoded(frame, USER_FIELDS, _USER_UDF, tombstones=True)
+__all__ = ["KEY", "KINDS", "NON_UTF8_KEY", "NULL_KEY", "SqlPath", "TOMBSTONE", "UNDECODABLE", "codec_row", "ddl",
+           "key_type", "output_key", "read", "sql_key", "struct_type", "value_columns"]

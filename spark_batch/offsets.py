@@ -6,14 +6,13 @@ topics hold; nothing is read until Spark reads the planned ranges.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Collection, Mapping
 
 from streamapp.kafka.admin import describe
 from streamapp.kafka.reader import TopicReader
 from streamapp.kafka.security import Kafka, KafkaSecurityError
 
 from .errors import ReconcileError
-from .roles import TIMED_ROLES
 from .window import OffsetPlan, TimeWindow, TopicRange
 
 LOOKUPS = ("index",)
@@ -28,16 +27,18 @@ def partition_counts(bootstrap: Kafka, topics: Mapping[str, str], flags: Mapping
     except Exception as exc:  # confluent-kafka raises KafkaException with a cimpl error
         raise ReconcileError(f"--bootstrap-server={str(bootstrap)!r}: cannot read metadata: {exc}") from None
     flags = flags or {}
-    missing = [f"{topic} ({flags[role]})" if role in flags else topic for role, topic in topics.items() if topic not in found]
+    missing = [f"{topic} ({flags[role]})" if role in flags else f"{topic} (role {role})" for role, topic in topics.items() if topic not in found]
     if missing:
         raise ReconcileError(f"unknown topic: {', '.join(missing)} on {bootstrap}")
     return {topic: found[topic].partitions for topic in topics.values()}
 
 
-def resolve_plan(bootstrap: Kafka, topics: Mapping[str, str], window: TimeWindow, grace_ms: int) -> OffsetPlan:
-    """Resolve the window to offsets per role: users whole (log start to high watermark; a user may
-    predate the day), the rest from the first record stamped at or after ``start`` to the first
-    stamped at or after ``end + grace``; the job then keeps exactly the window's records.
+def resolve_plan(bootstrap: Kafka, topics: Mapping[str, str], window: TimeWindow, grace_ms: int,
+                 timed: Collection[str]) -> OffsetPlan:
+    """Resolve the window to offsets per role: the ``timed`` roles (streams, outputs) from the first record
+    stamped at or after ``start`` to the first
+    stamped at or after ``end + grace``, the others (tables) whole (log start to high watermark; a row may
+    predate the day); the job then keeps exactly the window's records.
 
     No record of the window precedes the first one stamped at or after ``start``, so the start is
     exact. A record of the window written late sits after newer ones: the end covers those
@@ -50,12 +51,12 @@ def resolve_plan(bootstrap: Kafka, topics: Mapping[str, str], window: TimeWindow
         with TopicReader(bootstrap, topic, range(counts[topic]), error=ReconcileError) as reader:
             marks = reader.watermarks()
             ends = {p: high for p, (_, high) in marks.items()}
-            if role in TIMED_ROLES:
+            if role in timed:
                 starts = _or_end(reader.offsets_at(window.start_ms), ends)
                 ends = _data_ends(bootstrap, topic, _or_end(reader.offsets_at(window.end_ms + grace_ms), ends), ends)
             else:
                 starts = {p: low for p, (low, _) in marks.items()}
-        resolved[role] = TopicRange(role, topic, {p: (starts[p], ends[p]) for p in sorted(ends)}, role in TIMED_ROLES)
+        resolved[role] = TopicRange(role, topic, {p: (starts[p], ends[p]) for p in sorted(ends)}, role in timed)
     return OffsetPlan(window, resolved, "index")
 
 

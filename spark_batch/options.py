@@ -1,7 +1,11 @@
 """Command-line options of the reconciliation job, validated into one frozen value.
 
-Topic defaults come from ``streamapp.settings`` (so the job and the worker
-agree on names); a bad option is a one-line message naming it, exit code 2.
+The joins come from the declared plan: ``--statements FILE``, else the ``statements`` setting, else
+the packaged seed, exactly as the worker reads them; the topics are the plan's, named as the worker
+and ksqlDB name them (``streamapp.sql.topology``), so the job and the worker agree.  The seed's
+topics can be renamed by the seed topic flags (``--users-topic`` ...: the settings that rename them
+for the worker too); a statements file names its own topics.  A bad option is a one-line message
+naming it, exit code 2.
 """
 from __future__ import annotations
 
@@ -14,11 +18,12 @@ from pathlib import Path
 from typing import NoReturn, Sequence
 
 from streamapp.settings import KafkaAccess, Settings
+from streamapp.sql.topology import topology
 
 from .errors import ReconcileError
 from .kafka_source import READERS
 from .offsets import LOOKUPS
-from .roles import FLAGS, role_topics
+from .roles import PlanShapeError, Roles
 from .window import TimeWindow, window_for
 
 SOURCES = ("kafka", "files")
@@ -30,12 +35,27 @@ _LOCAL_N_FAILURES = re.compile(r"local\[([0-9]+|\*)\s*,\s*([0-9]+)\]", re.ASCII)
 _LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*([0-9]+)\s*,\s*([0-9]+)\s*,\s*([0-9]+)\s*]", re.ASCII)
 DETAILS = ("mismatches", "all")
 PROG = "reconcile"
+#: The seed's topic flags (demo only: a statements file names its own topics) -> the setting each one sets,
+#: which renames one of the seed's topics for the worker and here alike (``streamapp.sql.topology``).
+SEED_FLAGS = {
+    "--users-topic": "users_topic",
+    "--orders-topic": "orders_topic",
+    "--faust-topic": "merged_topic",
+    "--ksqldb-topic": "ksqldb_merged_topic",
+    "--faust-repartition-topic": "merged_repartition_topic",
+    "--ksqldb-repartition-topic": "ksqldb_merged_repartition_topic",
+}
 
 
 @dataclass(frozen=True)
 class Options:
     window: TimeWindow
+    #: The plan's pairs and roles.
+    roles: Roles
+    #: Role -> topic (see ``roles.Roles.topics``).
     topics: dict[str, str]
+    #: Role -> the option that named its topic (the seed's flags), for messages.
+    flags: dict[str, str]
     bootstrap: KafkaAccess  # the servers given, with the security of the settings
     source: str
     input_dir: Path | None
@@ -63,7 +83,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(settings: Settings) -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
-        description="Reconcile the Faust join against ksqlDB's join for a UTC day, with a root cause per mismatch. "
+        description="Reconcile the Faust worker's joins against ksqlDB's (each join query of the declared "
+        "statements) for a UTC day, with a root cause per mismatch. "
         "Exit codes: 0 within --max-mismatch-rate, 1 breached, 2 error.",
     )
     when = parser.add_argument_group("window (record timestamps, UTC)")
@@ -72,16 +93,20 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     when.add_argument("--to", dest="end", metavar="TO", help="window end (exclusive)")
     parser.add_argument("--bootstrap-server", "--bootstrap-servers", dest="bootstrap", default=settings.bootstrap_servers,
                         help="Kafka bootstrap servers (default: %(default)s, from STREAMAPP_BOOTSTRAP_SERVERS)")
-    for role, topic in role_topics(settings).items():
-        parser.add_argument(FLAGS[role], dest=f"topic_{role}", default=topic,
-                            help=f"{role.replace('_', ' ')} topic (default: %(default)s)")
+    parser.add_argument("--statements", default=settings.statements or None, metavar="FILE",
+                        help="the ksqlDB statements (.sql) whose joins are reconciled, as the worker runs them "
+                        "(default: the statements setting, STREAMAPP_STATEMENTS, else the packaged seed's)")
+    for flag, setting in SEED_FLAGS.items():
+        parser.add_argument(flag, dest=setting, default=None, metavar="TOPIC",
+                            help=f"the seed's statements only: the topic of the setting {setting} "
+                            f"(default: {getattr(settings, setting)})")
     parser.add_argument("--source", default="kafka", choices=SOURCES, help="read Kafka, or files exported from it")
     parser.add_argument("--input", dest="input_dir", help="--source files: directory with <topic>.parquet/.jsonl or <topic>/")
     parser.add_argument("--output", default="reconcile-output", help="output root; results go to OUTPUT/dt=YYYY-MM-DD/")
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
     parser.add_argument("--max-mismatch-rate", type=float, default=0.01, metavar="RATE",
-                        help="exit 1 when a pair's share of non-matching orders exceeds this (default: %(default)s)")
-    parser.add_argument("--detail", default="mismatches", choices=DETAILS, help="which orders get a detail row")
+                        help="exit 1 when a pair's share of non-matching rows exceeds this (default: %(default)s)")
+    parser.add_argument("--detail", default="mismatches", choices=DETAILS, help="which rows get a detail row")
     parser.add_argument("--kafka-reader", default="auto", choices=READERS,
                         help="Spark's kafka source (spark-sql-kafka, from `make install`) or the Python DataSource; "
                         "auto: Spark's when installed")
@@ -91,10 +116,10 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
                         help="read this far past the window's end, for its records written late, after newer ones "
                         "(default: %(default)s)")
     parser.add_argument("--partitioner", default=settings.partitioner,
-                        help="the worker's partitioner, which placed the repartitioned users (default: %(default)s, "
+                        help="the worker's partitioner, which placed the repartitioned tables' rows (default: %(default)s, "
                         "from STREAMAPP_PARTITIONER)")
     parser.add_argument("--partitions", type=int, default=settings.partitions,
-                        help="--source files: partition count of the orders topic (default: %(default)s)")
+                        help="--source files: partition count of the streams' topics (default: %(default)s)")
     parser.add_argument("--re-resolve", action="store_true",
                         help="resolve offsets again instead of reusing the date's offsets.json")
     parser.add_argument("--start-then-wait", action="store_true",
@@ -146,18 +171,42 @@ def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Optio
     input_dir = Path(args.input_dir) if args.input_dir else None
     if args.source == "files" and (input_dir is None or not input_dir.is_dir()):
         raise ReconcileError(f"--input={args.input_dir!r}: --source files needs an existing directory")
-    topics = {role: getattr(args, f"topic_{role}") for role in FLAGS}
-    empty = [FLAGS[role] for role, topic in topics.items() if not topic.strip()]
-    if empty:
-        raise ReconcileError(f"{', '.join(empty)}: topic name is empty")
+    roles, flags = plan_roles(settings, args)
+    topics = roles.topics()
     if len(set(topics.values())) < len(topics):
         shared = sorted({t for t in topics.values() if list(topics.values()).count(t) > 1})
         raise ReconcileError(f"each role needs its own topic; used twice: {', '.join(shared)}")
     return Options(
-        window=window, topics=topics, bootstrap=settings.kafka.with_servers(args.bootstrap),
+        window=window, roles=roles, topics=topics, flags=flags, bootstrap=settings.kafka.with_servers(args.bootstrap),
         source=args.source, input_dir=input_dir, output=Path(args.output), master=args.master,
         max_mismatch_rate=args.max_mismatch_rate, detail=args.detail, kafka_reader=args.kafka_reader,
         offset_lookup=args.offset_lookup, grace_ms=int(args.grace_minutes * 60_000), partitions=args.partitions,
         partitioner=args.partitioner,
         re_resolve=args.re_resolve, start_then_wait=args.start_then_wait,
     )
+
+
+def plan_roles(settings: Settings, args: argparse.Namespace) -> tuple[Roles, dict[str, str]]:
+    """The plan's roles under ``--statements`` and the seed's topic flags, and which flag named which role's topic.
+
+    A bad statements file is the planner's one line (a ``StreamappError``); a seed flag with a statements
+    file, or an empty topic, is refused naming the flag.
+    """
+    given = {flag: getattr(args, setting) for flag, setting in SEED_FLAGS.items() if getattr(args, setting) is not None}
+    if args.statements and given:
+        raise ReconcileError(f"{', '.join(given)}: rename the seed's topics only; --statements={args.statements!r} "
+                             "names its own topics")
+    empty = [flag for flag, topic in given.items() if not topic.strip()]
+    if empty:
+        raise ReconcileError(f"{', '.join(empty)}: topic name is empty")
+    settings = settings.replace(statements=args.statements or "", **{SEED_FLAGS[f]: t for f, t in given.items()})
+    try:
+        roles = Roles(topology(settings))
+    except PlanShapeError as exc:
+        raise ReconcileError(str(exc)) from None
+    if not roles.pairs:
+        raise ReconcileError(f"--statements={args.statements or settings.statements!r}: declares no stream-table join "
+                             "to reconcile")
+    topics = roles.topics()
+    named = {getattr(settings, setting): flag for flag, setting in SEED_FLAGS.items()} if not args.statements else {}
+    return roles, {role: named[topic] for role, topic in topics.items() if topic in named}

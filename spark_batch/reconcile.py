@@ -1,7 +1,8 @@
-"""Nightly reconciliation of the Faust join against ksqlDB's join, with a root cause per mismatch.
+"""Nightly reconciliation of the Faust worker's joins against ksqlDB's, with a root cause per mismatch.
 
-Run as ``python -m spark_batch.reconcile --date YYYY-MM-DD ...`` or
-``spark-submit spark_batch/reconcile.py ...``.  Exit codes: 0 within the
+Run as ``python -m spark_batch.reconcile --date YYYY-MM-DD [--statements FILE] ...`` or
+``spark-submit spark_batch/reconcile.py ...``.  Every stream-table join query of the declared
+statements (the seed's by default) is one pair of outputs (``spark_batch.roles``).  Exit codes: 0 within the
 threshold, 1 threshold breached, 2 error (one line naming the option/topic).
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ from spark_batch.files_source import check_exports, read_export
 from spark_batch.kafka_source import RAW_SCHEMA, choose_reader, connector_jars, range_error, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import Options, parse
-from spark_batch.roles import FLAGS, OUTPUT_ROLES, SIDES
+from spark_batch.roles import SIDES, Roles
 from spark_batch.summary import InputRecords, OutputRecords, PairTotals, Sample, Summary, Threshold
 from spark_batch.window import OffsetPlan
 
@@ -48,8 +49,6 @@ READER_NAMES = {"spark": "Spark's kafka source", "python": "the Python DataSourc
 SAMPLES = 20
 #: Up to this many mismatching orders are broadcast when explained (about 100 bytes each).
 BROADCAST_MISMATCHES = 1_000_000
-#: The inputs counted by kind in summary.json (`input_records`), in its order.
-INPUT_ROLES = ("users", "orders")
 #: The explain step scans the orders alone: splits of 32 MiB (not 128) keep every core busy to the end
 #: (a 300 MB export made 3 tasks for 2 cores: 2 waves, the second one half idle).
 EXPLAIN_SETTINGS = {"spark.sql.files.maxPartitionBytes": str(32 << 20)}
@@ -90,35 +89,71 @@ def spark_session(options: Options) -> tuple[SparkSession, bool]:
 class Inputs:
     """What one run reads, before anything is computed from it."""
 
-    #: The join outputs' valid records, tagged ``pair`` and ``side``, cut to the window: per side
-    #: (``SIDES``), that engine's outputs of both pairs, each read once.
-    outputs: dict[str, DataFrame]
-    #: The orders stream, cut to the window.
-    orders: DataFrame
-    #: The users topic, whole (a user may predate the day).
-    users: DataFrame
+    #: Per group (``options.roles.groups``, in order), per side (``SIDES``): that engine's outputs of the
+    #: group's pairs, decoded, valid and cut to the window, each read once.
+    outputs: list[dict[str, DataFrame]]
+    #: Stream role -> its records, cut to the window.
+    streams: dict[str, DataFrame]
+    #: Table role -> its records, whole (a row may predate the day).
+    tables: dict[str, DataFrame]
     #: Counting each output's records and undecodable ones (``decode.valid_outputs``).
     observations: list[Observation]
     #: The offsets read (``None`` for files).
     plan: OffsetPlan | None
-    #: The orders topic's partition count.
-    orders_partitions: int
+    #: Stream role -> its topic's partition count.
+    partitions: dict[str, int]
+
+
+def decoded_columns(roles: Roles, role: str) -> tuple[str, ...]:
+    """The columns a decoded (not Kafka-shaped) export of ``role`` must have, lower-case (``offset`` defaults
+    to row order): a stream's projected columns, a table's key and value columns, an output's fields."""
+    if role in roles.outputs:
+        pair = roles.pair(roles.outputs[role][0])
+        fields = [f.name for f in (*pair.identity, *pair.joined) if f.source is not None]
+        return (*fields, "partition")
+    if role in roles.streams:
+        pair = next(pair for pair in roles.pairs if pair.stream_role == role)
+        sources = [c.name.lower() for c in pair.stream.columns
+                   if any(f.source == c.name for group in roles.groups if group.stream_role == role for f in group.identity)]
+        return (*sources, "partition")
+    source = roles.inputs[role]
+    return (*[c.name.lower() for c in source.columns], "partition")
+
+
+def _event_time(roles: Roles, role: str) -> str | None:
+    """The column a decoded export of ``role`` may give its time in, besides ``timestamp_ms``/``timestamp``."""
+    if role in roles.outputs:
+        time = roles.pair(roles.outputs[role][0]).time
+        return time.name if time.source is not None else None
+    if role in roles.streams:
+        stream = roles.inputs[role]
+        return stream.timestamp.lower() if stream.timestamp else None
+    return None
 
 
 def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> Inputs:
     """The run's inputs from exported files or from Kafka (the offset plan resolved, or reused for a rerun)."""
+    roles, plan_of = options.roles, options.roles.topology.declared
     if options.source == "files":
         assert options.input_dir is not None
-        frames = {role: read_export(spark, options.input_dir, topic, role) for role, topic in options.topics.items()}
-        observations = [Observation(role) for role in OUTPUT_ROLES]
-        decoded = [
-            (side, decode.valid_outputs(decode.output_columns(decode.in_window(frames[role], options.window).select(
-                F.lit(pair).alias("pair"), F.lit(side).alias("side"), "*")), observation, (pair, side)))
-            for observation, (role, (pair, side)) in zip(observations, OUTPUT_ROLES.items())
-        ]
-        return Inputs(_by_side(decoded), decode.in_window(frames["orders"], options.window), frames["users"], observations,
-                      None, options.partitions)
-    counts = partition_counts(options.bootstrap, options.topics, FLAGS)
+        frames = {role: read_export(spark, options.input_dir, topic, decoded_columns(roles, role), _event_time(roles, role))
+                  for role, topic in options.topics.items()}
+        observations, outputs = [], []
+        for group in roles.groups:
+            decoded = []
+            for pair in group.pairs:
+                for side in SIDES:
+                    role = f"{side}_{pair.name}"
+                    observations.append(Observation(role))
+                    tagged = decode.in_window(frames[role], options.window, group.time.name).select(
+                        F.lit(pair.name).alias("pair"), F.lit(side).alias("side"), "*")
+                    decoded.append((side, decode.valid_outputs(decode.output_columns(tagged, group, plan_of, pair),
+                                                               [(pair.name, side)], observations[-1], alone=True)))
+            outputs.append(_by_side(decoded))
+        streams = {role: decode.in_window(frames[role], options.window, _event_time(roles, role)) for role in roles.streams}
+        tables = {role: frames[role] for role in roles.inputs if role not in roles.streams}
+        return Inputs(outputs, streams, tables, observations, None, dict.fromkeys(roles.streams, options.partitions))
+    counts = partition_counts(options.bootstrap, options.topics, options.flags)
     previous = out_dir / PLAN_FILE
     plan = OffsetPlan.read(previous) if previous.is_file() and not options.re_resolve else None
     if plan is not None and not plan.matches(options.window, options.topics):
@@ -126,24 +161,30 @@ def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> Inputs:
         plan = None
     if plan is None:
         started = time.monotonic()
-        plan = resolve_plan(options.bootstrap, options.topics, options.window, options.grace_ms)
+        plan = resolve_plan(options.bootstrap, options.topics, options.window, options.grace_ms, roles.timed)
         console.print(f"Resolved offsets ({plan.lookup}) in {time.monotonic() - started:.1f} s")
     else:
         console.print(f"Reusing offsets from {previous}: a rerun reads exactly the same records")
     reader = choose_reader(spark, options.kafka_reader)
     console.print(f"Reading the planned offsets with {READER_NAMES[reader]}")
-    observations, outputs = [], {}
-    for side in SIDES:  # one read per side, so that each engine's records are read once (compare.classify)
-        roles = [role for role, (_, s) in OUTPUT_ROLES.items() if s == side]
-        raw = read_ranges(spark, options.bootstrap, [plan.topics[role] for role in roles], reader)
-        pair = F.create_map(*[F.lit(x) for role in roles for x in (options.topics[role], OUTPUT_ROLES[role][0])])[F.col("topic")]
-        observations.append(Observation(f"outputs:{side}"))
-        outputs[side] = decode.valid_outputs(decode.output_columns(decode.in_window(raw, options.window).select(
-            pair.alias("pair"), F.lit(side).alias("side"), *raw.columns)), observations[-1])
-    orders = read_ranges(spark, options.bootstrap, [plan.topics["orders"]], reader)
-    users = read_ranges(spark, options.bootstrap, [plan.topics["users"]], reader)
-    return Inputs(outputs, decode.in_window(orders, options.window), users, observations, plan,
-                  counts[options.topics["orders"]])
+    observations, outputs = [], []
+    for group in roles.groups:
+        by_side = {}
+        for side in SIDES:  # one read per side, so that each engine's records are read once (compare.classify)
+            mine = [f"{side}_{name}" for name in group.names]
+            raw = read_ranges(spark, options.bootstrap, [plan.topics[role] for role in mine], reader)
+            pair = F.create_map(*[F.lit(x) for role in mine for x in (options.topics[role], roles.outputs[role][0])])[F.col("topic")]
+            observations.append(Observation(f"outputs:{side}:{group.stream_role}"))
+            tagged = decode.in_window(raw, options.window).select(pair.alias("pair"), F.lit(side).alias("side"), *raw.columns)
+            by_side[side] = decode.valid_outputs(decode.output_columns(tagged, group, plan_of),
+                                                 [roles.outputs[role] for role in mine], observations[-1])
+        outputs.append(by_side)
+    streams = {role: decode.in_window(read_ranges(spark, options.bootstrap, [plan.topics[role]], reader), options.window)
+               for role in roles.streams}
+    tables = {role: read_ranges(spark, options.bootstrap, [plan.topics[role]], reader)
+              for role in roles.inputs if role not in roles.streams}
+    return Inputs(outputs, streams, tables, observations, plan,
+                  {role: counts[options.topics[role]] for role in roles.streams})
 
 
 def _by_side(decoded: list[tuple[str, DataFrame]]) -> dict[str, DataFrame]:
@@ -152,6 +193,14 @@ def _by_side(decoded: list[tuple[str, DataFrame]]) -> dict[str, DataFrame]:
     for side, frame in decoded:
         by_side[side] = by_side[side].unionByName(frame) if side in by_side else frame
     return by_side
+
+
+def _union(frames: Sequence[DataFrame]) -> DataFrame:
+    """Frames of several groups as one (a column one group lacks is null in its rows)."""
+    united = frames[0]
+    for frame in frames[1:]:
+        united = united.unionByName(frame, allowMissingColumns=True)
+    return united
 
 
 def observed(observation: Observation) -> dict[str, Any]:
@@ -204,37 +253,40 @@ def _versions(spark: SparkSession) -> dict[str, str]:
 
 def reconcile(spark: SparkSession, options: Options) -> Summary:
     """Run the job; returns the summary (also written to OUTPUT/dt=.../summary.json)."""
+    roles = options.roles
     label = options.window.label
     out_dir = options.output / f"dt={label}"
     staging = options.output / f".dt={label}.staging-{uuid.uuid4().hex[:8]}"
     options.output.mkdir(parents=True, exist_ok=True)
     inputs = _inputs(spark, options, out_dir)
-    statuses = Observation("statuses")
-    classified = compare.classify(*[inputs.outputs[side] for side in SIDES], matches=options.detail == "all")
+    statuses = [Observation(f"statuses:{i}") for i in range(len(roles.groups))]
+    classified = _union([compare.classify(group, by_side["faust"], by_side["ksqldb"], matches=options.detail == "all")
+                         .observe(observation, *compare.status_metrics(group.names))
+                         for group, by_side, observation in zip(roles.groups, inputs.outputs, statuses)])
     try:
         with _step("Read and classified the join outputs"):
-            classified.observe(statuses, *compare.status_metrics()).write.parquet(str(staging / "_classified"))
+            classified.write.parquet(str(staging / "_classified"))
         stage = spark.read.schema(classified.schema).parquet(str(staging / "_classified"))  # schema: may be empty
-        output_records = _output_records(inputs)
+        output_records = _output_records(roles, inputs)
         faust_records = {pair: output_records[role].rows - output_records[role].undecodable
-                         for role, (pair, side) in OUTPUT_ROLES.items() if side == "faust"}
-        counts = compare.status_counts(faust_records, observed(statuses))
+                         for role, (pair, side) in roles.outputs.items() if side == "faust"}
+        metrics: dict[str, Any] = {}
+        for observation in statuses:
+            metrics.update(observed(observation))
+        counts = compare.status_counts([pair.name for pair in roles.pairs], faust_records, metrics)
         mismatching = {pair: sum(n for status, n in by.items() if status != "match") for pair, by in counts.items()}
-        kinds = {role: Observation(f"kinds:{role}") for role in INPUT_ROLES}  # counted by the explain step's scans
-        explained = causes.explain(stage.where(F.col("status") != "match"), decode.all_orders(inputs.orders),
-                                   decode.users(inputs.users, kinds["users"]), inputs.orders_partitions, options.partitioner,
-                                   few=sum(mismatching.values()) <= BROADCAST_MISMATCHES,
-                                   repartitioned=mismatching["repartition"] > 0, order_kinds=kinds["orders"])
+        kinds = {role: Observation(f"kinds:{role}") for role in roles.inputs}  # counted by the explain step's scans
+        explained = _union(_explained(options, inputs, stage, mismatching, kinds))
         if options.detail == "all":
             explained = explained.unionByName(stage.where(F.col("status") == "match"), allowMissingColumns=True)
         with _step("Explained the mismatches from the input topics"), _settings(spark, EXPLAIN_SETTINGS):
             explained.write.partitionBy("status").parquet(str(staging / "detail"))
         shutil.rmtree(staging / "_classified")
-        input_records = _input_records(inputs, {role: observed(kinds[role]) for role in INPUT_ROLES})
+        input_records = _input_records(roles, inputs, {role: observed(kinds[role]) for role in roles.inputs})
         with _step("Summarised"):
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
             with ThreadPoolExecutor(1) as thread:  # two small queries, each mostly waiting on its stages: together
-                sampled = thread.submit(inheritable_thread_target(spark)(_samples), detail)
+                sampled = thread.submit(inheritable_thread_target(spark)(_samples), roles, detail)
                 summary = _summary(options, inputs, detail, counts, output_records, input_records, _versions(spark))
             samples = sampled.result()
         report.write_summary(staging / "summary.json", summary)
@@ -247,8 +299,29 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
     return summary
 
 
-def _input_records(inputs: Inputs, counted: dict[str, dict[str, Any]]) -> dict[str, InputRecords]:
-    """Every users and orders record (orders: of the window) counted by kind, so that none is left out
+def _explained(options: Options, inputs: Inputs, stage: DataFrame, mismatching: dict[str, int],
+               kinds: dict[str, Observation]) -> list[DataFrame]:
+    """The mismatches with their causes: one explain per group and table it joins, each input's records
+    counted by kind on the first scan that reads them."""
+    roles, counted, frames = options.roles, set(), []
+    few = sum(mismatching.values()) <= BROADCAST_MISMATCHES
+    for group in roles.groups:
+        for table in group.table_roles:
+            pairs = [pair for pair in group.pairs if pair.table_role == table]
+            mine = stage.where((F.col("status") != "match") & F.col("pair").isin(*[pair.name for pair in pairs]))
+            stream, observe = group.stream_role, [r for r in (group.stream_role, table) if r not in counted]
+            counted.update(observe)
+            frames.append(causes.explain(
+                group, mine, decode.all_orders(inputs.streams[stream], group),
+                decode.users(inputs.tables[table], roles.inputs[table], kinds[table] if table in observe else None),
+                inputs.partitions[stream], options.partitioner, few=few,
+                repartitioned=any(mismatching[pair.name] > 0 for pair in pairs if pair.repartitioned),
+                order_kinds=kinds[stream] if stream in observe else None))
+    return frames
+
+
+def _input_records(roles: Roles, inputs: Inputs, counted: dict[str, dict[str, Any]]) -> dict[str, InputRecords]:
+    """Every stream and table record (streams: of the window) counted by kind, so that none is left out
     without a word: the undecodable ones, the ones only Kafka Streams reads, tombstones.
 
     ``counted``: what the explain step counted while reading them (``causes.order_info``,
@@ -258,22 +331,35 @@ def _input_records(inputs: Inputs, counted: dict[str, dict[str, Any]]) -> dict[s
     found = counted
     if not all(counted.values()):
         with _step("Counted the input records by kind (nothing to explain)"):
-            kinds = decode.all_orders(inputs.orders).select(F.lit("orders").alias("role"), "kind").unionByName(
-                decode.all_users(inputs.users).select(F.lit("users").alias("role"), "kind"))
+            groups = {group.stream_role: group for group in roles.groups}
+            kinds = _union([
+                *[decode.all_orders(inputs.streams[role], group).select(F.lit(role).alias("role"), "kind")
+                  for role, group in groups.items()],
+                *[decode.all_users(frame, roles.inputs[role]).select(F.lit(role).alias("role"), "kind")
+                  for role, frame in inputs.tables.items()]])
             found = {row["role"]: row.asDict() for row in kinds.groupBy("role").agg(*decode.kind_counts()).collect()}
     return {role: InputRecords(**{field: int(found[role][kind]) if role in found else 0 for field, kind in (
         ("rows", "rows"), ("undecodable", decode.UNDECODABLE), ("null_key", decode.NULL_KEY),
-        ("non_utf8_key", decode.NON_UTF8_KEY), ("tombstones", decode.TOMBSTONE))}) for role in INPUT_ROLES}
+        ("non_utf8_key", decode.NON_UTF8_KEY), ("tombstones", decode.TOMBSTONE))}) for role in roles.inputs}
 
 
-def _output_records(inputs: Inputs) -> dict[str, OutputRecords]:
+def _output_records(roles: Roles, inputs: Inputs) -> dict[str, OutputRecords]:
     """Each output's records and undecodable ones, observed while classifying."""
-    metrics: dict[str, int] = {}  # summed: from Kafka, each side's observation also counts the other side's roles (as 0)
+    metrics: dict[str, int] = {}
     for observation in inputs.observations:
         for name, value in observed(observation).items():
             metrics[name] = metrics.get(name, 0) + int(value)
     return {role: OutputRecords(int(metrics.get(f"rows:{pair}:{side}", 0)), int(metrics.get(f"undecodable:{pair}:{side}", 0)))
-            for role, (pair, side) in OUTPUT_ROLES.items()}
+            for role, (pair, side) in roles.outputs.items()}
+
+
+def describe(roles: Roles) -> dict[str, dict[str, Any]]:
+    """Pair -> what it reconciles, for summary.json and the report."""
+    origin = roles.topology.declared.origin
+    return {pair.name: {"statements": origin, "query": pair.query.name, "stream": pair.stream.name,
+                        "table": pair.table.name, "table_input": pair.table_input.name,
+                        "repartitioned": pair.repartitioned, "identity": [f.output for f in pair.identity],
+                        "table_columns": [f.output for f in pair.joined]} for pair in roles.pairs}
 
 
 def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[str, dict[str, int]],
@@ -282,20 +368,26 @@ def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[s
 
     What was read, not how: the Kafka reader is left out (it is printed), so both readers give the same bytes.
     """
-    by_cause, cells = causes.tally(detail.groupBy("pair", "cause", "order_partition", "user_partition").count().collect())
+    rows = detail.groupBy("pair", "cause", "order_partition", "user_partition").count().collect()
+    by_cause, cells = causes.tally(list(counts), rows)
     totals = {pair: PairTotals.of(statuses) for pair, statuses in counts.items()}
     breached = tuple(sorted(p for p, t in totals.items() if t.mismatch_rate > options.max_mismatch_rate))
     return Summary(
-        window=options.window, source=options.source, topics=dict(options.topics),
-        orders_partitions=inputs.orders_partitions, offsets=inputs.plan, output_records=records, input_records=input_records, statuses=counts, totals=totals, causes=by_cause, by_partition_pair=cells,
+        window=options.window, source=options.source, topics=dict(options.topics), pairs=describe(options.roles),
+        stream_partitions=dict(inputs.partitions), offsets=inputs.plan, output_records=records,
+        input_records=input_records, statuses=counts, totals=totals, causes=by_cause, by_partition_pair=cells,
         threshold=Threshold(options.max_mismatch_rate, breached), detail=options.detail, versions=versions,
     )
 
 
-def _samples(detail: DataFrame) -> list[Sample]:
-    ordered = detail.orderBy("pair", "status", "user_id", "ts", "product_id", "qty", "unit_price", "channel")
-    columns = ("pair", "status", "cause", "user_id", "ts", "cause_detail")
-    return [Sample(*row) for row in ordered.select(*columns).limit(SAMPLES).collect()]
+def _samples(roles: Roles, detail: DataFrame) -> list[Sample]:
+    """The first ``SAMPLES`` mismatches by pair, status and identity: a rerun shows the same ones."""
+    identity = list(dict.fromkeys(f.name for group in roles.groups for f in group.identity))
+    key = F.coalesce(*[F.col(name).cast("string") for name in dict.fromkeys(g.join_key.name for g in roles.groups)])
+    moment = F.coalesce(*[F.col(name).cast("bigint") for name in dict.fromkeys(g.time.name for g in roles.groups)])
+    ordered = detail.orderBy("pair", "status", *identity)
+    return [Sample(*row) for row in ordered.select("pair", "status", "cause", key, moment, "cause_detail")
+            .limit(SAMPLES).collect()]
 
 
 def _replace(staging: Path, out_dir: Path) -> None:
@@ -333,16 +425,17 @@ def preflight(options: Options) -> None:
         assert options.input_dir is not None
         check_exports(options.input_dir, options.topics)
     else:
-        partition_counts(options.bootstrap, options.topics, FLAGS)
+        partition_counts(options.bootstrap, options.topics, options.flags)
 
 
-def warm_up(spark: SparkSession, scratch: Path) -> None:
+def warm_up(spark: SparkSession, scratch: Path, roles: Roles) -> None:
     """One tiny query through what the job runs (the inputs' decoding and its Python worker, a shuffle,
     Parquet out and back), so that the JVM loads and compiles it while the caller is still writing the
     records (``--start-then-wait``)."""
-    raw = spark.createDataFrame([(b"u", b'{"ts": 1, "qty": "x"}', "t", 0, 0, 1), (b"u", b'{"name": "a"}', "t", 0, 1, 1)],
-                                RAW_SCHEMA)
-    kinds = decode.all_orders(raw).select("kind").unionByName(decode.all_users(raw).select("kind"))
+    raw = spark.createDataFrame([(b"u", b'{"x": 1}', "t", 0, 0, 1), (b"u", b"[]", "t", 0, 1, 1)], RAW_SCHEMA)
+    group = roles.groups[0]
+    kinds = decode.all_orders(raw, group).select("kind").unionByName(
+        decode.all_users(raw, roles.inputs[group.table_roles[0]]).select("kind"))
     kinds.groupBy("kind").agg(*decode.kind_counts()).write.mode("overwrite").parquet(str(scratch))
     spark.read.parquet(str(scratch)).where(F.col("rows") > 0).count()
     shutil.rmtree(scratch, ignore_errors=True)
@@ -362,7 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark, owned = spark_session(options)
         try:
             if options.start_then_wait:  # the topics may not exist yet: checked once the caller says go
-                warm_up(spark, options.output / f".warm-up-{uuid.uuid4().hex[:8]}")
+                warm_up(spark, options.output / f".warm-up-{uuid.uuid4().hex[:8]}", options.roles)
                 wait_for_go()
                 preflight(options)
             started = time.monotonic()

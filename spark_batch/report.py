@@ -118,8 +118,10 @@ def render_html(summary: Summary, samples: Sequence[Sample]) -> str:
         causes=[[c, *[summary.causes.get(p, {}).get(c, 0) for p in pairs]] for c in cause_names],
         cause_bars=CauseChart.of(summary.causes),
         grids=[PartitionGrid.of(summary.by_partition_pair, p) for p in pairs],
-        samples=[[s.pair, s.status, s.cause, s.user_id, s.ts, s.cause_detail] for s in samples],
+        samples=[[s.pair, s.status, s.cause, s.key, s.time, s.cause_detail] for s in samples],
         topics=[[role, topic] for role, topic in summary.topics.items()],
+        queries=[[pair, shape.get("query", ""), shape.get("stream", ""), shape.get("table", ""),
+                  ", ".join(shape.get("identity", ()))] for pair, shape in summary.pairs.items()],
         records=records_table(summary),
     )
 

@@ -1,32 +1,261 @@
-"""The job's roles, defined once: the six topics it reads, the two pairs of join outputs, the two sides of a pair."""
+"""The job's roles, read off the declared plan: its pairs of join outputs, the columns of their rows, the topics.
+
+Each stream–table join query of the plan (``streamapp.sql.plan``) is a *pair*: the worker's output
+(``output_prefix`` + ksqlDB's sink topic) against ksqlDB's (the sink topic), as
+:class:`streamapp.sql.topology.Topology` names them for the worker.  A row of either output is
+one record of the join's stream: its **identity** is the stream's columns the query projects
+(key and value), and its event time (the ``TIMESTAMP=`` column when projected, else the output
+record's timestamp, which both engines set to the stream record's).  The table's projected
+columns decide whether the row was enriched, and whether the two engines agree on its values.
+
+Inputs (the streams and the tables a join reads, by the source the table is copied from) and
+outputs are *roles*, each with its topic: ``<source>`` (lower-cased) for an input,
+``faust_<pair>`` and ``ksqldb_<pair>`` for the outputs.  A pair is named by its table's
+placement, ``direct`` (the table as its producer wrote it) or ``repartition`` (a copy the plan
+writes through the join's partitioner), when the plan has one join of each; otherwise by its
+query's name, lower-cased.
+"""
 from __future__ import annotations
 
-from streamapp.model.topology import PAIRS, joins
-from streamapp.settings import Settings
+from dataclasses import dataclass
+from functools import cached_property
 
-__all__ = ["FLAGS", "OUTPUT_ROLES", "PAIRS", "SIDES", "TIMED_ROLES", "role_topics"]
+from streamapp.settings import Settings
+from streamapp.sql import plan as p
+from streamapp.sql.topology import Join, Topology
+
+__all__ = ["DIRECT", "REPARTITION", "Field", "Group", "Pair", "Roles", "SIDES", "SPARK_TYPES", "spark_type"]
 
 #: The two engines of a pair.
 SIDES = ("faust", "ksqldb")
-#: Output role -> (pair, side): ``faust_direct``, ``ksqldb_direct``, ``faust_repartition``, ``ksqldb_repartition``.
-OUTPUT_ROLES = {f"{side}_{pair}": (pair, side) for pair in PAIRS for side in SIDES}
-#: Every role -> its option.
-FLAGS = {
-    "users": "--users-topic",
-    "orders": "--orders-topic",
-    "faust_direct": "--faust-topic",
-    "ksqldb_direct": "--ksqldb-topic",
-    "faust_repartition": "--faust-repartition-topic",
-    "ksqldb_repartition": "--ksqldb-repartition-topic",
-}
-#: Roles whose records are cut to the window; users are read whole (a user may predate the day).
-TIMED_ROLES = ("orders", *OUTPUT_ROLES)
+#: A pair's name by its table's placement (when the plan has one join of each).
+DIRECT, REPARTITION = "direct", "repartition"
+#: The identity column that stands for the output record's timestamp when the query projects no event time.
+ROWTIME = "rowtime"
+
+#: ksqlDB type -> Spark SQL type of the column's value (a nested type: its JSON text).
+SPARK_TYPES = {"BOOLEAN": "boolean", "INT": "int", "BIGINT": "bigint", "DOUBLE": "double", "STRING": "string",
+               "BYTES": "binary", "DATE": "date", "TIME": "string", "TIMESTAMP": "timestamp"}
 
 
-def role_topics(settings: Settings) -> dict[str, str]:
-    """Every role's topic under ``settings``: the two inputs, then each join's two outputs."""
-    topics = {"users": settings.users_topic, "orders": settings.orders_topic}
-    for join in joins(settings):
-        topics[f"faust_{join.pair}"] = join.output
-        topics[f"ksqldb_{join.pair}"] = join.ksqldb_output
-    return topics
+def spark_type(ksql_type: str) -> str:
+    """The Spark SQL type a column of ``ksql_type`` is read as (DECIMAL(p, s) as decimal(p,s))."""
+    if ksql_type.startswith("DECIMAL"):
+        return ksql_type.lower().replace(" ", "")
+    return SPARK_TYPES.get(ksql_type, "string")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column of a pair's rows: ``name`` in the job's frames (lower-cased), ``output`` the output's column,
+    ``source`` the input source's column it comes from (None: the record's timestamp)."""
+
+    name: str
+    output: str
+    type: str
+    source: str | None
+
+    @property
+    def spark(self) -> str:
+        return "bigint" if self.source is None else spark_type(self.type)
+
+    @property
+    def fixed(self) -> bool:
+        """A fixed-width value (shuffled as it is; a string or binary value is compared through its hash)."""
+        return self.spark not in ("string", "binary")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One join query: its outputs' topics, its stream and table, and the fields of its rows."""
+
+    name: str
+    join: Join
+    stream: p.Source
+    table: p.Source
+    #: The declared source the table's rows come from (the table itself, or what a CTAS copies).
+    table_input: p.Source
+    #: The table is a copy the worker places with its partitioner (a CTAS, or a re-key into the stream's key format).
+    repartitioned: bool
+    identity: tuple[Field, ...]
+    joined: tuple[Field, ...]
+    #: The identity field that holds the stream's join key.
+    join_key: Field
+    #: The identity field that is the event time.
+    time: Field
+
+    @property
+    def query(self) -> p.Query:
+        return self.join.query
+
+    @property
+    def sink(self) -> str:
+        return self.query.sink
+
+    @property
+    def rekeys_stream(self) -> bool:
+        """The engines re-key the stream by its join key: its own topic's partitions say nothing of co-partitioning."""
+        return self.query.repartition
+
+    @property
+    def stream_role(self) -> str:
+        return self.stream.name.lower()
+
+    @property
+    def table_role(self) -> str:
+        return self.table_input.name.lower()
+
+
+@dataclass(frozen=True)
+class Group:
+    """Pairs whose rows have the same identity (the same stream and projected stream columns): classified together."""
+
+    pairs: tuple[Pair, ...]
+
+    @property
+    def stream_role(self) -> str:
+        return self.pairs[0].stream_role
+
+    @property
+    def stream(self) -> p.Source:
+        return self.pairs[0].stream
+
+    @property
+    def identity(self) -> tuple[Field, ...]:
+        return self.pairs[0].identity
+
+    @property
+    def time(self) -> Field:
+        return self.pairs[0].time
+
+    @property
+    def join_key(self) -> Field:
+        return self.pairs[0].join_key
+
+    @cached_property
+    def joined(self) -> tuple[Field, ...]:
+        """Every pair's table fields, each output column once (the same name is the same column in each pair)."""
+        return tuple({f.name: f for pair in self.pairs for f in pair.joined}.values())
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(pair.name for pair in self.pairs)
+
+    @property
+    def table_roles(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(pair.table_role for pair in self.pairs))
+
+
+def _field(projection: p.Projection, side: str) -> tuple[str, str | None] | None:
+    """(side, source column; None for ROWTIME) that an output column copies, or None when it computes something else."""
+    expression = projection.expression
+    while isinstance(expression, p.AsValue):
+        expression = expression.argument
+    if isinstance(expression, p.ColumnOf) and expression.side == side:
+        return side, expression.name
+    if isinstance(expression, p.RowTime) and expression.side == side:
+        return side, None
+    return None
+
+
+def _table_input(plan: p.Plan, table: str) -> tuple[p.Source, bool]:
+    """The declared source a table's rows come from, and whether a query of the plan copies them into it."""
+    source, copied = plan.source(table), False
+    writer = plan.writer_of(source.name)
+    while writer is not None and writer.kind == p.SELECT:
+        source, copied = plan.source(writer.left), True
+        writer = plan.writer_of(source.name)
+    return source, copied
+
+
+class PlanShapeError(ValueError):
+    """A join whose output the reconciliation cannot identify rows of; one line naming the query."""
+
+
+def _pair(plan: p.Plan, join: Join, name: str) -> Pair:
+    query = join.query
+    assert query.right is not None
+    stream, table = plan.source(query.left), plan.source(query.right)
+    table_input, copied = _table_input(plan, table.name)
+    identity: list[Field] = []
+    joined: list[Field] = []
+    for projection in query.projection:
+        left, right = _field(projection, p.LEFT_SIDE), _field(projection, p.RIGHT_SIDE)
+        if left is not None:
+            identity.append(Field(projection.name.lower(), projection.name, projection.type, left[1]))
+        elif right is not None and right[1] is not None:
+            joined.append(Field(projection.name.lower(), projection.name, projection.type, right[1]))
+    time_column = stream.timestamp
+    time = next((f for f in identity if f.source is None or (time_column is not None and f.source == time_column)), None)
+    if time is None:  # the output's record timestamp: the stream record's event time in both engines
+        time = Field(ROWTIME, ROWTIME, "BIGINT", None)
+        identity.append(time)
+    key = query.left_key
+    key_name = key.name if isinstance(key, p.ColumnOf) else None
+    join_key = next((f for f in identity if f.source is not None and f.source == key_name), None)
+    if join_key is None:
+        raise PlanShapeError(f"{plan.origin}: query {query.name} (line {query.line}) does not project its stream's join "
+                             f"key {key_name or key}: the reconciliation cannot tell which table row a record needs")
+    return Pair(name, join, stream, table, table_input, copied or query.repartition_right,
+                tuple(identity), tuple(joined), join_key, time)
+
+
+def pair_names(plan: p.Plan, joins: tuple[Join, ...]) -> dict[str, str]:
+    """Query name -> pair name (see the module)."""
+    placed = {j.query.name: REPARTITION if _table_input(plan, j.query.right or "")[1] or j.query.repartition_right
+              else DIRECT for j in joins}
+    if len(set(placed.values())) == len(placed):
+        return placed
+    return {j.query.name: j.query.name.lower() for j in joins}
+
+
+class Roles:
+    """The reconciliation's view of a plan under settings: its pairs, grouped, and every role's topic."""
+
+    def __init__(self, topology: Topology) -> None:
+        plan = topology.declared
+        names = pair_names(plan, topology.joins)
+        self.topology = topology
+        self.pairs: tuple[Pair, ...] = tuple(_pair(plan, j, names[j.query.name]) for j in topology.joins)
+        groups: dict[tuple[object, ...], list[Pair]] = {}
+        for pair in self.pairs:
+            groups.setdefault((pair.stream.name, pair.identity, pair.join_key), []).append(pair)
+        self.groups: tuple[Group, ...] = tuple(Group(tuple(pairs)) for pairs in groups.values())
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Roles":
+        from streamapp.sql.topology import topology
+
+        return cls(topology(settings))
+
+    @cached_property
+    def inputs(self) -> dict[str, p.Source]:
+        """Input role -> its source: the tables' inputs, then the streams."""
+        found = {pair.table_role: pair.table_input for pair in self.pairs}
+        found.update({pair.stream_role: pair.stream for pair in self.pairs})
+        return found
+
+    @cached_property
+    def streams(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(pair.stream_role for pair in self.pairs))
+
+    @cached_property
+    def outputs(self) -> dict[str, tuple[str, str]]:
+        """Output role -> (pair, side): ``faust_<pair>``, ``ksqldb_<pair>`` for each pair."""
+        return {f"{side}_{pair.name}": (pair.name, side) for pair in self.pairs for side in SIDES}
+
+    @cached_property
+    def timed(self) -> tuple[str, ...]:
+        """Roles whose records are cut to the window; tables are read whole (a row may predate the day)."""
+        return (*self.streams, *self.outputs)
+
+    def pair(self, name: str) -> Pair:
+        return next(pair for pair in self.pairs if pair.name == name)
+
+    def topics(self) -> dict[str, str]:
+        """Every role's topic: the inputs as ksqlDB reads them, each join's two outputs."""
+        topics = {role: self.topology.ksqldb_topics[source.name] for role, source in self.inputs.items()}
+        for pair in self.pairs:
+            topics[f"faust_{pair.name}"] = pair.join.output
+            topics[f"ksqldb_{pair.name}"] = pair.join.ksqldb_output
+        return topics

@@ -12,14 +12,14 @@ from .window import OffsetPlan, TimeWindow
 
 
 def mismatch_rate(statuses: Mapping[str, int]) -> float:
-    """Share of a pair's orders whose status is not ``match`` (0 for no orders)."""
+    """Share of a pair's rows whose status is not ``match`` (0 for no rows)."""
     total = sum(statuses.values())
     return 0.0 if total == 0 else (total - statuses.get("match", 0)) / total
 
 
 @dataclass(frozen=True)
 class PairTotals:
-    """One pair's orders, how many of them do not match, and that share."""
+    """One pair's rows (its stream's records), how many of them do not match, and that share."""
 
     orders: int
     mismatches: int
@@ -41,12 +41,12 @@ class OutputRecords:
 
 @dataclass(frozen=True)
 class InputRecords:
-    """Records read from an input (users, orders), and how the engines take them (``ksql_json``'s kinds).
+    """Records read from an input (a stream, a table), and how the engines take them (``ksql_json``'s kinds).
 
-    ``undecodable``: neither engine can use the record (a value ksqlDB cannot read, an order without a
-    valid ``ts`` or without a value); ``null_key``: an order both engines join with NULL user
-    columns, a user both ignore; ``non_utf8_key``: the worker dead-letters the record, Kafka Streams
-    reads it; ``tombstones``: users deleted.
+    ``undecodable``: neither engine can use the record (a value or key ksqlDB cannot read, a stream
+    record without a valid event time or without a value); ``null_key``: a stream record both engines
+    join with NULL table columns, a table row both ignore; ``non_utf8_key``: the worker dead-letters the
+    record, Kafka Streams reads it; ``tombstones``: table rows deleted.
     """
 
     rows: int
@@ -58,7 +58,7 @@ class InputRecords:
 
 @dataclass(frozen=True)
 class PartitionCell:
-    """Mismatches of one pair whose order sat in ``order_partition`` and whose user in ``user_partition``."""
+    """Mismatches of one pair whose stream record sat in ``order_partition`` and whose table row in ``user_partition``."""
 
     pair: str
     order_partition: int
@@ -84,13 +84,13 @@ class Threshold:
 
 @dataclass(frozen=True)
 class Sample:
-    """One non-matching order, as the report's examples show it."""
+    """One non-matching row, as the report's examples show it: its join key and event time."""
 
     pair: str
     status: str
     cause: str
-    user_id: str
-    ts: int
+    key: str
+    time: int
     cause_detail: str
 
 
@@ -102,16 +102,19 @@ class Summary:
     source: str
     #: Role -> the topic (or export) read for it.
     topics: dict[str, str]
-    orders_partitions: int
+    #: Pair -> what it reconciles: the statements, its query, stream, table, identity and table columns.
+    pairs: dict[str, dict[str, Any]]
+    #: Stream role -> its topic's partition count.
+    stream_partitions: dict[str, int]
     offsets: OffsetPlan | None
-    #: Output role (``faust_direct``, ...) -> what was read from it.
+    #: Output role (``faust_<pair>``, ``ksqldb_<pair>``) -> what was read from it.
     output_records: dict[str, OutputRecords]
-    #: Input role (``users``, ``orders``) -> what was read from it (orders: those of the window).
+    #: Input role (a stream's or a table's source, lower-cased) -> what was read from it (streams: the window's).
     input_records: dict[str, InputRecords]
-    #: Pair -> status -> orders.
+    #: Pair -> status -> rows.
     statuses: dict[str, dict[str, int]]
     totals: dict[str, PairTotals]
-    #: Pair -> cause -> mismatching orders.
+    #: Pair -> cause -> mismatching rows.
     causes: dict[str, dict[str, int]]
     by_partition_pair: tuple[PartitionCell, ...]
     threshold: Threshold
@@ -128,7 +131,8 @@ class Summary:
             "window": self.window.to_dict(),
             "source": self.source,
             "topics": dict(self.topics),
-            "orders_partitions": self.orders_partitions,
+            "pairs": self.pairs,
+            "stream_partitions": dict(self.stream_partitions),
             "offsets": None if self.offsets is None else self.offsets.to_dict(),
             "output_records": {role: asdict(records) for role, records in self.output_records.items()},
             "input_records": {role: asdict(records) for role, records in self.input_records.items()},

@@ -33,6 +33,12 @@ DAY_START_MS = int(datetime(2026, 11, 20, tzinfo=timezone.utc).timestamp() * 100
 HOUR_MS = 3_600_000
 CHANNELS = ("store", "web", "partner", "catalog")
 ROLES = ("users", "orders", "faust_direct", "ksqldb_direct", "faust_repartition", "ksqldb_repartition")
+#: The job's seed topic flags, by the scenario's roles.
+FLAGS = {"users": "--users-topic", "orders": "--orders-topic", "faust_direct": "--faust-topic",
+         "ksqldb_direct": "--ksqldb-topic", "faust_repartition": "--faust-repartition-topic",
+         "ksqldb_repartition": "--ksqldb-repartition-topic"}
+#: The job's role of the scenario's inputs: the seed's sources, lower-cased (its outputs keep their names).
+JOB_ROLES = {"users": "demo_user", "orders": "demo_user_orders"}
 
 
 @dataclass

@@ -57,9 +57,9 @@ def test_null_columns_and_the_engines_legitimate_differences(
     for role, read in summary["output_records"].items():
         wanted = len(joined) + (len(only_streams) if role.startswith("ksqldb") else 1)
         assert read == {"rows": wanted, "undecodable": 0}, role
-    assert summary["input_records"]["orders"] == {"rows": len(joined) + len(only_streams) + len(unreadable),
+    assert summary["input_records"]["demo_user_orders"] == {"rows": len(joined) + len(only_streams) + len(unreadable),
                                                   "undecodable": 1, "null_key": 1, "non_utf8_key": 1, "tombstones": 0}
-    assert summary["input_records"]["users"]["rows"] == len(users)
+    assert summary["input_records"]["demo_user"]["rows"] == len(users)
     assert nonzero(summary["statuses"]) == {pair: {"match": len(joined) + 1, "missing_in_faust": 1}
                                             for pair in ("direct", "repartition")}
     assert nonzero(summary["causes"]) == {pair: {"non_utf8_key": 1} for pair in ("direct", "repartition")}

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import pytest
 
 from spark_batch.reconcile import main
-from spark_batch.roles import FLAGS, role_topics
+from spark_batch.options import SEED_FLAGS
 from streamapp.demo.ksql_equivalent import KsqlEquivalent
 from streamapp.kafka.admin import ensure_topics
 from streamapp.settings import Settings
@@ -95,10 +95,9 @@ def wait_outputs(settings: Settings, faust: int | None, streams: int | None) -> 
 def reconcile(spark: Any, settings: Settings, output: Path) -> tuple[dict[str, Any], dict[tuple[str, str, str, int], str]]:
     """The job over ``DAY`` with Spark's Kafka source; its summary and its detail rows
     {(pair, status, user_id, product_id): cause}."""
-    topics = role_topics(settings)
     argv = ["--date", DAY, "--bootstrap-server", settings.bootstrap_servers, "--kafka-reader", "spark",
             "--max-mismatch-rate", "1", "--partitioner", "murmur2", "--output", str(output),
-            *[arg for role, flag in FLAGS.items() for arg in (flag, topics[role])]]
+            *[arg for flag, setting in SEED_FLAGS.items() for arg in (flag, getattr(settings, setting))]]
     assert main(argv) == 0
     day = output / f"dt={DAY}"
     summary = json.loads((day / "summary.json").read_text())

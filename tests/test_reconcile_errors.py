@@ -24,7 +24,6 @@ from spark_batch.errors import one_line
 from spark_batch.files_source import check_export
 from spark_batch.options import check_master
 from spark_batch.reconcile import main
-from spark_batch.roles import FLAGS
 from spark_batch.window import window_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +36,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def files_args(input_dir: Path, output: Path, *extra: str) -> list[str]:
-    topics = [arg for role, flag in FLAGS.items() for arg in (flag, TOPICS[role])]
+    topics = [arg for role, flag in sc.FLAGS.items() for arg in (flag, TOPICS[role])]
     return ["--date", sc.DAY, "--source", "files", "--input", str(input_dir), "--output", str(output),
             *topics, "--max-mismatch-rate", "1", *extra]
 

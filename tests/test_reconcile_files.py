@@ -13,13 +13,12 @@ import pytest
 
 import reconcile_scenario as sc
 from spark_batch.reconcile import main
-from spark_batch.roles import FLAGS
 
 TOPICS = {role: f"export_{role}" for role in sc.ROLES}
 
 
 def _args(input_dir, output, *extra: str) -> list[str]:
-    flags = FLAGS
+    flags = sc.FLAGS
     topics = [x for role, flag in flags.items() for x in (flag, TOPICS[role])]
     return ["--date", sc.DAY, "--source", "files", "--input", str(input_dir), "--output", str(output),
             "--partitions", "6", *topics, *extra]
@@ -73,8 +72,8 @@ def test_the_inputs_are_counted_the_same_whether_or_not_anything_mismatches(spar
     counted = summaries["mismatching"]["input_records"]
     assert counted == summaries["agreeing"]["input_records"]
     in_window = [r for r in scenario.records["orders"] if sc.DAY_START_MS <= r.timestamp < sc.DAY_START_MS + 86_400_000]
-    assert counted["orders"]["rows"] == len(in_window) > 0
-    assert counted["users"]["rows"] == len(scenario.records["users"]) > 0
+    assert counted[sc.JOB_ROLES["orders"]]["rows"] == len(in_window) > 0
+    assert counted[sc.JOB_ROLES["users"]]["rows"] == len(scenario.records["users"]) > 0
 
 
 def test_reconcile_missing_export_is_a_one_line_error(tmp_path, capsys):

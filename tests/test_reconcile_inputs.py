@@ -18,9 +18,22 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from spark_batch import ksql_json
+from spark_batch.roles import Roles
 from streamapp.model.records import RecordError, decode_order, decode_user
+from streamapp.settings import Settings
 
 from test_json_row_oracle import NODES, ORDER_NAMES, RAW, USER_NAMES, documents
+
+#: The seed's stream and table, as the job reads them (their codecs: the worker's reading).
+SEED = Roles.of(Settings())
+ORDERS, USERS = SEED.inputs["demo_user_orders"], SEED.inputs["demo_user"]
+ORDER_FIELDS, USER_FIELDS = ksql_json.value_columns(ORDERS), ksql_json.value_columns(USERS)
+
+
+def read(source, stream: bool):
+    """The job's reading of ``source``'s records, its key named as the model names it."""
+    return lambda frame: ksql_json.read(frame, source, stream).withColumnRenamed(ksql_json.KEY, "user_id")
+
 
 KEYS = [b"u1", b"", "Zoë".encode(), None, b"\xff\xfej-bad", b"\xed\xa0\x80", b'"u1"', b"u\x00"]
 #: Plain-shaped values: exactly the lower-case fields, values from the node list: most read by SQL, the rest not.
@@ -70,10 +83,11 @@ def comparable(row: dict[str, Any]) -> tuple:
                   if isinstance(v, float) else v) for k, v in sorted(row.items()))
 
 
-def check(spark, decode, columns: dict[str, str], read, values: list[bytes | None], rng: random.Random) -> None:
+def check(spark, decode, source, read, values: list[bytes | None], rng: random.Random) -> None:
+    columns = ksql_json.value_columns(source)
     records = [(rng.choice(KEYS) if rng.random() < 0.25 else b"u1", v, i) for i, v in enumerate(values)]
     frame = spark.createDataFrame(records, "key binary, value binary, offset bigint").repartition(3)
-    plain = ksql_json.SqlPath(columns).condition()
+    plain = ksql_json.SqlPath(source).condition()
     rows = read(frame.withColumn("by_sql", F.coalesce(plain, F.lit(False)))).collect()
     assert len(rows) == len(records)
     differences, by_sql = [], 0
@@ -92,7 +106,7 @@ def check(spark, decode, columns: dict[str, str], read, values: list[bytes | Non
 
 def test_orders_read_by_spark_are_the_models_orders(spark) -> None:
     rng = random.Random(21)
-    fields = list(ksql_json.ORDER_FIELDS)
+    fields = list(ORDER_FIELDS)
     values = documents(ORDER_NAMES, rng, 1500) + plain_values(fields, rng, 2000)
     values += [b'{"ts": -1, "product_id": 1, "qty": 1, "unit_price": 1.5, "channel": "web"}',
                b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.5, "channel": "w\\ud800"}',
@@ -100,18 +114,18 @@ def test_orders_read_by_spark_are_the_models_orders(spark) -> None:
                b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": NaN, "channel": "web"}',
                b"{'ts': 5, 'product_id': 1, 'qty': 1, 'unit_price': 1.5, 'channel': 'web'}",
                b'{"ts": 5, "product_id": 1, "qty": 1, "unit_price": 1.5, "channel": "web", "ts": 6}']
-    check(spark, decode_order, ksql_json.ORDER_FIELDS, ksql_json.orders, values, rng)
+    check(spark, decode_order, ORDERS, read(ORDERS, stream=True), values, rng)
 
 
 def test_users_read_by_spark_are_the_models_users(spark) -> None:
     rng = random.Random(22)
-    values = documents(USER_NAMES, rng, 1500) + plain_values(list(ksql_json.USER_FIELDS), rng, 2000) + [None, b"null"]
-    check(spark, decode_user, ksql_json.USER_FIELDS, ksql_json.users, values, rng)
+    values = documents(USER_NAMES, rng, 1500) + plain_values(list(USER_FIELDS), rng, 2000) + [None, b"null"]
+    check(spark, decode_user, USERS, read(USERS, stream=False), values, rng)
 
 
 def test_the_spark_schema_is_the_models() -> None:
-    """Derived from the dataclasses: the same names and types as the model's records."""
-    assert ksql_json.ORDER_FIELDS == {"ts": "bigint", "product_id": "bigint", "qty": "bigint", "unit_price": "double",
-                                      "channel": "string"}
-    assert ksql_json.USER_FIELDS == {"name": "string", "age": "bigint"}
+    """Derived from the seed's declared columns: the same names and types as the model's records."""
+    assert ORDER_FIELDS == {"ts": "bigint", "product_id": "bigint", "qty": "bigint", "unit_price": "double",
+                            "channel": "string"}
+    assert USER_FIELDS == {"name": "string", "age": "bigint"}
     assert NODES and RAW  # the generator's own classes are in the values above

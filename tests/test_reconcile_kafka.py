@@ -67,7 +67,7 @@ def test_reconcile_kafka_known_answers_and_rerun(spark, bootstrap, topics, tmp_p
     assert predicted and all(sc.crc32_partition(k[1].encode(), 6) != sc.murmur2_partition(k[1].encode(), 6) for k in predicted)
     assert scenario.statuses("repartition")["enriched_only_in_faust"] == 0
     plan = json.loads((output / f"dt={sc.DAY}" / "offsets.json").read_text())
-    assert plan["topics"]["users"]["offsets_in_ranges"] == len(scenario.records["users"])
+    assert plan["topics"][sc.JOB_ROLES["users"]]["offsets_in_ranges"] == len(scenario.records["users"])
     assert summary["offsets"] == plan
     html = (output / f"dt={sc.DAY}" / "report.html").read_text()
     assert "<svg" in html and "copartition_violation" in html
@@ -179,7 +179,7 @@ def test_reconcile_with_a_deleted_planned_range_fails_in_one_line(spark, bootstr
     assert main(argv) == 0
     capsys.readouterr()
     plan = json.loads((output / f"dt={sc.DAY}" / "offsets.json").read_text())
-    partition, start, end = next((int(p), r["start"], r["end"]) for p, r in sorted(plan["topics"]["users"]["partitions"].items())
+    partition, start, end = next((int(p), r["start"], r["end"]) for p, r in sorted(plan["topics"][sc.JOB_ROLES["users"]]["partitions"].items())
                                  if r["end"] > r["start"])
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures complete while it lives
     deleted = TopicPartition(topics["users"], partition, end)
@@ -216,14 +216,14 @@ def test_index_lookup_reads_exactly_the_windows_records(spark, bootstrap, new_to
     assert producer.flush(30) == 0
     topics = {"orders": orders, "users": users}
 
-    exact = resolve_plan(bootstrap, topics, window, grace_ms=0)
+    exact = resolve_plan(bootstrap, topics, window, grace_ms=0, timed=("orders",))
     assert exact.lookup == "index"
     assert exact.topics["orders"].ranges == {0: (2, 5), 1: (1, 2)}  # without grace the late records are left out
     assert exact.topics["users"].ranges == {0: (0, 3)}  # users are read whole
 
-    hour_past = resolve_plan(bootstrap, topics, window, grace_ms=hour)  # mid + 2 follows a record 2 h past the end
+    hour_past = resolve_plan(bootstrap, topics, window, grace_ms=hour, timed=("orders",))  # mid + 2 follows a record 2 h past the end
     assert hour_past.topics["orders"].ranges == {0: (2, 7), 1: (1, 4)}
-    plan = resolve_plan(bootstrap, topics, window, grace_ms=3 * hour)
+    plan = resolve_plan(bootstrap, topics, window, grace_ms=3 * hour, timed=("orders",))
     assert plan.topics["orders"].ranges == {0: (2, 8), 1: (1, 6)}
     for reader in ("spark", "python"):
         for resolved, expected in ((plan, inside), (hour_past, inside - {(1, 5)})):

@@ -9,13 +9,26 @@ import pytest
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from spark_batch.compare import STATUSES, classify, status_counts, status_metrics
+from spark_batch.compare import STATUSES, classify as classify_group, status_counts, status_metrics
 from spark_batch.errors import ReconcileError
 from spark_batch.options import parse
 from spark_batch.report import cause_chart, partition_chart, render_html
-from spark_batch.roles import SIDES
+from spark_batch.roles import SIDES, Roles
+from streamapp.settings import Settings
 from spark_batch.summary import PairTotals, PartitionCell, Sample, Summary, Threshold, mismatch_rate
 from spark_batch.window import OffsetPlan, TimeWindow, TopicRange, window_for
+
+
+#: The seed's joins (direct, repartition), as the job reads the packaged seed's statements.
+SEED = Roles.of(Settings())
+GROUP = SEED.groups[0]
+PAIRS = GROUP.names
+TABLE = SEED.inputs["demo_user"]
+
+
+def classify(faust: DataFrame, ksqldb: DataFrame, matches: bool = True) -> DataFrame:
+    """The seed's group classified (both pairs share the stream and its identity)."""
+    return classify_group(GROUP, faust, ksqldb, matches)
 
 
 def by_side(outputs: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -72,7 +85,8 @@ def test_offset_plan_round_trips_and_matches_only_its_window_and_topics(tmp_path
 def test_options_defaults_come_from_settings_and_the_lookup_is_the_index(monkeypatch):
     monkeypatch.setenv("STREAMAPP_USERS_TOPIC", "people")
     options = parse(["--date", "2026-11-20"])
-    assert options.topics["users"] == "people" and options.topics["ksqldb_direct"] == "DEMO_USER_ORDERS_MERGED"
+    assert options.topics["demo_user"] == "people" and options.topics["ksqldb_direct"] == "DEMO_USER_ORDERS_MERGED"
+    assert [pair.name for pair in options.roles.pairs] == ["direct", "repartition"] and PAIRS == ("direct", "repartition")
     assert (options.offset_lookup, options.kafka_reader) == ("index", "auto")
     with pytest.raises(ReconcileError, match="--source files"):
         parse(["--date", "2026-11-20", "--source", "files"])
@@ -104,9 +118,10 @@ def test_report_charts_and_rate():
     chart = cause_chart({"direct": {"copartition_violation": 5, "other": 0}})
     assert chart.count("<rect") == 1 and "copartition_violation" in chart
     heat = partition_chart([PartitionCell("direct", 2, 0, 4)], "direct")
-    assert "order partition 2, user partition 0: 4" in heat
+    assert "stream partition 2, table partition 0: 4" in heat
     summary = Summary(
-        window=window_for("2026-11-20", None, None), source="files", topics={"users": "<u>"}, orders_partitions=6,
+        window=window_for("2026-11-20", None, None), source="files", topics={"users": "<u>"}, pairs={},
+        stream_partitions={"orders": 6},
         offsets=None, output_records={}, input_records={}, statuses={"direct": {"match": 1, "duplicate": 1}},
         totals={"direct": PairTotals.of({"match": 1, "duplicate": 1})}, causes={"direct": {"other": 1}},
         by_partition_pair=(), threshold=Threshold(0.01, ("direct",)), detail="mismatches", versions={},
@@ -138,16 +153,16 @@ def test_status_rules_one_order_each(spark):
         _order("faust", "u", 9, "B", 30), _order("ksqldb", "u", 9, "A", 31),                     # value_mismatch
     ]
     counted = Observation("statuses")
-    classified = classify(*by_side(spark.createDataFrame(rows, OUT))).observe(counted, *status_metrics())
+    classified = classify(*by_side(spark.createDataFrame(rows, OUT))).observe(counted, *status_metrics(PAIRS))
     got = {r["product_id"]: r for r in classified.collect()}
     statuses = {p: got[p]["status"] for p in got}
     # the match count comes from Faust's records (9, one order written twice) and the non-matches
     # counted on their way out (the duplicate's extra copy among them), without a counter per order
     assert sum(r[1] == "faust" for r in rows) == 9
     assert (counted.get["direct:duplicate"], counted.get["direct:extra_copies"], counted.get["repartition:extra_copies"]) == (1, 1, 0)
-    assert status_counts({"direct": 9}, counted.get) == {
+    assert status_counts(PAIRS, {"direct": 9}, counted.get) == {
         "direct": dict.fromkeys(STATUSES, 1), "repartition": dict.fromkeys(STATUSES, 0)}
-    assert status_counts({}, {}) == {pair: dict.fromkeys(STATUSES, 0) for pair in ("direct", "repartition")}
+    assert status_counts(PAIRS, {}, {}) == {pair: dict.fromkeys(STATUSES, 0) for pair in ("direct", "repartition")}
     assert statuses == {1: "match", 2: "missing_in_faust", 3: "missing_in_ksqldb", 4: "duplicate",
                         5: "partition_mismatch", 6: "enriched_only_in_faust", 7: "enriched_only_in_ksqldb",
                         8: "both_unenriched", 9: "value_mismatch"}
@@ -235,7 +250,7 @@ def test_tally_gives_both_cause_and_partition_pair_counts_from_one_aggregation(s
     detail = [(rng.choice(["direct", "repartition"]), rng.choice(CAUSES), rng.choice([None, 0, 1, 5]),
                rng.choice([None, 0, 2, 11])) for _ in range(300)]
     frame = spark.createDataFrame(detail, "pair string, cause string, order_partition int, user_partition int")
-    by_cause, cells = tally(frame.groupBy("pair", "cause", "order_partition", "user_partition").count().collect())
+    by_cause, cells = tally(PAIRS, frame.groupBy("pair", "cause", "order_partition", "user_partition").count().collect())
     per_cause = Counter((p, c) for p, c, _, _ in detail)
     assert by_cause == {p: {c: per_cause[(p, c)] for c in CAUSES} for p in ("direct", "repartition")}
     per_cell = Counter((p, o, u) for p, _, o, u in detail if o is not None and u is not None)
@@ -247,7 +262,9 @@ def test_explain_finds_causes_from_the_mismatches_users_only(spark):
     """causes.explain on direct-pair mismatches: each cause, -0.0 vs 0.0 prices still find the order,
     and skipping murmur2 (no repartition-pair mismatch) changes nothing."""
     from spark_batch import causes
-    from spark_batch.decode import ORDER_COLUMNS, USER_COLUMNS
+    from spark_batch.decode import stream_fields, table_columns
+
+    ORDER_COLUMNS, USER_COLUMNS = stream_fields(GROUP), table_columns(TABLE)
 
     def order(side, user, product, name, price=2.5, partition=1):
         return ("direct", side, user, 1000 + product, product, 1, price, "web", name, None if name is None else 30, partition, 0)
@@ -268,11 +285,12 @@ def test_explain_finds_causes_from_the_mismatches_users_only(spark):
     ).withColumn("kind", F.lit(None).cast("string")).select(*ORDER_COLUMNS)
     users = spark.createDataFrame(
         [("u1", "A", 30, 0, 0, 0), ('"q"', "Q", 40, 3, 1, 0), ("late", "L", 50, 1, 2, 5000), ("u2", "B", 30, 5, 3, 0)],
-        "user_key string, name string, age bigint, partition int, offset bigint, timestamp_ms bigint",
+        "table_key string, name string, age bigint, partition int, offset bigint, timestamp_ms bigint",
     ).select(*USER_COLUMNS)
     rows = {}
     for repartitioned in (False, True):
-        explained = causes.explain(mismatches, orders, users, 6, "murmur2", few=repartitioned, repartitioned=repartitioned)
+        explained = causes.explain(GROUP, mismatches, orders, users, 6, "murmur2", few=repartitioned,
+                                   repartitioned=repartitioned)
         rows[repartitioned] = sorted((r.asDict() for r in explained.collect()), key=lambda r: r["product_id"])
     assert rows[False] == rows[True]
     got = {r["product_id"]: r for r in rows[False]}
@@ -288,8 +306,9 @@ def test_the_orders_probe_finds_an_order_without_ts_and_not_one_that_only_shares
     """order_info probes the orders by ts alone and hashes only the hits: an order whose ts is null is still
     found (its partition), and another order with a mismatch's ts does not lend it its partition."""
     from spark_batch import causes
-    from spark_batch.decode import ORDER_COLUMNS
+    from spark_batch.decode import stream_fields
 
+    ORDER_COLUMNS = stream_fields(GROUP)
     columns = "user_id string, ts bigint, product_id bigint, qty bigint, unit_price double, channel string"
     orders = spark.createDataFrame(
         [("u1", None, 1, 1, 2.5, "web", 4, 0), ("u2", 1002, 2, 1, 2.5, "web", 1, 1),
@@ -298,8 +317,8 @@ def test_the_orders_probe_finds_an_order_without_ts_and_not_one_that_only_shares
     ).withColumn("kind", F.lit(None).cast("string")).select(*ORDER_COLUMNS)
     mismatches = spark.createDataFrame([("u1", None, 1, 1, 2.5, "web"), ("u2", 1002, 2, 1, 2.5, "web")], columns)
     for few in (True, False):
-        info = causes.order_info(orders, mismatches, few)
-        found = mismatches.join(info, [causes.identity_hash() == F.col("_o_hash"),
+        info = causes.order_info(GROUP, orders, mismatches, few)
+        found = mismatches.join(info, [causes.identity_hash(GROUP) == F.col("_o_hash"),
                                        F.col("product_id") == F.col("_o_product_id")], "left")
         # u3 shares u2's ts and sits in partition 5: u2 keeps its own partition
         assert sorted((r["user_id"], r["order_partition"]) for r in found.collect()) == [("u1", 4), ("u2", 1)]
@@ -312,7 +331,6 @@ def test_the_repartitioned_users_partition_is_the_partitioner_setting(spark, mon
     the user is late, not a co-partitioning violation.
     """
     from spark_batch import causes
-    from spark_batch.decode import ORDER_COLUMNS, USER_COLUMNS
     from streamapp.partitioners import partition
 
     key = next(k for k in (f"user{i}" for i in range(100))
@@ -320,12 +338,13 @@ def test_the_repartitioned_users_partition_is_the_partitioner_setting(spark, mon
     placed = partition("fnv1a_random", key.encode(), 6)
     outputs = [("repartition", side, key, 1001, 1, 1, 2.5, "web", None, None, placed, 0) for side in ("faust", "ksqldb")]
     mismatches = classify(*by_side(spark.createDataFrame(outputs, OUT))).where("status != 'match'")
-    orders = spark.createDataFrame([(key, 1001, 1, 1, 2.5, "web", placed, 0, None)], ", ".join(
-        f"{c} {t}" for c, t in zip(ORDER_COLUMNS, ("string", "bigint", "bigint", "bigint", "double", "string", "int", "bigint",
-                                                    "string"), strict=True)))
-    users = spark.createDataFrame([(key, "A", 30, 0, 0, 5000)], ", ".join(
-        f"{c} {t}" for c, t in zip(USER_COLUMNS, ("string", "string", "bigint", "int", "bigint", "bigint"))))
-    cause = {name: causes.explain(mismatches, orders, users, 6, name).collect()[0]["cause"] for name in ("fnv1a_random", "murmur2")}
+    orders = spark.createDataFrame([(key, 1001, 1, 1, 2.5, "web", placed, 0, None)],
+                                   "user_id string, ts bigint, product_id bigint, qty bigint, unit_price double, "
+                                   "channel string, partition int, offset bigint, kind string")
+    users = spark.createDataFrame([(key, "A", 30, 0, 0, 5000)], "table_key string, name string, age bigint, partition int, "
+                                  "offset bigint, timestamp_ms bigint")
+    cause = {name: causes.explain(GROUP, mismatches, orders, users, 6, name).collect()[0]["cause"]
+             for name in ("fnv1a_random", "murmur2")}
     assert cause == {"fnv1a_random": "late_user", "murmur2": "copartition_violation"}
     monkeypatch.setenv("STREAMAPP_PARTITIONER", "fnv1a_random")
     assert parse(["--date", "2026-11-20"]).partitioner == "fnv1a_random"  # the job reads the worker's setting
@@ -355,7 +374,8 @@ def test_an_output_record_is_undecodable_only_when_no_engine_could_have_written_
     rows = [("direct", "ksqldb", k, v, 0, i, 0) for i, (k, v) in enumerate([*written.values(), *unusable.values()])]
     frame = spark.createDataFrame(rows, "pair string, side string, " + RAW)
     observation = Observation("outputs")
-    kept = sorted(valid_outputs(output_columns(frame), observation, ("direct", "ksqldb")).collect(), key=lambda r: r["offset"])
+    kept = sorted(valid_outputs(output_columns(frame, GROUP, SEED.topology.declared, SEED.pair("direct")),
+                                [("direct", "ksqldb")], observation, alone=True).collect(), key=lambda r: r["offset"])
     assert [r["offset"] for r in kept] == list(range(len(written)))
     assert observation.get == {"rows:direct:ksqldb": len(rows), "undecodable:direct:ksqldb": len(unusable)}
     nulls, nan, infinity, null_key, replaced = kept
@@ -372,17 +392,17 @@ def test_input_records_are_counted_by_kind(spark):
     order_rows = [(b"u", good), (None, good), (b"\xffu", good), (b"u", b"not json"), (b"u", b'{"product_id": 1}'),
                   (b"u", None), (b"u", b'{"TS": "41", "Product_Id": "7"}')]
     frame = spark.createDataFrame([(k, v, 0, i, 5) for i, (k, v) in enumerate(order_rows)], RAW)
-    counts = all_orders(frame).agg(*kind_counts()).collect()[0].asDict()
+    counts = all_orders(frame, GROUP).agg(*kind_counts()).collect()[0].asDict()
     assert counts == {"rows": 7, "tombstone": 0, "null_key": 1, "non_utf8_key": 1, "undecodable": 3}
-    kept = {(r["user_id"], r["ts"], r["product_id"], r["kind"]) for r in all_orders(frame).where(decodable()).collect()}
+    kept = {(r["user_id"], r["ts"], r["product_id"], r["kind"]) for r in all_orders(frame, GROUP).where(decodable()).collect()}
     assert kept == {("u", 5, None, None), (None, 5, None, "null_key"), ("\ufffdu", 5, None, "non_utf8_key"),
                     ("u", 41, 7, None)}
     user_rows = [(b"a", b'{"AGE": "41"}'), (b"b", None), (b"c", b"null"), (None, b'{"name": "x"}'), (b"d", b"[1]"),
                  (b"\xffe", b'{"name": "y", "age": 1}')]
     frame = spark.createDataFrame([(k, v, 0, i, 5) for i, (k, v) in enumerate(user_rows)], RAW)
-    counts = all_users(frame).agg(*kind_counts()).collect()[0].asDict()
+    counts = all_users(frame, TABLE).agg(*kind_counts()).collect()[0].asDict()
     assert counts == {"rows": 6, "tombstone": 2, "null_key": 1, "non_utf8_key": 1, "undecodable": 1}
-    assert sorted((r["user_key"], r["name"], r["age"]) for r in users(frame).collect()) == [
+    assert sorted((r["table_key"], r["name"], r["age"]) for r in users(frame, TABLE).collect()) == [
         ("a", None, 41), ("b", None, None), ("c", None, None), ("\ufffde", "y", 1)]
 
 
@@ -411,7 +431,8 @@ def test_null_and_non_utf8_keys_are_named_as_the_engines_legitimate_differences(
                ("direct", "ksqldb", bad, 1001, 1, 1, 2.5, "web", "Bad", 1, 3, 1),
                ("direct", "ksqldb", "u1", 1002, 1, 1, 2.5, "web", None, None, 1, 2)]
     mismatches = classify(*by_side(spark.createDataFrame(outputs, OUT))).where("status != 'match'")
-    got = {r["user_id"]: r for r in causes.explain(mismatches, all_orders(raw_orders), users(raw_users), 6, "murmur2").collect()}
+    got = {r["user_id"]: r for r in causes.explain(GROUP, mismatches, all_orders(raw_orders, GROUP), users(raw_users, TABLE), 6,
+                                                   "murmur2").collect()}
     assert {u: (r["status"], r["cause"]) for u, r in got.items()} == {
         None: ("missing_in_faust", "null_key"), bad: ("missing_in_faust", "non_utf8_key"), "u1": ("missing_in_faust", "other")}
     assert got[None]["cause_detail"] == ("the order's key is null: ksqlDB on Kafka Streams 3.7+ (KIP-962) and the worker join it "
@@ -433,7 +454,8 @@ def test_a_decoded_export_is_checked_only_where_a_column_is_not_of_its_type(spar
             ("u", None, "9", 1, 2.5, "web", "A", 3, 0, 4)]
     text = spark.createDataFrame(rows, columns).select(F.lit("direct").alias("pair"), F.lit("ksqldb").alias("side"), "*")
     observation = Observation("text")
-    kept = sorted(valid_outputs(output_columns(text), observation, ("direct", "ksqldb")).collect(), key=lambda r: r["offset"])
+    kept = sorted(valid_outputs(output_columns(text, GROUP, SEED.topology.declared, SEED.pair("direct")), [("direct", "ksqldb")],
+                                observation, alone=True).collect(), key=lambda r: r["offset"])
     assert [(r["offset"], r["user_id"], r["product_id"]) for r in kept] == [(0, "u", 7), (1, "u", None), (2, None, 8)]
     assert observation.get == {"rows:direct:ksqldb": 5, "undecodable:direct:ksqldb": 2}
 
@@ -441,7 +463,8 @@ def test_a_decoded_export_is_checked_only_where_a_column_is_not_of_its_type(spar
     typed.write.parquet(str(tmp_path / "typed"))
     export = spark.read.parquet(str(tmp_path / "typed")).select(F.lit("direct").alias("pair"), F.lit("ksqldb").alias("side"), "*")
     observation = Observation("typed")
-    decoded = valid_outputs(output_columns(export), observation, ("direct", "ksqldb"))
+    decoded = valid_outputs(output_columns(export, GROUP, SEED.topology.declared, SEED.pair("direct")), [("direct", "ksqldb")],
+                            observation, alone=True)
     assert sorted(r["offset"] for r in decoded.collect()) == [0, 1, 2]
     assert observation.get == {"rows:direct:ksqldb": 4, "undecodable:direct:ksqldb": 1}
     scans = [line for line in classify(*by_side(decoded))._jdf.queryExecution().executedPlan().toString().splitlines() if "FileScan" in line]

@@ -22,7 +22,6 @@ import pytest
 import reconcile_scenario as sc
 from spark_batch.options import build_parser
 from spark_batch.reconcile import main
-from spark_batch.roles import FLAGS
 from streamapp.settings import Settings
 
 #: Keys that may carry the time of the run rather than its result (none today); dropped before comparing.
@@ -36,7 +35,7 @@ def cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> 
 
 
 def topic_args(topics: dict[str, str]) -> list[str]:
-    return [arg for role, flag in FLAGS.items() for arg in (flag, topics[role])]
+    return [arg for role, flag in sc.FLAGS.items() for arg in (flag, topics[role])]
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -98,7 +97,7 @@ def test_spark_reader_without_the_connector_exit_2_naming_make_install(bootstrap
 
 def test_missing_topic_error_names_options_that_exist(bootstrap: str, tmp_path: Path, capsys, spark) -> None:
     args = ["--date", sc.DAY, "--bootstrap-server", bootstrap,
-            *topic_args({role: f"reliability_missing_{role}" for role in FLAGS}), "--output", str(tmp_path / "o")]
+            *topic_args({role: f"reliability_missing_{role}" for role in sc.FLAGS}), "--output", str(tmp_path / "o")]
     assert main(args) == 2
     error = capsys.readouterr().err.strip()
     known = {flag for action in build_parser(Settings())._actions for flag in action.option_strings}
