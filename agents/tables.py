@@ -82,8 +82,8 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                                      if t in by_changelog else None)
 
         def check(partition: int, msg: Record) -> Checked:
-            record = EngineRecord(source.topic, msg.key, msg.value, msg.timestamp)
             value = written.take(msg.key, msg.value) if written_here else None
+            row = None
             if value is not None:  # this worker wrote it: its row's bytes are known
                 timestamp = event_time(msg)
             else:
@@ -95,12 +95,18 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                 value = None if row is None else rows[0].value(table_row(row[0], source)) if rows else DELETE_NOT
             checks.check_timestamp(timestamp, source.timestamp or "timestamp")
             outputs = []
+            texts: dict[str, str] = {}
             for copy, query in copies:
-                for output in query.process(record):
-                    out = output.record
-                    checks.check_size(copy.output, out.key, out.value,
-                                      "copied row" if out.value is not None else "copied tombstone")
-                    outputs.append((copy.output, out.key, out.value))
+                if row is not None:  # decoded once above, for the tables and every copy
+                    out_key, out_value, _ = query.encode(row, None, texts)
+                    copied = [(out_key, out_value)]
+                else:
+                    copied = [(o.record.key, o.record.value) for o in query.process(
+                        EngineRecord(source.topic, msg.key, msg.value, msg.timestamp))]
+                for out_key, out_value in copied:
+                    checks.check_size(copy.output, out_key, out_value,
+                                      "copied row" if out_value is not None else "copied tombstone")
+                    outputs.append((copy.output, out_key, out_value))
             for changelog in changelogs:
                 checks.check_size(changelog, msg.key, value, "changelog row" if value is not None else
                                   "changelog tombstone")
