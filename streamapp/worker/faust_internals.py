@@ -31,6 +31,10 @@ PRIVATE_NAMES = (
     ("faust.transport.consumer:Consumer", "_acked_index"),
     ("faust.transport.consumer:Consumer", "_waiting_for_ack"),
     ("faust.stores.rocksdb:Store", "_db_for_partition"),
+    # The metrics (streamapp.worker.metrics): a miss's cause asks the partitions a table's store has open, and a
+    # revoke's commit is judged by what Faust would still commit.
+    ("faust.stores.rocksdb:Store", "_dbs"),
+    ("faust.transport.consumer:Consumer", "_filter_committable_offsets"),
     ("faust.transport.drivers.aiokafka:Producer", "_ensure_producer"),
     # A rebalance's commit (streamapp.worker.transport.Consumer): the commit under way, and the hooks whose
     # order matters: Faust drops the acked offsets in on_partitions_revoked, and resumes stream partitions
