@@ -41,7 +41,7 @@ from streamapp.worker.transport import Handler
 from streamapp.worker.web.security import is_public
 
 from agents.dead_lettering import REASONS, OutputRefused, reason_kind
-from workerkit import isolated, murmur2_partition, produce, stats, wait_for_users, wait_until
+from workerkit import fetched, isolated, murmur2_partition, produce, stats, wait_for_users, wait_until
 
 DIRECT = JoinFacts("orders_merged", "out_merged", "orders", "users", "users", "LEFT")
 COPIED = JoinFacts("orders_merged_repartition", "out_merged_rep", "orders", "users_repartition", "users_rep", "LEFT")
@@ -331,6 +331,22 @@ def test_the_commit_sensor_counts_commits_that_moved_an_offset() -> None:
     assert instruments.commits == 2 and instruments.commit_seconds.cumulative()[-1][1] == 2
     sensor.on_rebalance_end(None, sensor.on_rebalance_start(None))
     assert instruments.rebalance_seconds.cumulative()[-1][1] == 1
+
+
+def test_a_revoke_commit_failed_when_acked_offsets_stay_uncommitted(tmp_path: Path) -> None:
+    """What the consumer counts as a failed commit on revoke (streamapp.worker.transport): acked offsets that no commit
+    covered, as Faust's own filter of what to commit sees them. A real app's consumer, not started."""
+    from streamapp.worker import faust_internals
+    from streamapp.worker.app import create_app
+
+    consumer = create_app(Settings(data_dir=str(tmp_path / "data"))).consumer
+    consumer.app.topics.acks_enabled_for = lambda topic: topic == "orders"
+    done, pending = TP("orders", 0), TP("orders", 1)
+    for tp in (done, pending):
+        faust_internals.ack_all(consumer, tp, fetched("orders", tp.partition, 0, 1, 2))
+    consumer._committed_offset[done] = 3  # what Faust records once a commit covered them
+    assert faust_internals.uncommitted(consumer, [done, pending]) == {pending: 3}
+    assert faust_internals.uncommitted(consumer, [done]) == {}
 
 
 def test_metrics_is_not_a_public_path() -> None:
