@@ -45,7 +45,7 @@ from typing import Any, Iterable
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from streamapp.demo.ksql_equivalent import KsqlEquivalent
+from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan, query_application_id
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.reader import TopicReader
 from streamapp.model.dead_letters import from_record
@@ -123,7 +123,12 @@ class Engines:
         self.settings, self.worker, self.program = settings, worker, program
         s = settings
         self.faust_inputs = (s.users_topic, s.orders_topic, s.users_repartition_topic)
-        self.ks_inputs = (s.users_topic, s.orders_topic, program.topics.users_repartition)
+        plan = cluster_plan(s)  # Kafka Streams: one application per query, each reading its own inputs
+        self.ks_groups = tuple((query_application_id(s, q.name),
+                                tuple(plan.source(name).topic for name in (q.left, q.right) if name))
+                               for q in plan.queries)
+        assert {t for _, topics in self.ks_groups for t in topics} == {
+            s.users_topic, s.orders_topic, s.ksqldb_users_repartition_topic}
         self.pairs = ((s.merged_topic, s.ksqldb_merged_topic), (s.merged_repartition_topic, s.ksqldb_merged_repartition_topic))
         self.readers = {topic: TopicReader(s.bootstrap_servers, topic, range(N))
                         for pair in self.pairs for topic in pair}
@@ -134,7 +139,7 @@ class Engines:
         """Until both consumer groups have committed every input's end (the inputs' own topics first: the
         repartition topics grow while the users are read), then read every output to its end."""
         s, deadline = self.settings, time.monotonic() + PATIENCE
-        for group, topics in ((s.app_id, self.faust_inputs), (self.program.application_id, self.ks_inputs)):
+        for group, topics in ((s.app_id, self.faust_inputs), *self.ks_groups):
             while True:
                 ends = end_offsets(s.bootstrap_servers, topics)
                 done = committed(s.bootstrap_servers, group, topics)

@@ -1,12 +1,14 @@
-"""The worker's decoders against the Kafka Streams program's own JSON reader, value for value.
+"""The worker's decoders against the Kafka Streams program's own JSON reader (ValueFormat; this file kept its name, which
+tests/test_reconcile_inputs.py imports its values from), value for value.
 
-The program (``jvm/ksql-equivalent``, the reference for ksqlDB's semantics in this project)
-reads users and orders with ``JsonRow``, written after ksqlDB's ``KsqlJsonDeserializer``.
-``tests/java/JsonRowOracle.java`` runs that very class on thousands of generated values in
-one JVM; each value must decode in the worker to the same row, or be refused where the
-program skips it.  Where the worker is stricter on purpose, the test says so:
-a string with a lone surrogate (ksqlDB reads it but cannot write it as UTF-8) and an order
-whose ``ts`` is missing or negative (Kafka Streams drops it for its timestamp) are dead letters.
+The program (``jvm/ksql-equivalent``, PlanStreams) reads a source's values with ``ValueFormat``,
+written after ksqlDB's ``KsqlJsonDeserializer``.  ``tests/java/ValueFormatOracle.java`` runs that
+very class, for the seed plan's users table and orders stream, on thousands of generated values
+in one JVM; each value must decode in the worker (the plan's :class:`~streamapp.sql.formats.Codec`)
+to the same row, or be refused where the program skips it.  Where the worker is stricter on
+purpose, the test says so: a string with a lone surrogate (ksqlDB reads it but cannot write it as
+UTF-8) is a dead letter.  (An order whose ``ts`` is missing or negative has no event time: both
+engines drop it at the join, which tests/test_engines_agree.py checks on the broker.)
 """
 from __future__ import annotations
 
@@ -20,7 +22,10 @@ from typing import Any
 import pytest
 
 from streamapp.kafka.jvm import classpath
-from streamapp.model.records import Order, RecordError, User, decode_order, decode_user, has_lone_surrogate
+from streamapp.model.records import RecordError, has_lone_surrogate
+from streamapp.settings import Settings
+from streamapp.sql.formats import Codec
+from streamapp.sql.topology import topology
 
 from javatools import JAVA_SOURCES
 
@@ -59,17 +64,23 @@ def documents(names: list[str], rng: random.Random, count: int) -> list[bytes | 
     return made
 
 
+PLAN = topology(Settings()).declared
+USERS, ORDERS = (Codec(PLAN.source(name)) for name in ("DEMO_USER", "DEMO_USER_ORDERS"))
+
+
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("oracle")
+    plan = out / "plan.json"
+    plan.write_text(PLAN.to_json(), encoding="utf-8")
     cp = classpath("ksql-equivalent")
-    subprocess.run(["javac", "-d", str(out), "-cp", cp, str(JAVA_SOURCES / "JsonRowOracle.java")],
+    subprocess.run(["javac", "-d", str(out), "-cp", cp, str(JAVA_SOURCES / "ValueFormatOracle.java")],
                    check=True, capture_output=True, text=True)
 
-    def run(kind: str, values: list[bytes | None]) -> list[dict[str, Any]]:
-        lines = "".join(f"{kind} {'-' if v is None else base64.b64encode(v).decode()}\n" for v in values)
-        done = subprocess.run(["java", "-cp", f"{out}:{cp}", "io.streamapp.ksql.JsonRowOracle"], input=lines,
-                              capture_output=True, text=True, check=True, timeout=300)
+    def run(source: str, values: list[bytes | None]) -> list[dict[str, Any]]:
+        lines = "".join(f"{source} {'-' if v is None else base64.b64encode(v).decode()}\n" for v in values)
+        done = subprocess.run(["java", "-cp", f"{out}:{cp}", "io.streamapp.ksql.ValueFormatOracle", str(plan)],
+                              input=lines, capture_output=True, text=True, check=True, timeout=300)
         answers = [json.loads(line) for line in done.stdout.splitlines()]
         assert len(answers) == len(values), done.stderr[-2000:]
         return answers
@@ -86,9 +97,9 @@ def same_double(a: float | None, b: float | None) -> bool:
     return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
 
 
-def outcome(decode, value: bytes | None) -> Any:
+def outcome(codec: Codec, value: bytes | None) -> Any:
     try:
-        return decode(b"u", value)
+        return codec.decode_value(value)
     except RecordError as error:
         return error
 
@@ -96,8 +107,8 @@ def outcome(decode, value: bytes | None) -> Any:
 def test_users_decode_as_the_program_reads_them(oracle) -> None:
     values = documents(USER_NAMES, random.Random(16), 3000)
     differences = []
-    for value, answer in zip(values, oracle("user", values)):
-        got = outcome(decode_user, value)
+    for value, answer in zip(values, oracle("DEMO_USER", values)):
+        got = outcome(USERS, value)
         if "skip" in answer:
             ok = isinstance(got, RecordError)
         elif "tombstone" in answer:
@@ -107,7 +118,7 @@ def test_users_decode_as_the_program_reads_them(oracle) -> None:
             if name is not None and has_lone_surrogate(name):
                 ok = isinstance(got, RecordError) and "lone surrogate" in got.reason  # the worker's own refusal
             else:
-                ok = got == User("u", name, age)
+                ok = got == {"NAME": name, "AGE": age}
         if not ok:
             differences.append((value, answer, got))
     assert not differences, f"{len(differences)} differences, e.g. {differences[:5]}"
@@ -115,22 +126,22 @@ def test_users_decode_as_the_program_reads_them(oracle) -> None:
 
 def test_orders_decode_as_the_program_reads_them(oracle) -> None:
     values = documents(ORDER_NAMES, random.Random(15), 4000)
-    differences, joined = [], 0
-    for value, answer in zip(values, oracle("order", values)):
-        got = outcome(decode_order, value)
-        if "skip" in answer or "tombstone" in answer:
-            ok = isinstance(got, RecordError)  # unreadable, or a null order: Kafka Streams skips it
+    differences, rows = [], 0
+    for value, answer in zip(values, oracle("DEMO_USER_ORDERS", values)):
+        got = outcome(ORDERS, value)
+        if "skip" in answer:
+            ok = isinstance(got, RecordError)
+        elif "tombstone" in answer:
+            ok = got is None  # a null order: neither engine joins it
         else:
             ts, product_id, qty, price, channel = answer["row"]
-            if ts is None or ts < 0:
-                ok = isinstance(got, RecordError) and got.field == "ts"  # no record timestamp: dropped
-            elif channel is not None and has_lone_surrogate(channel):
+            if channel is not None and has_lone_surrogate(channel):
                 ok = isinstance(got, RecordError) and "lone surrogate" in got.reason
             else:
-                ok = (isinstance(got, Order) and (got.ts, got.product_id, got.qty, got.channel)
-                      == (ts, product_id, qty, channel) and same_double(got.unit_price, java_double(price)))
-                joined += ok
+                ok = (isinstance(got, dict) and (got["TS"], got["PRODUCT_ID"], got["QTY"], got["CHANNEL"])
+                      == (ts, product_id, qty, channel) and same_double(got["UNIT_PRICE"], java_double(price)))
+                rows += ok and ts is not None and ts >= 0
         if not ok:
             differences.append((value, answer, got))
     assert not differences, f"{len(differences)} differences, e.g. {differences[:5]}"
-    assert joined > 300  # the generated values reach the join often enough to mean something
+    assert rows > 300  # the generated values reach the join often enough to mean something

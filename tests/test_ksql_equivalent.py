@@ -1,4 +1,5 @@
-"""The Kafka Streams program (ksqlDB's demo joins) on the session broker: its records, byte for byte.
+"""The Kafka Streams program (PlanStreams running the seed's plan, one application per query, as ksqlDB runs the
+demo's five statements) on the session broker: its records, byte for byte.
 
 Every expected record is computed here from the inputs, independently of the program:
 ksqlDB's JSON rules (KsqlJsonDeserializer / JsonSerdeUtils, written out below for the
@@ -17,6 +18,7 @@ import sys
 import time
 import uuid
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -25,7 +27,7 @@ from typing import Any, Callable, Iterable
 import pytest
 from confluent_kafka import Producer
 
-from streamapp.demo.ksql_equivalent import KsqlEquivalent, KsqlEquivalentError
+from streamapp.demo.ksql_equivalent import KsqlEquivalent, KsqlEquivalentError, cluster_plan
 from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.kafka.reader import TopicReader
 from streamapp.partitioners.hashes import murmur2
@@ -38,6 +40,8 @@ T_ORDERS = 1_700_000_100_000
 #: Not an expectation on speed: only how long a broken run may hang before it fails.
 PATIENCE = 180.0
 SKIP = object()  # a value ksqlDB cannot read: logged and skipped
+#: ksqlDB's processing log line, as the program writes it for a record it cannot read.
+SKIPPED = re.compile(r"skipped unreadable record topic=(\S+) partition=(\d+) offset=(\d+)")
 
 
 def murmur2_partition(key: bytes) -> int:
@@ -295,7 +299,7 @@ def test_output_records_are_ksqldbs(kq_settings: Settings) -> None:
     with KsqlEquivalent(s) as program:
         assert sorted(program.created_topics) == sorted(
             [s.ksqldb_users_repartition_topic, s.ksqldb_merged_topic, s.ksqldb_merged_repartition_topic])
-        repartition_topic = program.topics.users_repartition
+        repartition_topic = s.ksqldb_users_repartition_topic
         # The table is loaded before the orders arrive, as ksqlDB's docs require for a deterministic join.
         got = read_until(bootstrap, repartition_topic, len(expected.repartition))
         assert sorted_records(got) == sorted_records(expected.repartition)
@@ -348,10 +352,15 @@ def test_output_records_are_ksqldbs(kq_settings: Settings) -> None:
         assert any(v.startswith(b'{"NAME":"Gus","AGE":61,"PRODUCT_ID":8,"QTY":null,"UNIT_PRICE":5.0,"CHANNEL":null,')
                    for v in merged)
         assert '{"NAME":"Kimé \\"K\\" \\uD83D\\uDE00","AGE":33}'.encode() in {r.value for r in expected.repartition}
-        skipped = [line for line in program.log_lines if "skipped unreadable record" in line]
+        skipped = Counter(m.groups() for m in map(SKIPPED.search, program.log_lines) if m)
         # ksqlDB's processing log: 4 users (Eve's two, [], empty) and 2 orders (not JSON, ts "soon"); orders
-        # without a ts are dropped by Kafka Streams for their negative timestamp instead.
-        assert len(skipped) == 6, skipped
+        # without a ts are dropped by Kafka Streams for their negative timestamp instead.  Each is logged by every
+        # query that reads its topic, as ksqlDB's processing log does (one application per query).
+        assert Counter(topic for topic, _, _ in skipped) == {s.users_topic: 4, s.orders_topic: 2}, skipped
+        plan = cluster_plan(s)
+        readers = Counter(plan.source(name).topic for q in plan.queries for name in (q.left, q.right) if name)
+        assert readers[s.users_topic] == readers[s.orders_topic] == 2
+        assert all(n == readers[topic] for (topic, _, _), n in skipped.items()), skipped
         assert program.running
 
 
@@ -397,7 +406,7 @@ def test_missing_input_topic_is_one_line(kq_settings: Settings) -> None:
     missing = f"kq_absent_{uuid.uuid4().hex[:6]}"
     with pytest.raises(KsqlEquivalentError) as failure:
         KsqlEquivalent(kq_settings.replace(orders_topic=missing)).start()
-    assert str(failure.value).startswith(f"input topic missing: orders_topic={missing} on ")
+    assert str(failure.value).startswith(f"input topic missing: DEMO_USER_ORDERS={missing} on ")
 
 
 def jvm_gone(pid: int) -> bool:
@@ -428,7 +437,7 @@ def test_cli_stops_and_dies_with_its_parent(kq_settings: Settings, how: str) -> 
         lines = []
         for line in proc.stdout:
             lines.append(line)
-            if line.startswith("Kafka Streams running ksqlDB's demo joins (not ksqlDB)"):
+            if line.startswith("Kafka Streams running 3 declared queries of the seed (streamapp/sql/seed.sql) (not ksqlDB)"):
                 break
         else:
             pytest.fail(f"no ready line: {lines} {proc.stderr.read() if proc.stderr else ''}")

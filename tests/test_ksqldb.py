@@ -24,12 +24,16 @@ from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.events import ConnectionTerminated, DataReceived, RequestReceived, StreamEnded
 
-from streamapp.demo.data import make_orders, make_users
-from streamapp.demo.ksqldb import DELIMITED, DemoObjects, KsqlDBClient, KsqlDBError, demo_statements, schema_columns
-from streamapp.demo.producer import insert_orders
-from streamapp.demo.report import join_rows_from_columns
+from streamapp.demo.data import generate, make_table
+from streamapp.demo.ksqldb import (DELIMITED, KsqlDBClient, KsqlDBError, ksqldb_names, ksqldb_statements,
+                                   schema_columns)
+from streamapp.demo.producer import insert_rows
+from streamapp.demo.report import Columns, join_rows_from_columns
+from streamapp.demo.shape import shape
 from streamapp.kafka.broker import free_port
 from streamapp.settings import Settings
+from streamapp.sql.syntax import parse
+from streamapp.sql.topology import seed_text
 
 RECORDED = Path(__file__).parent / "recorded" / "ksqldb"
 
@@ -173,8 +177,13 @@ def test_info_reads_the_server_status(replay: Replay) -> None:
     assert replay.requests[0]["headers"]["Accept"] == "application/vnd.ksql.v1+json"
 
 
+def test_the_statements_sent_are_the_seed_files_own() -> None:
+    """No second copy of the seed: each statement sent is the packaged seed.sql's, on one line."""
+    assert ksqldb_statements(Settings()) == [" ".join(s.text.split()) + ";" for s in parse(seed_text())]
+
+
 def test_demo_objects_are_created_in_order_each_after_the_previous_command(replay: Replay) -> None:
-    statements = demo_statements(Settings())
+    statements = ksqldb_statements(Settings())
     results = KsqlDBClient(replay.url).execute_all(statements)
     assert [r.status for r in results] == ["SUCCESS"] * 5
     sent = [r["body"] for r in replay.requests]
@@ -188,7 +197,7 @@ def test_demo_objects_are_created_in_order_each_after_the_previous_command(repla
 def test_demo_statements_name_the_settings_topics() -> None:
     settings = Settings().replace(users_topic="u-1", orders_topic="o1", ksqldb_merged_topic="M1",
                                   ksqldb_merged_repartition_topic="M2", ksqldb_users_repartition_topic="u-1_repartition")
-    table, repartition, stream, merged, merged_rep = demo_statements(settings)
+    table, repartition, stream, merged, merged_rep = ksqldb_statements(settings)
     assert table.startswith("CREATE TABLE IF NOT EXISTS U_1 (user_id VARCHAR PRIMARY KEY") and "kafka_topic='u-1'" in table
     assert "kafka_topic='u-1_repartition'" in repartition and "FROM U_1 " in repartition
     assert "kafka_topic='o1'" in stream and "timestamp='ts'" in stream
@@ -199,14 +208,14 @@ def test_demo_statements_name_the_settings_topics() -> None:
 def test_orders_go_in_one_inserts_stream_request_over_http2(replay: Replay) -> None:
     import random
 
-    orders = make_orders(make_users(3, random.Random(1)), random.Random(2), 1_700_000_000_000)
+    orders = generate(shape(Settings()), 3, random.Random(1), 1_700_000_000_000).stream
     with KsqlDBClient(replay.url) as client:
-        insert_orders(client, DemoObjects.from_settings(Settings()).orders_stream, orders)
+        insert_rows(client, ksqldb_names(Settings())["DEMO_USER_ORDERS"], "USER_ID", orders)
     [request] = replay.requests
     assert (request["http2"], request["path"], request["target"]) == (True, "/inserts-stream", "DEMO_USER_ORDERS")
     assert request["rows"] == [
-        {"USER_ID": o.user_id, "TS": o.ts, "PRODUCT_ID": o.product_id, "QTY": o.qty, "UNIT_PRICE": o.unit_price,
-         "CHANNEL": o.channel} for o in orders
+        {"USER_ID": o.key, "TS": o.value["TS"], "PRODUCT_ID": o.value["PRODUCT_ID"], "QTY": o.value["QTY"],
+         "UNIT_PRICE": o.value["UNIT_PRICE"], "CHANNEL": o.value["CHANNEL"]} for o in orders
     ]
 
 
@@ -235,9 +244,10 @@ def test_push_query_with_limit_reads_header_rows_and_final_message(replay: Repla
     result = KsqlDBClient(replay.url).query("SELECT * FROM DEMO_USER_ORDERS_MERGED WHERE TS >= 0 EMIT CHANGES LIMIT 2;")
     assert result.columns == ["USER_ID", "NAME", "AGE", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS"]
     assert len(result.rows) == 2 and result.final_message == "Limit Reached"
-    joins = join_rows_from_columns("q", result.columns, result.rows, expected=2)
+    joins = join_rows_from_columns("q", result.columns, result.rows, 2,
+                                   Columns("USER_ID", ("PRODUCT_ID", "CHANNEL"), ("NAME", "AGE"), ("NAME", "AGE")))
     assert (joins.hits, joins.misses) == (1, 1)
-    assert joins.rows[1].user_id == "7a036b11914a40ad90878d8768b04055" and joins.rows[1].columns["NAME"] is None
+    assert joins.rows[1].key == "7a036b11914a40ad90878d8768b04055" and joins.rows[1].columns["NAME"] is None
 
 
 def test_open_push_query_stops_at_the_timeout_with_what_arrived(replay: Replay) -> None:
@@ -287,13 +297,15 @@ def test_produce_through_recorded_ksqldb_creates_the_objects_and_inserts_every_o
     report = json.loads(out)
     sent = [r["body"].get("ksql", "") for r in replay.requests if r["path"] == "/ksql"]
     settings = Settings().replace(users_topic=topic, orders_topic=f"{topic}_orders")
-    assert sent == demo_statements(settings)
-    users = make_users(4, random.Random(8))
+    assert sent == ksqldb_statements(settings)
+    users = make_table(shape(settings), 4, random.Random(8))
     [inserts] = [r for r in replay.requests if r["path"] == "/inserts-stream"]
-    assert inserts["target"] == DemoObjects.from_settings(settings).orders_stream
-    assert [row["USER_ID"] for row in inserts["rows"]] == [u.user_id for u in users]
-    assert report["orders_via"] == "ksqlDB /inserts-stream (murmur2)"
+    assert inserts["target"] == ksqldb_names(settings)["DEMO_USER_ORDERS"] == topic.upper() + "_ORDERS"
+    assert [row["USER_ID"] for row in inserts["rows"]] == [u.key for u in users]
+    assert report["stream_via"] == "ksqlDB /inserts-stream (murmur2)"
+    [query] = [r["body"]["ksql"] for r in replay.requests if r["path"] == "/query" and "_MERGED " in r["body"]["ksql"]]
+    assert query.startswith("SELECT * FROM DEMO_USER_ORDERS_MERGED WHERE ROWTIME >= ")
     direct = report["reports"]["Direct"]
-    assert direct["matched"] == 0 and {e["orders_partition"] for e in direct["exceptions"]} == {None}
+    assert direct["matched"] == 0 and {e["stream_partition"] for e in direct["exceptions"]} == {None}
     assert set(report["joins"]) == {"ksqlDB join, direct", "ksqlDB join, repartitioned"}
     assert report["joins"]["ksqlDB join, direct"]["received"] == 0

@@ -13,14 +13,28 @@ import zlib
 import pytest
 
 from streamapp.cli import main
-from streamapp.demo.data import CHANNELS, key, make_orders, make_users, order_value, user_value
-from streamapp.demo.producer import produce_orders, produce_users
-from streamapp.demo.report import join_results, match_partitions
-from streamapp.demo.waits import wait_for_users
+from streamapp.demo.data import Row, encode, make_stream, make_table
+from streamapp.demo.producer import produce_stream, produce_table
+from streamapp.demo.report import Columns, join_results, match_partitions
+from streamapp.demo.shape import shape
+from streamapp.demo.waits import wait_for_rows
 from streamapp.kafka.admin import describe, ensure_topics
 from streamapp.kafka.reader import Record, read_topic
-from streamapp.model.records import decode_order, decode_user
 from streamapp.partitioners.hashes import murmur2, to_positive
+from streamapp.settings import Settings
+from streamapp.sql.formats import Codec
+
+#: The seed's table (users) and stream (orders), as `streamapp produce` writes them.
+SEED = shape(Settings())
+
+
+def make_users(count: int, rng: random.Random) -> tuple[Row, ...]:
+    return make_table(SEED, count, rng)
+
+
+def key(row: Row) -> bytes:
+    """ksqlDB's KAFKA STRING key: the id's UTF-8 bytes (a user and its order share it)."""
+    return SEED.table_codec.encode_key(row.key)
 
 
 def java(k: bytes, n: int) -> int:
@@ -33,21 +47,21 @@ def crc(k: bytes, n: int) -> int:
 
 def test_users_have_distinct_32_hex_ids_and_decode_as_the_worker_reads_them() -> None:
     users = make_users(500, random.Random(7))
-    assert len({u.user_id for u in users}) == 500
-    for user in users:
-        assert len(user.user_id) == 32 and int(user.user_id, 16) >= 0
-        assert 18 <= user.age <= 90 and " " in user.name
-        assert decode_user(key(user), user_value(user)) == user
+    assert len({u.key for u in users}) == 500
+    for user, (k, value, _) in zip(users, encode(SEED.table_codec, users)):
+        assert len(user.key) == 32 and int(user.key, 16) >= 0 and k == user.key.encode()
+        assert isinstance(user.value["NAME"], str) and isinstance(user.value["AGE"], int)
+        assert SEED.table_codec.decode_value(value) == user.value
 
 
 def test_one_order_per_user_in_timestamp_order_and_decodable() -> None:
     users = make_users(50, random.Random(1))
-    orders = make_orders(users, random.Random(2), 1_700_000_000_000)
-    assert [o.user_id for o in orders] == [u.user_id for u in users]
-    assert [o.ts for o in orders] == sorted(o.ts for o in orders)
-    for order in orders:
-        assert order.channel in CHANNELS and order.qty >= 1
-        assert decode_order(key(order), order_value(order)) == order
+    orders = make_stream(SEED, users, random.Random(2), 1_700_000_000_000)
+    assert [o.key for o in orders] == [u.key for u in users]
+    assert [o.value["TS"] for o in orders] == sorted(o.timestamp for o in orders)
+    for order, (_, value, ts) in zip(orders, encode(SEED.stream_codec, orders)):
+        assert order.value["QTY"] >= 1 and ts == order.value["TS"]
+        assert SEED.stream_codec.decode_value(value) == order.value
 
 
 def test_match_report_counts_and_lists_every_mismatch() -> None:
@@ -56,7 +70,7 @@ def test_match_report_counts_and_lists_every_mismatch() -> None:
     report = match_partitions("u", users, "o", orders)
     assert (report.total, report.matched) == (4, 2)
     assert f"{report.matched_pct:.2f}" == "50.00"
-    assert [(e.user_id, e.users_partition, e.orders_partition) for e in report.exceptions] == [("b", 1, 2), ("d", 3, None)]
+    assert [(e.key, e.table_partition, e.stream_partition) for e in report.exceptions] == [("b", 1, 2), ("d", 3, None)]
     assert report.to_dict()["matched_pct"] == 50.0
 
 
@@ -68,7 +82,9 @@ def test_join_results_mark_misses_and_absent_orders() -> None:
     hit = {"NAME": "Ada", "AGE": 36, "PRODUCT_ID": 1, "QTY": 2, "UNIT_PRICE": 3.5, "CHANNEL": "web", "TS": 9}
     miss = {**hit, "NAME": None, "AGE": None}
     records = [rec("u1", hit), rec("u2", miss), rec("other", hit), rec("u4", b"not json")]
-    results = join_results("m", records, ["u1", "u2", "u3", "u4"])
+    merged = Codec(SEED.joins[0].sink)
+    columns = Columns("USER_ID", ("PRODUCT_ID", "CHANNEL"), ("NAME", "AGE"), ("NAME", "AGE"))
+    results = join_results("m", records, {f"u{i}".encode(): f"u{i}" for i in range(1, 5)}, merged, columns)
     assert (results.hits, results.misses, results.absent, results.undecodable) == (1, 1, 2, 1)
 
 
@@ -76,18 +92,18 @@ def test_join_results_mark_misses_and_absent_orders() -> None:
 def test_users_land_where_librdkafka_puts_them(bootstrap: str, new_topic, partitioner: str, expected) -> None:
     topic = new_topic("users", partitions=6)
     users = make_users(60, random.Random(3))
-    delivered = produce_users(bootstrap, topic, users, partitioner, "test")
-    read_back = {r.key.decode(): r.partition for r in read_topic(bootstrap, topic)}
-    assert delivered == read_back == {u.user_id: expected(key(u), 6) for u in users}
+    delivered = produce_table(bootstrap, topic, encode(SEED.table_codec, users), partitioner, "test")
+    read_back = {r.key: r.partition for r in read_topic(bootstrap, topic)}
+    assert delivered == read_back == {key(u): expected(key(u), 6) for u in users}
 
 
 def test_orders_land_where_the_java_client_puts_them_with_ts_as_timestamp(bootstrap: str, new_topic) -> None:
     topic = new_topic("orders", partitions=5)
-    orders = make_orders(make_users(40, random.Random(4)), random.Random(5), 1_700_000_000_000)
-    produce_orders(bootstrap, topic, orders, "test")
-    records = {r.key.decode(): r for r in read_topic(bootstrap, topic)}
-    assert {k: r.partition for k, r in records.items()} == {o.user_id: java(key(o), 5) for o in orders}
-    assert {k: r.timestamp for k, r in records.items()} == {o.user_id: o.ts for o in orders}
+    orders = make_stream(SEED, make_users(40, random.Random(4)), random.Random(5), 1_700_000_000_000)
+    produce_stream(bootstrap, topic, encode(SEED.stream_codec, orders), "test")
+    records = {r.key: r for r in read_topic(bootstrap, topic)}
+    assert {k: r.partition for k, r in records.items()} == {key(o): java(key(o), 5) for o in orders}
+    assert {k: r.timestamp for k, r in records.items()} == {key(o): o.value["TS"] for o in orders}
 
 
 def test_partitioner_choices_are_librdkafkas_seven() -> None:
@@ -111,14 +127,14 @@ def test_cli_json_report_matches_independently_computed_partitions(bootstrap: st
     assert code == 0
     report = json.loads(out)
     users = make_users(60, random.Random(11))
-    mismatched = sorted((u.user_id, crc(key(u), 6), java(key(u), 6)) for u in users if crc(key(u), 6) != java(key(u), 6))
+    mismatched = sorted((u.key, crc(key(u), 6), java(key(u), 6)) for u in users if crc(key(u), 6) != java(key(u), 6))
     direct = report["reports"]["Direct"]
-    assert (direct["users_topic"], direct["orders_topic"]) == (topic, f"{topic}_orders")
+    assert (direct["table_topic"], direct["stream_topic"]) == (topic, f"{topic}_orders")
     assert direct["matched"] == 60 - len(mismatched)
     assert direct["matched_pct"] == round(100 * (60 - len(mismatched)) / 60, 2)
-    assert [(e["user_id"], e["users_partition"], e["orders_partition"]) for e in direct["exceptions"]] == mismatched
+    assert [(e["key"], e["table_partition"], e["stream_partition"]) for e in direct["exceptions"]] == mismatched
     assert report["worker_running"] is False and "No Faust worker is running" in report["notes"][0]
-    assert describe(bootstrap, [topic, f"{topic}_orders"]) and report["orders_via"].startswith("confluent-kafka")
+    assert describe(bootstrap, [topic, f"{topic}_orders"]) and report["stream_via"].startswith("confluent-kafka")
 
 
 def test_cli_people_output_with_murmur2_random_matches_all(bootstrap: str, capsys) -> None:
@@ -127,7 +143,7 @@ def test_cli_people_output_with_murmur2_random_matches_all(bootstrap: str, capsy
                            "--wait", "1")
     assert code == 0
     assert f"Kafka at {bootstrap}: reachable" in out
-    assert f"{topic} vs {topic}_orders (25 users)" in out
+    assert f"{topic} vs {topic}_orders (25 keys)" in out
     assert " - Matched partitions: 100.00%" in out and "exceptions" not in out
 
 
@@ -189,7 +205,7 @@ def test_cli_unreachable_ksqldb_falls_back_to_the_java_compatible_producer(boots
                            "--ksqldb_endpoint", url, "--c3_endpoint", url, "--wait", "1")
     assert code == 0
     assert f"ksqlDB at {url}: UNREACHABLE" in out and f"Control Center at {url}: UNREACHABLE" in out
-    assert "orders via confluent-kafka partitioner=murmur2 (Java-compatible)" in out
+    assert "records via confluent-kafka partitioner=murmur2 (Java-compatible)" in " ".join(out.split())
     assert " - Matched partitions: 100.00%" in out
 
 
@@ -228,11 +244,11 @@ def test_a_wait_for_users_an_engine_did_not_write_says_how_many_are_missing(brok
     """An engine that did not load a run's users in time is named with the count it lacks, not left to guess."""
     topic = new_topic("users-wait")
     users = make_users(5, random.Random(3))
-    produce_users(broker_settings.kafka, topic, users[:3], "murmur2_random", "test")
-    ids = [u.user_id for u in users]
-    wait = wait_for_users("Faust", broker_settings, topic, ids, 1.0)
+    produce_table(broker_settings.kafka, topic, encode(SEED.table_codec, users[:3]), "murmur2_random", "test")
+    ids = [key(u) for u in users]
+    wait = wait_for_rows("Faust", broker_settings, topic, ids, 1.0)
     assert (wait.found, wait.expected, wait.complete) == (3, 5, False)
     assert wait.seconds >= 1.0
-    assert wait.line().startswith(f"Faust: 2 of 5 users not in {topic} after ")
-    done = wait_for_users("Faust", broker_settings, topic, ids[:3], 30.0)
+    assert wait.line().startswith(f"Faust: 2 of 5 keys not in {topic} after ")
+    done = wait_for_rows("Faust", broker_settings, topic, ids[:3], 30.0)
     assert (done.found, done.expected, done.complete) == (3, 3, True) and done.seconds < 30.0

@@ -18,12 +18,29 @@ import pytest
 
 from streamapp.cli import main
 from streamapp.copartition.impact import partition_impact
-from streamapp.demo.data import key, make_users
-from streamapp.demo.producer import produce_users
+from streamapp.demo.data import Row, encode, make_table
+from streamapp.demo.producer import produce_table
+from streamapp.demo.shape import shape
 from streamapp.kafka.admin import describe
 from streamapp.partitioners.hashes import murmur2, to_positive
+from streamapp.settings import Settings
 
 from workerkit import produce, read_all
+
+#: The seed's users table, as the demo generates and writes it.
+SEED = shape(Settings())
+
+
+def make_users(count: int, rng: random.Random) -> tuple[Row, ...]:
+    return make_table(SEED, count, rng)
+
+
+def key(user: Row) -> bytes:
+    return SEED.table_codec.encode_key(user.key)
+
+
+def produce_users(bootstrap: str, topic: str, users: tuple[Row, ...], partitioner: str, client_id: str) -> None:
+    produce_table(bootstrap, topic, encode(SEED.table_codec, users), partitioner, client_id)
 
 
 def java(k: bytes, n: int) -> int:

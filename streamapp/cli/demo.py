@@ -1,15 +1,17 @@
 """``streamapp demo``: the whole pipeline on Apache Kafka (one KRaft node), started and stopped by us.
 
-Two engines run the demo's joins side by side: the Faust worker, and ksqlDB's
-join semantics executed by Kafka Streams (``streamapp ksql-equivalent``; not
-ksqlDB: no SQL, no REST API), which writes the topics ksqlDB would.  Two producer
-runs share one broker, both engines and the same topics, as two runs of the
-original demo against one cluster would.  Each report is scoped to the users
-its own run produced (fresh 128-bit ids), so the first run's records cannot
-change the second run's numbers: the consistent_random run shows both direct
-joins missing wherever crc32 and murmur2 disagree, the murmur2_random run shows
-none.  The Spark reconciliation then compares the two engines' outputs, read from
-Kafka.
+Two engines run the declared joins side by side (the seed's statements, or
+``--statements FILE``): the Faust worker, and ksqlDB's join semantics executed by
+Kafka Streams (``streamapp ksql-equivalent``; not ksqlDB: no REST API), which
+writes the topics ksqlDB would.  Two producer runs share one broker, both engines
+and the same topics, as two runs of the original demo against one cluster would.
+Each report is scoped to the keys its own run produced (fresh random keys), so the
+first run's records cannot change the second run's numbers: the consistent_random
+run shows both direct joins missing wherever crc32 and murmur2 disagree, the
+murmur2_random run shows none (``--partitioner`` runs one run with the table
+written by the partitioner named).  The Spark reconciliation then compares the two
+engines' outputs of the seed's joins, read from Kafka.  ``--bootstrap-servers``
+runs it all on a cluster that is already running instead of starting one.
 """
 from __future__ import annotations
 
@@ -33,13 +35,14 @@ from rich.table import Table
 
 from ..demo.ksql_equivalent import KsqlEquivalent
 from ..demo.producer import ProduceError
-from ..demo.report import FAUST, JOINS, KAFKA_STREAMS, join_title
+from ..demo.report import FAUST, KAFKA_STREAMS, join_title
 from ..demo.run import ProduceOptions, ProduceRun
+from ..demo.shape import DemoShape, shape
 from ..kafka.admin import ensure_topics
 from ..kafka.broker import EmbeddedBroker, free_port
 from ..settings import Settings, add_arguments
 from ..worker.process import WorkerProcess, settings_env
-from .produce import people_console, produce_with_progress, render_run
+from .produce import PARTITIONER_CHOICES, people_console, produce_with_progress, render_run
 
 #: librdkafka's default first (the bug), then the Java-compatible one (the fix).
 RUNS = ("consistent_random", "murmur2_random")
@@ -59,46 +62,61 @@ LOG_TAIL = 40
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "demo", help="run the demo end to end on Apache Kafka: the Faust worker and ksqlDB's joins on Kafka Streams "
-        "(not ksqlDB), started and stopped by the demo, then a reconciliation of the two")
-    parser.add_argument("--messages", type=int, default=20, help="users (one order each) per run (default 20)")
+        "(not ksqlDB), started and stopped by the demo, then a reconciliation of the two; --statements FILE runs "
+        "a team's own join on generated records")
+    parser.add_argument("--messages", type=int, default=20,
+                        help="table rows (one stream record each) per run (default 20)")
+    parser.add_argument("--partitioner", choices=PARTITIONER_CHOICES, default=None,
+                        help="one run, the table written with this librdkafka partitioner (default: two runs, "
+                        f"{' then '.join(RUNS)})")
     parser.add_argument("--seed", type=int, default=None, help="seed of the first run (the second uses seed+1)")
     parser.add_argument("--no-reconcile", dest="reconcile", action="store_false",
                         help="skip the Spark reconciliation at the end")
     parser.add_argument("--json", action="store_true", help="print the runs' reports as JSON for programs")
-    add_arguments(parser, only=("processing_guarantee",))  # the demo's worker runs with it
+    # the demo's worker runs with the guarantee; --statements declares the joins (the seed's by default);
+    # --bootstrap-servers: a running cluster instead of the demo's own broker
+    add_arguments(parser, only=("processing_guarantee", "statements", "bootstrap_servers"))
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.messages < 1:
         raise ProduceError(f"--messages={args.messages}: must be at least 1")
+    demo = shape(settings)  # statements the demo cannot run are refused before anything starts
+    runs = (args.partitioner,) if args.partitioner else RUNS
     started = time.monotonic()
     console = people_console(stderr=args.json)
     results: list[ProduceRun] = []
     reconciliation: dict[str, Any] = {"ran": False}
     window_start = datetime.now(timezone.utc) - timedelta(minutes=1)
-    with tempfile.TemporaryDirectory(prefix="streamapp-demo-") as tmp, EmbeddedBroker.from_settings(settings) as broker:
-        console.print(f"Apache Kafka (one KRaft node, temporary data) ready on {broker.bootstrap} "
-                      f"(pid {broker.pid}) after {time.monotonic() - started:.1f}s")
-        demo_settings = broker.settings(settings).replace(
+    on_cluster = args.bootstrap_servers is not None
+    with tempfile.TemporaryDirectory(prefix="streamapp-demo-") as tmp, \
+            nullcontext() if on_cluster else EmbeddedBroker.from_settings(settings) as broker:
+        if broker is None:
+            console.print(f"Kafka at {settings.bootstrap_servers} (a running cluster, not started by the demo)")
+        else:
+            console.print(f"Apache Kafka (one KRaft node, temporary data) ready on {broker.bootstrap} "
+                          f"(pid {broker.pid}) after {time.monotonic() - started:.1f}s")
+        demo_settings = (settings if broker is None else broker.settings(settings)).replace(
             data_dir=str(Path(tmp) / "data"), web_port=free_port(), ksqldb_endpoint="", partitioner="murmur2"
         )
         # Spark's JVM starts now, beside the engines and the runs, and reads once they are done
         with ReconcileJob.start(demo_settings, Path(tmp), window_start, console) if args.reconcile else nullcontext() as job:
-            with engines(demo_settings, Path(tmp), console, started) as logs:
-                for number, partitioner in enumerate(RUNS, start=1):
+            with engines(demo_settings, demo, Path(tmp), console, started) as logs:
+                for number, partitioner in enumerate(runs, start=1):
                     seed = None if args.seed is None else args.seed + number - 1
-                    console.rule(f"Run {number}: users with {partitioner}, orders with murmur2 (Java, ksqlDB)")
+                    console.rule(f"Run {number}: {demo.table.name} with {partitioner}, "
+                                 f"{demo.stream.name} with murmur2 (Java, ksqlDB)")
                     options = ProduceOptions(partitioner=partitioner, messages=args.messages,
                                              client_id="streamapp-demo", seed=seed, wait=30.0)
                     run_started = time.monotonic()
                     result = produce_with_progress(demo_settings, options, console)
                     results.append(result)
                     render_run(console, result)
-                    for wait in result.waits:
-                        if not wait.complete:  # what the engine was doing meanwhile, for whoever reads the run
-                            console.rule(f"{wait.engine}: its last log lines")
-                            console.print(logs[wait.engine](LOG_TAIL), markup=False, highlight=False)
+                    for table_wait in result.waits:
+                        if not table_wait.complete:  # what the engine was doing meanwhile, for whoever reads the run
+                            console.rule(f"{table_wait.engine}: its last log lines")
+                            console.print(logs[table_wait.engine](LOG_TAIL), markup=False, highlight=False)
                     console.print(f"Run {number} took {time.monotonic() - run_started:.1f}s")
             console.print("Faust worker and Kafka Streams stopped.")
             console.rule("Summary")
@@ -108,23 +126,24 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 reconciliation = job.finish(console)
                 console.print(f"Reconciliation took {time.monotonic() - reconcile_started:.1f}s "
                               f"(its Spark started {job.started - started:.1f}s into the demo, beside the engines)")
-    console.print(f"Broker stopped; demo finished in {time.monotonic() - started:.1f}s")
+    console.print(f"Broker stopped; demo finished in {time.monotonic() - started:.1f}s" if not on_cluster else
+                  f"Demo finished in {time.monotonic() - started:.1f}s")
     if args.json:
         print(json.dumps({"runs": [r.to_dict() for r in results], "reconciliation": reconciliation}, indent=2))
     return 0
 
 
 @contextmanager
-def engines(settings: Settings, tmp: Path, console: Console, started: float) -> Iterator[dict[str, Callable[[int], str]]]:
+def engines(settings: Settings, demo: DemoShape, tmp: Path, console: Console,
+            started: float) -> Iterator[dict[str, Callable[[int], str]]]:
     """The Faust worker and the Kafka Streams program, started side by side (each is a process of its own);
     yields each one's last log lines by engine.
 
-    Both read the users and orders topics, so those are created first.  Kafka Streams
-    starts in a thread while the worker starts here; a start under way ends (ready or
-    failed) before the program is stopped, so nothing is left running.
+    Both read the table's and the stream's topics, so those are created first.  Kafka
+    Streams starts in a thread while the worker starts here; a start under way ends
+    (ready or failed) before the program is stopped, so nothing is left running.
     """
-    ensure_topics(settings.kafka,
-                  {settings.users_topic: settings.partitions, settings.orders_topic: settings.partitions},
+    ensure_topics(settings.kafka, {demo.table_topic: settings.partitions, demo.stream_topic: settings.partitions},
                   settings.replication_factor)
     streams = KsqlEquivalent(settings)
     with ThreadPoolExecutor(1) as pool:
@@ -134,7 +153,8 @@ def engines(settings: Settings, tmp: Path, console: Console, started: float) -> 
                 console.print(f"Faust worker ready (pid {worker.proc.pid if worker.proc else '?'}) "
                               f"after {time.monotonic() - started:.1f}s")
                 starting.result()
-                console.print(f"Kafka Streams ready (ksqlDB's demo joins, not ksqlDB; pid {streams.pid}) "
+                console.print(f"Kafka Streams ready ({len(demo.plan.queries)} declared queries, one application "
+                              f"each, as ksqlDB runs them; not ksqlDB; pid {streams.pid}) "
                               f"after {time.monotonic() - started:.1f}s")
                 yield {FAUST: worker.tail, KAFKA_STREAMS: streams.tail}
         finally:
@@ -144,17 +164,19 @@ def engines(settings: Settings, tmp: Path, console: Console, started: float) -> 
 
 def summary_table(results: list[ProduceRun]) -> Table:
     names = " / ".join(ENGINES)
-    table = Table("run", "users partitioner", "direct matched", "repartitioned matched",
-                  *(f"{join} join misses ({names})" for join in JOINS))
+    labels = results[0].labels if results else ()
+    table = Table("run", "table partitioner", "direct matched", "repartitioned matched",
+                  *(f"{label} join misses ({names})" for label in labels))
     for number, result in enumerate(results, start=1):
         reports = dict(result.reports)
         joins = dict(result.joins)
-        repartitioned = reports.get("Repartitioned (Faust worker)")
+        repartitioned = next((r for title, r in result.reports if title.startswith("Repartitioned")
+                              and title.endswith("(Faust worker)")), None)
         table.add_row(
             str(number), result.partitioner, f"{reports['Direct'].matched_pct:.2f}%",
             "-" if repartitioned is None else f"{repartitioned.matched_pct:.2f}%",
-            *(" / ".join(str(joins[t].misses) if t in joins else "-" for t in (join_title(e, join) for e in ENGINES))
-              for join in JOINS),
+            *(" / ".join(str(joins[t].misses) if t in joins else "-" for t in (join_title(e, label) for e in ENGINES))
+              for label in labels),
         )
     return table
 
@@ -187,6 +209,9 @@ class ReconcileJob:
         missing = [name for name in ("spark_batch", "pyspark") if importlib.util.find_spec(name) is None]
         if missing:  # the job is a program of its own: streamapp runs it, never imports it
             return cls(None, output, logs, started, sides, f"{', '.join(missing)} not installed")
+        if settings.statements:
+            return cls(None, output, logs, started, sides, f"the reconciliation reads the seed's joins only yet, "
+                       f"not those of statements={settings.statements}")
         # the window ends well after the demo can: the job resolves its offsets only once told to read
         window_end = datetime.now(timezone.utc) + timedelta(seconds=RECONCILE_TIMEOUT + 600)
         cmd = [sys.executable, "-m", "spark_batch.reconcile", "--from", window_start.isoformat(),

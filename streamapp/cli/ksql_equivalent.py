@@ -1,4 +1,5 @@
-"""``streamapp ksql-equivalent``: ksqlDB's demo joins executed by Kafka Streams, in the foreground."""
+"""``streamapp ksql-equivalent``: the declared joins (the seed's by default) executed by Kafka Streams, in the
+foreground."""
 from __future__ import annotations
 
 import argparse
@@ -11,19 +12,17 @@ from ..settings import Settings, add_arguments
 
 DESCRIPTION = (
     "Runs ksqlDB's join semantics, executed by Kafka Streams (the engine ksqlDB compiles its queries to), "
-    "in a child JVM. With --statements (STREAMAPP_STATEMENTS), the declared statements' queries, parsed here "
-    "into a plan and run one Kafka Streams application per query, on ksqlDB's own topics. Without, the "
-    "demo's five statements: users and orders, the users written through the Java (murmur2) partitioner to "
-    "ksqldb_users_repartition_topic and the two LEFT JOINs to ksqldb_merged_topic and "
-    "ksqldb_merged_repartition_topic. The topics it writes are created with the configured partition count "
-    "when missing. It is not ksqlDB: no REST API. Runs until Ctrl-C or SIGTERM."
+    "in a child JVM: the queries of --statements (STREAMAPP_STATEMENTS), else the seed's five statements (the "
+    "demo's users and orders, whose topics the seed topic flags rename), parsed here into a plan and run one "
+    "Kafka Streams application per query, on ksqlDB's own topics. The topics it writes are created with the "
+    "configured partition count when missing. It is not ksqlDB: no REST API. Runs until Ctrl-C or SIGTERM."
 )
 
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "ksql-equivalent",
-        help="ksqlDB's demo joins executed by Kafka Streams (not ksqlDB: no SQL, no REST API)",
+        help="the declared joins (the seed's by default) executed by Kafka Streams (not ksqlDB: no REST API)",
         description=DESCRIPTION,
     )
     parser.add_argument(
@@ -46,25 +45,15 @@ def echo(line: str) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stop = stop_on_signals()
-    plan = cluster_plan(settings) if settings.statements else None
+    plan = cluster_plan(settings)
     program = KsqlEquivalent(settings, state_dir=args.state_dir, on_line=echo, plan=plan)
     with program:
-        if plan is not None:
-            queries = "; ".join(f"{q.name}: {plan.source(q.left).topic}"
-                                + (f" {q.join_type} JOIN {plan.source(q.right).topic}" if q.right else "")
-                                + f" -> {plan.sink_of(q).topic}" for q in plan.queries)
-            print(f"Kafka Streams running {len(plan.queries)} declared queries of {settings.statements} (not "
-                  f"ksqlDB) on {settings.bootstrap_servers} (pid {program.pid}, application ids "
-                  f"{program.application_id}-<QUERY>): {queries}", flush=True)
-        else:
-            topics = program.topics
-            print(
-                f"Kafka Streams running ksqlDB's demo joins (not ksqlDB) on {settings.bootstrap_servers} "
-                f"(pid {program.pid}, application id {program.application_id}): {topics.orders} LEFT JOIN "
-                f"{topics.users} -> {topics.merged}; {topics.users} -> {topics.users_repartition}, "
-                f"{topics.orders} LEFT JOIN {topics.users_repartition} -> {topics.merged_repartition}",
-                flush=True,
-            )
+        queries = "; ".join(f"{q.name}: {plan.source(q.left).topic}"
+                            + (f" {q.join_type} JOIN {plan.source(q.right).topic}" if q.right else "")
+                            + f" -> {plan.sink_of(q).topic}" for q in plan.queries)
+        print(f"Kafka Streams running {len(plan.queries)} declared queries of "
+              f"{settings.statements or 'the seed (streamapp/sql/seed.sql)'} (not ksqlDB) on {settings.bootstrap_servers} "
+              f"(pid {program.pid}, application ids {program.application_id}-<QUERY>): {queries}", flush=True)
         if program.created_topics:
             print(f"Created topics with {settings.partitions} partitions: {', '.join(program.created_topics)}", flush=True)
         run_until(program, stop, lambda status: KsqlEquivalentError(

@@ -97,11 +97,12 @@ def render_run(console: Console, result: ProduceRun) -> None:
     for endpoint in result.endpoints:
         state = "reachable" if endpoint.reachable else "[red]UNREACHABLE[/red]"
         console.print(f"{endpoint.name} at {endpoint.address}: {state} ({endpoint.detail})")
-    console.print(f"Produced {len(result.users)} users with partitioner {result.partitioner}; "
-                  f"orders via {result.orders_via}")
+    demo = result.shape
+    console.print(f"Produced {len(result.table)} {demo.table.name} rows with partitioner {result.partitioner}; "
+                  f"{len(result.stream)} {demo.stream.name} records via {result.stream_via}")
     for note in result.notes:
         console.print(f"[yellow]{note}[/yellow]")
     for title, report in result.reports:
-        render_match(console, title, report)
-    render_join_pairs(console, result.joins)
+        render_match(console, title, report, demo.key_column)
+    render_join_pairs(console, result.joins, result.labels)
     sys.stdout.flush()

@@ -1,9 +1,11 @@
-"""ksqlDB's demo joins executed by Kafka Streams, in a child JVM: the other engine beside Faust.
+"""ksqlDB's joins executed by Kafka Streams, in a child JVM: the other engine beside Faust.
 
-No ksqlDB runs on these machines, but ksqlDB compiles the demo's five statements
-into a Kafka Streams topology, and Kafka Streams is on Maven Central.  The program
-in ``jvm/ksql-equivalent`` runs that topology with ksqlDB's JSON serialization, so
-its output topics hold what ksqlDB would write.  It is not ksqlDB: no SQL, no REST API.
+No ksqlDB runs on these machines, but ksqlDB compiles its statements into Kafka
+Streams topologies, and Kafka Streams is on Maven Central.  The program in
+``jvm/ksql-equivalent`` (``PlanStreams``) runs the declared plan (the seed's by
+default), parsed here and handed over as JSON, one Kafka Streams application per
+query as ksqlDB does, with ksqlDB's serialization, so its output topics hold what
+ksqlDB would write.  It is not ksqlDB: no SQL parser of its own, no REST API.
 
 This module starts and stops it as :mod:`streamapp.broker` does the broker: the
 classpath from :mod:`streamapp.jvm`, the ``STREAMAPP_*`` settings in a properties
@@ -13,6 +15,7 @@ with the process that started it.
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 import tempfile
 import threading
@@ -31,10 +34,9 @@ from ..sql.plan import Plan
 from ..sql.topology import topology
 
 MODULE = "ksql-equivalent"
-MAIN_CLASS = "io.streamapp.ksql.KsqlEquivalent"
-#: The program that runs a declared plan's queries, one Kafka Streams application each (``--statements``).
+#: The program that runs a declared plan's queries, one Kafka Streams application each.
 PLAN_MAIN_CLASS = "io.streamapp.ksql.PlanStreams"
-#: The lines the Java program prints (KsqlEquivalent.RUNNING and .FAILED).
+#: The lines the Java program prints (PlanStreams.RUNNING and .FAILED).
 RUNNING_MARK = "ksql-equivalent RUNNING"
 FAILED_MARK = "ksql-equivalent FAILED: "
 COPARTITION_MARK = "Topics not co-partitioned"
@@ -45,39 +47,15 @@ class KsqlEquivalentError(StreamappError):
     """The Kafka Streams program could not start or stopped by itself; the message says why."""
 
 
-@dataclass(frozen=True)
-class Topics:
-    """The five statements' topics: two inputs, the repartitioned users, two join outputs."""
-
-    users: str
-    orders: str
-    users_repartition: str
-    merged: str
-    merged_repartition: str
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> "Topics":
-        return cls(
-            users=settings.users_topic,
-            orders=settings.orders_topic,
-            users_repartition=settings.ksqldb_users_repartition_topic,
-            merged=settings.ksqldb_merged_topic,
-            merged_repartition=settings.ksqldb_merged_repartition_topic,
-        )
-
-    @property
-    def inputs(self) -> dict[str, str]:
-        return {"users_topic": self.users, "orders_topic": self.orders}
-
-    @property
-    def owned(self) -> tuple[str, str, str]:
-        """The topics the program writes, created with the configured count when missing."""
-        return (self.users_repartition, self.merged, self.merged_repartition)
-
-
 def application_id(settings: Settings) -> str:
-    """Kafka Streams' application id (its consumer group and internal topics' prefix)."""
+    """The program's application id: each query's Kafka Streams application is ``<it>-<QUERY>``."""
     return f"{settings.app_id}-ksql-equivalent"
+
+
+def query_application_id(settings: Settings, query: str) -> str:
+    """The Kafka Streams application (consumer group, internal topics' prefix) that runs ``query``, as PlanStreams
+    names it."""
+    return f"{application_id(settings)}-{re.sub(r'[^A-Za-z0-9._-]', '_', query)}"
 
 
 def check_inputs(settings: Settings, inputs: dict[str, str]) -> dict[str, int]:
@@ -145,15 +123,11 @@ class KsqlEquivalent(ChildProcess):
     state_dir: Path | None = None
     heap: str = "384m"
     on_line: Callable[[str], None] | None = None
-    #: A declared plan to run (its topics the cluster's: :func:`cluster_plan`) instead of the demo's five statements.
+    #: The plan to run, its topics the cluster's; None: :func:`cluster_plan` (``settings.statements``, else the seed's).
     plan: Plan | None = None
     created_topics: list[str] = field(default_factory=list, init=False)
     _ready: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _workdir: Path | None = field(default=None, init=False, repr=False)
-
-    @property
-    def topics(self) -> Topics:
-        return Topics.from_settings(self.settings)
 
     @property
     def application_id(self) -> str:
@@ -168,22 +142,16 @@ class KsqlEquivalent(ChildProcess):
         config = self._workdir / "streams.properties"
         config.touch(mode=0o600)  # it may hold the SASL password; removed once the program runs
         if self.plan is None:
-            topics = self.topics
-            check_inputs(self.settings, topics.inputs)
-            owned = dict.fromkeys(topics.owned, self.settings.partitions)
-            self.created_topics = create_missing_topics(self.settings, owned)
-            values, main = self._config(topics), MAIN_CLASS
-        else:
-            inputs, outputs = plan_topics(self.settings, self.plan)
-            check_inputs(self.settings, inputs)
-            self.created_topics = create_missing_topics(self.settings, outputs)
-            plan_file = self._workdir / "plan.json"
-            plan_file.write_text(self.plan.to_json(), encoding="utf-8")
-            values, main = {**self._base_config(), "streamapp.plan": str(plan_file)}, PLAN_MAIN_CLASS
-        config.write_text(properties_text(values), encoding="utf-8")
+            self.plan = cluster_plan(self.settings)
+        inputs, outputs = plan_topics(self.settings, self.plan)
+        check_inputs(self.settings, inputs)
+        self.created_topics = create_missing_topics(self.settings, outputs)
+        plan_file = self._workdir / "plan.json"
+        plan_file.write_text(self.plan.to_json(), encoding="utf-8")
+        config.write_text(properties_text({**self._base_config(), "streamapp.plan": str(plan_file)}), encoding="utf-8")
         self._ready.clear()
         self._spawn([java_bin, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
-                     "-cp", cp, main, str(config)])
+                     "-cp", cp, PLAN_MAIN_CLASS, str(config)])
         try:
             self._wait_ready(timeout)
         finally:
@@ -203,16 +171,6 @@ class KsqlEquivalent(ChildProcess):
             "state.dir": str(Path(state_dir).resolve()),
             "replication.factor": str(self.settings.replication_factor),
             "commit.interval.ms": "1000",
-        }
-
-    def _config(self, topics: Topics) -> dict[str, str]:
-        return {
-            **self._base_config(),
-            "streamapp.topic.users": topics.users,
-            "streamapp.topic.orders": topics.orders,
-            "streamapp.topic.users_repartition": topics.users_repartition,
-            "streamapp.topic.merged": topics.merged,
-            "streamapp.topic.merged_repartition": topics.merged_repartition,
         }
 
     def _on_line(self, line: str) -> None:

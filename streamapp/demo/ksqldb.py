@@ -1,4 +1,4 @@
-"""ksqlDB REST client (httpx): the demo's five objects, the orders, push queries.
+"""ksqlDB REST client (httpx): the declared statements (the seed's by default), the stream's records, push queries.
 
 ``/info``, ``/ksql`` (DDL) and ``/query`` (chunked push queries) are HTTP/1.1;
 the orders go in one ``/inserts-stream`` request, which ksqlDB serves over HTTP/2
@@ -11,6 +11,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
@@ -18,6 +19,8 @@ import httpx
 
 from ..errors import StreamappError
 from ..settings import Settings
+from ..sql.syntax import parse
+from ..sql.topology import seed_text, topology
 
 CONTENT_TYPE = "application/vnd.ksql.v1+json"
 #: The streaming endpoints' format: one JSON document a line.
@@ -60,51 +63,45 @@ def object_name(topic: str) -> str:
     return re.sub(r"[^A-Z0-9_]", "_", topic.upper())
 
 
-@dataclass(frozen=True)
-class DemoObjects:
-    """The names of the demo's five ksqlDB objects, derived from the topic settings."""
-
-    users_table: str
-    users_repartition_table: str
-    users_repartition_topic: str
-    orders_stream: str
-    merged_stream: str
-    merged_repartition_stream: str
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> "DemoObjects":
-        return cls(
-            users_table=object_name(settings.users_topic),
-            users_repartition_table=object_name(settings.ksqldb_users_repartition_topic),
-            users_repartition_topic=settings.ksqldb_users_repartition_topic,
-            orders_stream=object_name(settings.orders_topic),
-            merged_stream=object_name(settings.ksqldb_merged_topic),
-            merged_repartition_stream=object_name(settings.ksqldb_merged_repartition_topic),
-        )
+#: A single-quoted SQL string (``''`` is a quote inside it): the statements' text is rewritten outside these only.
+_QUOTED = re.compile(r"('(?:[^']|'')*')")
+_TOPIC_PROPERTY = re.compile(r"(?i)\bkafka_topic\s*=\s*$")
 
 
-def demo_statements(settings: Settings) -> list[str]:
-    """The demo's table, repartitioned table, orders stream and two LEFT JOIN streams, in order."""
-    o = DemoObjects.from_settings(settings)
-    joined = "{orders}.user_id AS user_id, {users}.name, {users}.age, product_id, qty, unit_price, channel, ts"
-    return [
-        f"CREATE TABLE IF NOT EXISTS {o.users_table} (user_id VARCHAR PRIMARY KEY, name VARCHAR, age BIGINT) "
-        f"WITH (kafka_topic='{settings.users_topic}', VALUE_FORMAT='JSON');",
-        f"CREATE TABLE IF NOT EXISTS {o.users_repartition_table} WITH (kafka_topic='{o.users_repartition_topic}', "
-        f"VALUE_FORMAT='JSON') AS SELECT user_id, name, age FROM {o.users_table} EMIT CHANGES;",
-        f"CREATE STREAM IF NOT EXISTS {o.orders_stream} (user_id VARCHAR KEY, ts BIGINT, product_id BIGINT, "
-        f"qty BIGINT, unit_price DOUBLE, channel VARCHAR) WITH (kafka_topic='{settings.orders_topic}', "
-        f"VALUE_FORMAT='JSON', timestamp='ts');",
-        f"CREATE STREAM IF NOT EXISTS {o.merged_stream} WITH (kafka_topic='{settings.ksqldb_merged_topic}') AS SELECT "
-        + joined.format(orders=o.orders_stream, users=o.users_table)
-        + f" FROM {o.orders_stream} LEFT JOIN {o.users_table} ON {o.orders_stream}.user_id = "
-        f"{o.users_table}.user_id EMIT CHANGES;",
-        f"CREATE STREAM IF NOT EXISTS {o.merged_repartition_stream} WITH (kafka_topic="
-        f"'{settings.ksqldb_merged_repartition_topic}') AS SELECT "
-        + joined.format(orders=o.orders_stream, users=o.users_repartition_table)
-        + f" FROM {o.orders_stream} LEFT JOIN {o.users_repartition_table} ON {o.orders_stream}.user_id = "
-        f"{o.users_repartition_table}.user_id EMIT CHANGES;",
-    ]
+def ksqldb_names(settings: Settings) -> dict[str, str]:
+    """Each declared source's name on ksqlDB: the seed's are named after their topics (so a renamed topic is a new
+    object, never one an earlier run created over another topic); a statements file's as declared."""
+    topics = topology(settings).ksqldb_topics
+    return {name: name if settings.statements else object_name(topic) for name, topic in topics.items()}
+
+
+def _rewrite(text: str, names: dict[str, str], topics: dict[str, str]) -> str:
+    """``text`` with each source renamed (outside quotes) and each ``KAFKA_TOPIC='...'`` pointed at its topic,
+    on one line."""
+    renamed = {old.upper(): new for old, new in names.items() if old != new}
+    pattern = re.compile(r"(?i)\b(" + "|".join(map(re.escape, sorted(renamed, key=len, reverse=True))) + r")\b"
+                         ) if renamed else None
+    parts = _QUOTED.split(text)
+    for i in range(0, len(parts), 2):
+        parts[i] = " ".join(parts[i].split())
+        if pattern is not None:
+            parts[i] = pattern.sub(lambda m: renamed[m.group(1).upper()], parts[i])
+    for i in range(1, len(parts), 2):
+        literal = parts[i][1:-1].replace("''", "'")
+        if _TOPIC_PROPERTY.search(parts[i - 1]) and literal in topics:
+            parts[i] = "'" + topics[literal].replace("'", "''") + "'"
+    return "".join(parts)
+
+
+def ksqldb_statements(settings: Settings) -> list[str]:
+    """The declared statements (``settings.statements``, else the seed's, as shipped) as ksqlDB gets them, in
+    order: each on one line, its sources named by :func:`ksqldb_names`, its topics the settings' (the seed topic
+    settings rename the seed's)."""
+    joins = topology(settings)
+    names = ksqldb_names(settings)
+    topics = {joins.declared.source(name).topic: topic for name, topic in joins.ksqldb_topics.items()}
+    text = Path(settings.statements).read_text(encoding="utf-8") if settings.statements else seed_text()
+    return [_rewrite(statement.text, names, topics) + ";" for statement in parse(text)]
 
 
 def schema_columns(schema: str) -> list[str]:

@@ -1,9 +1,9 @@
-"""The demo's producers: users with librdkafka's own partitioner, orders the way ksqlDB would write them.
+"""The demo's producers: the table with librdkafka's own partitioner, the stream the way ksqlDB would write it.
 
-Users go through confluent-kafka with ``partitioner=<name>``, so the partition is
-librdkafka's own choice, not ours.  Orders go through ksqlDB (``/inserts-stream``)
-when it is reachable, otherwise through confluent-kafka with ``partitioner=murmur2``,
-which is bit-for-bit the Java producer's keyed partitioner.
+The table goes through confluent-kafka with ``partitioner=<name>``, so the partition
+is librdkafka's own choice, not ours.  The stream goes through ksqlDB
+(``/inserts-stream``) when it is reachable, otherwise through confluent-kafka with
+``partitioner=murmur2``, which is bit-for-bit the Java producer's keyed partitioner.
 """
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from confluent_kafka import Producer
 
 from ..errors import StreamappError
 from ..kafka.security import librdkafka_config
-from ..model.records import Order, User
-from .data import key, order_fields, order_value, user_value
+from .data import Encoded, Row
 from .ksqldb import KsqlDBClient
 
 logger = logging.getLogger(__name__)
@@ -29,16 +28,16 @@ class ProduceError(StreamappError):
     """Records could not be delivered, or the cluster is unreachable; the message says which."""
 
 
-def _deliver(producer: Producer, topic: str, records: Iterable[tuple[bytes, bytes, int | None]],
-             progress: Progress | None) -> dict[str, int]:
-    delivered: dict[str, int] = {}
+def _deliver(producer: Producer, topic: str, records: Iterable[Encoded],
+             progress: Progress | None) -> dict[bytes | None, int]:
+    delivered: dict[bytes | None, int] = {}
     failures: list[str] = []
 
     def on_delivery(err: object, msg: object) -> None:
         if err is not None:
             failures.append(f"{msg.key()!r}: {err}")  # type: ignore[attr-defined]
         else:
-            delivered[msg.key().decode()] = msg.partition()  # type: ignore[attr-defined]
+            delivered[msg.key()] = msg.partition()  # type: ignore[attr-defined]
             logger.debug("Message key %r delivered to topic %r, partition #%d, offset #%d",
                          msg.key(), msg.topic(), msg.partition(), msg.offset())  # type: ignore[attr-defined]
         if progress:
@@ -66,22 +65,21 @@ def _producer(bootstrap: str, client_id: str, partitioner: str) -> Producer:
                      "linger.ms": 5})
 
 
-def produce_users(bootstrap: str, topic: str, users: Sequence[User], partitioner: str, client_id: str,
-                  progress: Progress | None = None) -> dict[str, int]:
-    """Produce with librdkafka's own ``partitioner``; return user_id -> partition from the delivery reports."""
-    records = ((key(u), user_value(u), None) for u in users)
+def produce_table(bootstrap: str, topic: str, records: Sequence[Encoded], partitioner: str, client_id: str,
+                  progress: Progress | None = None) -> dict[bytes | None, int]:
+    """Produce with librdkafka's own ``partitioner``; return key bytes -> partition from the delivery reports."""
     return _deliver(_producer(bootstrap, client_id, partitioner), topic, records, progress)
 
 
-def produce_orders(bootstrap: str, topic: str, orders: Sequence[Order], client_id: str,
-                   progress: Progress | None = None) -> dict[str, int]:
-    """Produce as a Java client would (murmur2 over all partitions), record timestamp = ``ts``."""
-    records = ((key(o), order_value(o), o.ts) for o in orders)
+def produce_stream(bootstrap: str, topic: str, records: Sequence[Encoded], client_id: str,
+                   progress: Progress | None = None) -> dict[bytes | None, int]:
+    """Produce as a Java client would (murmur2 over all partitions), with each record's own timestamp."""
     return _deliver(_producer(bootstrap, client_id, JAVA_COMPATIBLE), topic, records, progress)
 
 
-def insert_orders(client: KsqlDBClient, stream: str, orders: Sequence[Order], progress: Progress | None = None) -> None:
-    """Every order into ksqlDB's stream in one ``/inserts-stream`` request: ksqlDB partitions them (murmur2)."""
-    client.insert_rows(stream, [{"user_id": order.user_id, **order_fields(order)} for order in orders])
+def insert_rows(client: KsqlDBClient, stream: str, key_column: str | None, rows: Sequence[Row],
+                progress: Progress | None = None) -> None:
+    """Every record into ksqlDB's stream in one ``/inserts-stream`` request: ksqlDB partitions them (murmur2)."""
+    client.insert_rows(stream, [{**({key_column: row.key} if key_column else {}), **row.value} for row in rows])
     if progress:
-        progress(len(orders))
+        progress(len(rows))

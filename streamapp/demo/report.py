@@ -1,18 +1,21 @@
-"""The demo's two reports: matched partitions between users and orders, and join results.
+"""The demo's two reports: matched partitions between the table and the stream, and join results.
 
 Both are pure functions of what was read back from the topics, so the numbers a
 person sees are tested without a broker; ``render_*`` turn them into rich tables.
+The columns come from the plan (:class:`Columns`): nothing here names a column.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from typing import Iterable, Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
 
 from ..kafka.reader import Record
+from ..model.records import RecordError
+from ..sql.formats import Codec
 
 MISSING = "???"
 #: Rows a table shows people; --json has them all.
@@ -20,11 +23,17 @@ TABLE_ROWS = 25
 #: The engines whose joins a run reports, in the order their tables stand side by side.
 FAUST, KAFKA_STREAMS, KSQLDB = "Faust", "Kafka Streams", "ksqlDB"
 ENGINES = (FAUST, KAFKA_STREAMS, KSQLDB)
-#: The two joins each engine runs: the users as their producer placed them, and repartitioned.
-JOINS = ("direct", "repartitioned")
-#: The order's columns a side-by-side table shows once; each engine's NAME and AGE follow.
-ORDER_COLUMNS = ("PRODUCT_ID", "CHANNEL")
-USER_COLUMNS = ("NAME", "AGE")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A join's columns as its report shows them: the key that names a row, the stream's shown once, the
+    table's under each engine, and every table column (all NULL: the join missed)."""
+
+    key: str
+    stream: tuple[str, ...]
+    table: tuple[str, ...]
+    hit: tuple[str, ...]
 
 
 def join_title(engine: str, join: str) -> str:
@@ -34,17 +43,17 @@ def join_title(engine: str, join: str) -> str:
 
 @dataclass(frozen=True)
 class PartitionMismatch:
-    user_id: str
-    users_partition: int
-    orders_partition: int | None
+    key: str
+    table_partition: int
+    stream_partition: int | None
 
 
 @dataclass(frozen=True)
 class MatchReport:
-    """Where each user's record sits in the users topic versus its order in the orders topic."""
+    """Where each key's table record sits in the table's topic versus its stream record in the stream's."""
 
-    users_topic: str
-    orders_topic: str
+    table_topic: str
+    stream_topic: str
     total: int
     matched: int
     exceptions: list[PartitionMismatch] = field(default_factory=list)
@@ -55,8 +64,8 @@ class MatchReport:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "users_topic": self.users_topic,
-            "orders_topic": self.orders_topic,
+            "table_topic": self.table_topic,
+            "stream_topic": self.stream_topic,
             "total": self.total,
             "matched": self.matched,
             "matched_pct": round(self.matched_pct, 2),
@@ -65,35 +74,34 @@ class MatchReport:
 
 
 def match_partitions(
-    users_topic: str, users: Mapping[str, int], orders_topic: str, orders: Mapping[str, int]
+    table_topic: str, table: Mapping[str, int], stream_topic: str, stream: Mapping[str, int]
 ) -> MatchReport:
-    """Compare each user's partition with its order's (``None`` when the order is absent)."""
+    """Compare each key's table partition with its stream record's (``None`` when the record is absent)."""
     exceptions = [
-        PartitionMismatch(user_id, partition, orders.get(user_id))
-        for user_id, partition in sorted(users.items())
-        if orders.get(user_id) != partition
+        PartitionMismatch(key, partition, stream.get(key))
+        for key, partition in sorted(table.items())
+        if stream.get(key) != partition
     ]
-    return MatchReport(users_topic, orders_topic, len(users), len(users) - len(exceptions), exceptions)
+    return MatchReport(table_topic, stream_topic, len(table), len(table) - len(exceptions), exceptions)
 
 
 @dataclass(frozen=True)
 class JoinRow:
-    user_id: str
+    key: str
     partition: int | None
     columns: dict[str, object]
-
-    @property
-    def hit(self) -> bool:
-        return self.columns.get("NAME") is not None
+    #: Some table column is set: the join found the table's row.
+    hit: bool
 
 
 @dataclass(frozen=True)
 class JoinResults:
-    """The output of one join for the orders of a run: which orders found their user."""
+    """The output of one join for the stream records of a run: which found their table row."""
 
     source: str
     rows: list[JoinRow]
     expected: int
+    columns: Columns
     undecodable: int = 0
 
     @property
@@ -117,40 +125,50 @@ class JoinResults:
             "misses": self.misses,
             "absent": self.absent,
             "undecodable": self.undecodable,
-            "rows": [{"USER_ID": r.user_id, "partition": r.partition, **r.columns} for r in self.rows],
+            "rows": [{self.columns.key: r.key, "partition": r.partition, **_plain(r.columns)} for r in self.rows],
         }
 
 
-def join_results(source: str, records: Iterable[Record], user_ids: Iterable[str]) -> JoinResults:
-    """Join output records (ksqlDB's JSON shape, key = USER_ID) for the given users, latest per key."""
-    wanted = set(user_ids)
+def _plain(columns: Mapping[str, object]) -> dict[str, object]:
+    """The columns as JSON takes them: a DECIMAL as its exact text."""
+    return {name: str(value) if isinstance(value, Decimal) else value for name, value in columns.items()}
+
+
+def _row(key: str, partition: int | None, values: Mapping[str, object], columns: Columns) -> JoinRow:
+    return JoinRow(key, partition, dict(values), any(values.get(c) is not None for c in columns.hit))
+
+
+def join_results(source: str, records: Iterable[Record], wanted: Mapping[bytes, str], codec: Codec,
+                 columns: Columns) -> JoinResults:
+    """A join's output records for this run's keys (``wanted``: key bytes -> the key as shown), read by the
+    output's codec; the latest per key."""
     rows: dict[str, JoinRow] = {}
     undecodable = 0
     for record in records:
-        user_id = (record.key or b"").decode("utf-8", "replace")
-        if user_id not in wanted:
+        key = wanted.get(record.key)  # type: ignore[arg-type]
+        if key is None:
             continue
         try:
-            value = json.loads(record.value or b"")
-        except ValueError:
+            value = codec.decode_value(record.value)
+        except RecordError:
             undecodable += 1
             continue
-        if not isinstance(value, dict):
+        if value is None:
             undecodable += 1
             continue
-        rows[user_id] = JoinRow(user_id, record.partition, value)
-    return JoinResults(source, [rows[k] for k in sorted(rows)], len(wanted), undecodable)
+        rows[key] = _row(key, record.partition, value, columns)
+    return JoinResults(source, [rows[k] for k in sorted(rows)], len(wanted), columns, undecodable)
 
 
-def join_rows_from_columns(source: str, names: list[str], rows: Iterable[list[object]], expected: int) -> JoinResults:
-    """Join results from a ksqlDB push query's column names and rows (USER_ID among the columns)."""
+def join_rows_from_columns(source: str, names: list[str], rows: Iterable[list[object]], expected: int,
+                           columns: Columns) -> JoinResults:
+    """Join results from a ksqlDB push query's column names and rows (the key column among them)."""
     upper = [n.upper() for n in names]
     result = []
     for values in rows:
         data = dict(zip(upper, values))
-        user_id = str(data.pop("USER_ID", ""))
-        result.append(JoinRow(user_id, None, data))
-    return JoinResults(source, result, expected)
+        result.append(_row(str(data.pop(columns.key.upper(), "")), None, data, columns))
+    return JoinResults(source, result, expected, columns)
 
 
 def _more(console: Console, rows: int) -> None:
@@ -158,21 +176,21 @@ def _more(console: Console, rows: int) -> None:
         console.print(f" ... {rows - TABLE_ROWS} more rows (--json lists them all)")
 
 
-def render_match(console: Console, title: str, report: MatchReport) -> None:
-    console.print(f"[bold]{title}[/bold]: {report.users_topic} vs {report.orders_topic} ({report.total} users)")
+def render_match(console: Console, title: str, report: MatchReport, key: str = "KEY") -> None:
+    console.print(f"[bold]{title}[/bold]: {report.table_topic} vs {report.stream_topic} ({report.total} keys)")
     console.print(f" - Matched partitions: {report.matched_pct:.2f}%")
     if not report.exceptions:
         return
-    table = Table("USER_ID", f"{report.users_topic} partition", f"{report.orders_topic} partition",
+    table = Table(key, f"{report.table_topic} partition", f"{report.stream_topic} partition",
                   title=f"{len(report.exceptions)} exceptions", title_justify="left")
     for e in report.exceptions[:TABLE_ROWS]:
-        table.add_row(e.user_id, str(e.users_partition), MISSING if e.orders_partition is None else str(e.orders_partition))
+        table.add_row(e.key, str(e.table_partition), MISSING if e.stream_partition is None else str(e.stream_partition))
     console.print(table)
     _more(console, len(report.exceptions))
 
 
 def _joined_line(results: JoinResults) -> str:
-    line = f"Joined: {results.hits} of {results.expected} orders, missed ({MISSING}): {results.misses}"
+    line = f"Joined: {results.hits} of {results.expected} records, missed ({MISSING}): {results.misses}"
     if results.absent:
         line += f", no output yet: {results.absent}"
     if results.undecodable:
@@ -180,35 +198,38 @@ def _joined_line(results: JoinResults) -> str:
     return line
 
 
-def render_join_pairs(console: Console, joins: Sequence[tuple[str, JoinResults]]) -> None:
-    """Each join as the engines computed it, side by side: one table per join, ``???`` where an engine missed."""
+def render_join_pairs(console: Console, joins: Sequence[tuple[str, JoinResults]], labels: Sequence[str]) -> None:
+    """Each join (by label) as the engines computed it, side by side: one table per join, ``???`` where an
+    engine missed."""
     by_title = dict(joins)
-    for join in JOINS:
+    for join in labels:
         sides = [(engine, by_title[join_title(engine, join)]) for engine in ENGINES if join_title(engine, join) in by_title]
         if sides:
             render_side_by_side(console, join, sides)
 
 
 def render_side_by_side(console: Console, join: str, sides: Sequence[tuple[str, JoinResults]]) -> None:
-    """One row per order: its columns once, then each engine's NAME and AGE (``no output`` where it wrote none)."""
-    rows = [{row.user_id: row for row in results.rows} for _, results in sides]
-    user_ids = sorted(set().union(*rows))
-    table = Table("USER_ID", *ORDER_COLUMNS, *(f"{engine} {c}" for engine, _ in sides for c in USER_COLUMNS),
+    """One row per stream record: its key and columns once, then each engine's table columns (``no output``
+    where it wrote none)."""
+    columns = sides[0][1].columns
+    rows = [{row.key: row for row in results.rows} for _, results in sides]
+    keys = sorted(set().union(*rows))
+    table = Table(columns.key, *columns.stream, *(f"{engine} {c}" for engine, _ in sides for c in columns.table),
                   title=f"The {join} join: " + ", ".join(f"{engine} ({r.source})" for engine, r in sides),
                   title_justify="left")
-    for user_id in user_ids[:TABLE_ROWS]:
-        found = [side.get(user_id) for side in rows]
-        order = next(row for row in found if row is not None)
-        cells = [str(order.columns[c]) for c in ORDER_COLUMNS]
+    for key in keys[:TABLE_ROWS]:
+        found = [side.get(key) for side in rows]
+        first = next(row for row in found if row is not None)
+        cells = [str(first.columns.get(c)) for c in columns.stream]
         for row in found:
-            cells += ["no output"] * len(USER_COLUMNS) if row is None else [
-                MISSING if row.columns[c] is None else str(row.columns[c]) for c in USER_COLUMNS]
-        table.add_row(user_id, *cells)
+            cells += ["no output"] * len(columns.table) if row is None else [
+                MISSING if row.columns.get(c) is None else str(row.columns[c]) for c in columns.table]
+        table.add_row(key, *cells)
     console.print(table)
-    _more(console, len(user_ids))
+    _more(console, len(keys))
     for engine, results in sides:
         console.print(f" - {engine}: {_joined_line(results)}")
     if len(sides) > 1:
-        same = sum(len({None if side.get(u) is None else tuple(side[u].columns[c] for c in USER_COLUMNS)
-                        for side in rows}) == 1 for u in user_ids)
-        console.print(f" - The engines agree on {same} of {len(user_ids)} orders")
+        same = sum(len({None if side.get(k) is None else tuple(side[k].columns.get(c) for c in columns.hit)
+                        for side in rows}) == 1 for k in keys)
+        console.print(f" - The engines agree on {same} of {len(keys)} records")

@@ -89,7 +89,7 @@ final class KeyFormat {
         try {
             return ColumnType.JSON.readTree(bytes);
         } catch (IOException e) {
-            throw new SerializationException("not JSON: " + KsqlEquivalent.oneLine(e));
+            throw new SerializationException("not JSON: " + ProcessingLog.oneLine(e));
         }
     }
 

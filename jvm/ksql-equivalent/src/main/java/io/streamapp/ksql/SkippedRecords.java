@@ -39,7 +39,7 @@ public final class SkippedRecords implements DeserializationExceptionHandler {
 
     @Override
     public Response handleError(ErrorHandlerContext context, ConsumerRecord<byte[], byte[]> record, Exception error) {
-        String line = KsqlEquivalent.oneLine(error);
+        String line = ProcessingLog.oneLine(error);
         int named = line.indexOf(": ");  // the deepest message, without its exception's class name
         skipped(record.topic(), named < 0 ? line : line.substring(named + 2));
         return Response.resume();

@@ -64,7 +64,7 @@ public final class TopologyTestRunner {
                 protocol.flush();
             }
         } catch (IOException e) {
-            protocol.println(error("stdin: " + KsqlEquivalent.oneLine(e)));
+            protocol.println(error("stdin: " + ProcessingLog.oneLine(e)));
             System.exit(2);
         } finally {
             delete(stateDir);
@@ -96,7 +96,7 @@ public final class TopologyTestRunner {
         } catch (IllegalArgumentException e) {  // this program's own refusals: their message is the line
             return error(e.getMessage());
         } catch (RuntimeException e) {
-            return error(KsqlEquivalent.oneLine(e));
+            return error(ProcessingLog.oneLine(e));
         } finally {
             drivers.forEach(Driven::close);
         }

@@ -16,7 +16,7 @@ import org.apache.kafka.common.serialization.Serdes;
  *
  * <p>JSON: an object; a column is the field of exactly its name, else of its upper-cased name, else the last
  * field whose upper-cased name equals it; a missing field is NULL; JSON {@code null} is a null value (a table's
- * tombstone). With WRAP_SINGLE_VALUE=false the one column is the bare value. Written as a compact object of every
+ * tombstone); an empty value is no JSON at all, and is skipped. With WRAP_SINGLE_VALUE=false the one column is the bare value. Written as a compact object of every
  * column in order, named as in the plan, with explicit nulls. DELIMITED: comma-separated fields (double quotes
  * around a field with a comma or a quote), one per column, empty is NULL.
  */
@@ -39,7 +39,10 @@ final class ValueFormat {
 
     static Object[] readJson(List<Plan.Column> columns, boolean unwrapped, byte[] bytes) {
         JsonNode root = KeyFormat.parse(bytes);
-        if (root.isNull() || root.isMissingNode()) {
+        if (root.isMissingNode()) {  // no JSON document at all (empty or blank): unreadable, as the worker reads it
+            throw new SerializationException("value is empty: not JSON");
+        }
+        if (root.isNull()) {
             return null;
         }
         Object[] row = new Object[columns.size()];
