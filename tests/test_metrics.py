@@ -232,7 +232,13 @@ def test_guard_per_check_and_doctor_per_joined_pair() -> None:
 def test_rebalances_transactions_and_commits() -> None:
     instruments = Instruments((), lambda keys, n: [0] * len(keys), dict)
     instruments.commits = 9
+    instruments.commit_seconds.observe(0.01)
+    instruments.transaction_seconds = Histogram((0.1,))
+    instruments.transaction_seconds.observe(0.05)
+    instruments.transaction_seconds.observe(0.2)
     metrics = parsed(full_scrape(instruments=instruments))
+    assert samples(metrics["streamapp_commit_latency_seconds"], "_count") == {(("kind", "offsets"),): 1,
+                                                                             (("kind", "transaction"),): 2}
     assert samples(metrics["streamapp_rebalances"], "_total") == {(): 3}
     assert samples(metrics["streamapp_transactions"], "_total") == {(("result", "committed"),): 5,
                                                                    (("result", "aborted"),): 1}
@@ -364,6 +370,13 @@ def test_metrics_off_serves_no_route_and_installs_nothing(tmp_path: Path) -> Non
     assert "/metrics" not in off.web.views and "/stats" in off.web.views
     assert not isinstance(off.batch_handlers, _Handlers) and getattr(off, "streamapp_instruments", None) is None
     assert not any(isinstance(sensor, CommitSensor) for sensor in off.sensors)
+    # exactly_once: each stream topic's transactions tell the instruments how long each commit took
+    eos = create_app(Settings(data_dir=str(tmp_path / "eos"), processing_guarantee="exactly_once"))
+    assert eos.transactions and on.streamapp_instruments.transaction_seconds is None  # type: ignore[attr-defined]
+    timed = eos.streamapp_instruments.transaction_seconds  # type: ignore[attr-defined]
+    for transactions in eos.transactions.values():
+        transactions.on_committed(0.02)
+    assert timed.cumulative()[-1][1] == len(eos.transactions)
 
 
 # -- on the real broker ------------------------------------------------------------------------------------------

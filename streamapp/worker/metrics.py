@@ -127,6 +127,8 @@ class Instruments:
         self.batches: dict[str, Histogram] = {}
         self.commits = 0
         self.commit_seconds = Histogram(COMMIT_BUCKETS)
+        #: exactly_once: each transaction's commit (None under at_least_once: no such series).
+        self.transaction_seconds: Histogram | None = None
         self.rebalance_seconds = Histogram(REBALANCE_BUCKETS)
 
     def wrap(self, topic: str, handler: Handler) -> Handler:
@@ -215,6 +217,10 @@ def instrument(app: StreamappApp) -> Instruments:
                               lambda: app.partition_counts)
     app.batch_handlers = _Handlers(instruments, app.batch_handlers)
     app.sensors.add(CommitSensor(app, instruments))
+    if app.transactions:  # installed by the agents, before the routes
+        instruments.transaction_seconds = Histogram(COMMIT_BUCKETS)
+        for transactions in app.transactions.values():
+            transactions.on_committed = instruments.transaction_seconds.observe
     app.streamapp_instruments = instruments  # type: ignore[attr-defined]
     return instruments
 
@@ -588,9 +594,13 @@ def _instruments(instruments: Instruments) -> Iterator[Metric]:
     for topic, histogram in sorted(instruments.batches.items()):
         batches.add_metric([topic], histogram.cumulative(), histogram.total)
     yield batches
-    latency = HistogramMetricFamily(_name("commit_latency_seconds"), "Time of each offset commit that moved an offset "
-                                    "(the producer's flush, then OffsetCommit).")
-    latency.add_metric([], instruments.commit_seconds.cumulative(), instruments.commit_seconds.total)
+    latency = HistogramMetricFamily(_name("commit_latency_seconds"), "Time of each commit: an offset commit that moved "
+                                    "an offset (kind=offsets: the producer's flush, then OffsetCommit), an exactly-once "
+                                    "transaction (kind=transaction: flush, offsets, commit).", labels=["kind"])
+    latency.add_metric(["offsets"], instruments.commit_seconds.cumulative(), instruments.commit_seconds.total)
+    if instruments.transaction_seconds is not None:
+        latency.add_metric(["transaction"], instruments.transaction_seconds.cumulative(),
+                           instruments.transaction_seconds.total)
     yield latency
     rebalance = HistogramMetricFamily(_name("rebalance_seconds"), "Time from a rebalance's start to its end (tables "
                                       "recovered).")

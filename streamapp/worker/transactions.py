@@ -141,6 +141,8 @@ class Transactions:
         #: Counts for /stats and the tests: transactions committed, aborted, partitions fenced, fences suffered.
         self.counts = {"committed": 0, "aborted": 0, "fenced": 0, "producer_fenced": 0, "revoke_failed": 0}
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Told each committed transaction's duration (flush, offsets, commit): the metrics' commit latency.
+        self.on_committed: Callable[[float], None] | None = None
 
     # -- ownership ---------------------------------------------------------------------------------
 
@@ -256,6 +258,7 @@ class Transactions:
     async def _commit(self, txn: OpenTransaction, begin_next: bool = True) -> None:
         producer = txn.producer
         if txn.orders:
+            began = time.perf_counter()
             await producer.flush()
             await asyncio.sleep(0)  # the delivery callbacks of the last batches
             while txn.refused:  # their orders become dead letters, in this transaction
@@ -271,6 +274,8 @@ class Transactions:
                 {AioTopicPartition(self.topic, txn.partition): txn.next_offset}, self.group_id)
             await producer.commit_transaction()
             self.counts["committed"] += 1
+            if self.on_committed is not None:
+                self.on_committed(time.perf_counter() - began)
             txn.base_offset = txn.next_offset
             txn.orders = 0
             if begin_next:
