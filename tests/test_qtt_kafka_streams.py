@@ -1,5 +1,8 @@
 """ksqlDB's QTT stream-table cases through Kafka Streams: the plan's topologies under its own TopologyTestDriver.
 
+Only the cases whose plans hold the query kinds the Java program reads (``JAVA_KINDS``): its table-table
+joins are not run here yet (the pure engine runs them, ``tests/test_qtt.py``).
+
 The same converted cases as ``tests/test_qtt.py`` (which runs them through the pure engine),
 fed the same way, compared the same way (:func:`streamapp.sql.runner.compare`).  The
 rejections are the planner's, in Python, so they are not repeated here.  One JVM serves
@@ -21,9 +24,14 @@ from streamapp.sql import runner
 from streamapp.sql.runner import compare, read_records
 
 CASES = Path(__file__).parent / "qtt"
-POSITIVE = sorted(d for d in CASES.iterdir()
-                  if (d / "case.json").exists()
-                  and json.loads((d / "case.json").read_text(encoding="utf-8"))["expected_exception"] is None)
+ALL_POSITIVE = sorted(d for d in CASES.iterdir()
+                      if (d / "case.json").exists()
+                      and json.loads((d / "case.json").read_text(encoding="utf-8"))["expected_exception"] is None)
+#: The query kinds the Kafka Streams program runs (``Plan.java``); a case whose plan has another kind is not run
+#: here (and not counted): docs/reference/ksqldb-tests.md says "not yet" for it.
+JAVA_KINDS = (p.SELECT, p.STREAM_TABLE_JOIN)
+POSITIVE = [d for d in ALL_POSITIVE
+            if all(q.kind in JAVA_KINDS for q in plan_file(d / "statements.sql").queries)]
 
 TABLE_STORE, JOIN_REPARTITION = "KafkaTopic_Right-Reduce", "Join-repartition"
 #: The stores and repartition topics of ksqlDB's recorded topology for each case, read from
@@ -58,6 +66,16 @@ def streams() -> Iterator[TopologyTestRunner]:
 
 def test_every_positive_case_has_ksqldbs_wiring_written_down() -> None:
     assert sorted(KSQLDB_WIRING) == [d.name for d in POSITIVE] and len(POSITIVE) == 15
+
+
+def test_the_cases_left_out_are_the_ones_the_table_says_kafka_streams_does_not_run_yet() -> None:
+    """Every positive case is run here or listed as "not yet" in the Kafka Streams column, never both."""
+    table = (CASES.parent.parent / "docs" / "reference" / "ksqldb-tests.md").read_text(encoding="utf-8")
+    for case in ALL_POSITIVE:
+        c = json.loads((case / "case.json").read_text(encoding="utf-8"))
+        cell = f"`{c['file']}` #{c['index']}" + (f" [{c['format']}]" if c["format"] else "")
+        row = next(line for line in table.splitlines() if line.startswith(f"| {c['ring']} | {cell} |"))
+        assert (row.split(" | ")[4] == "not yet") == (case not in POSITIVE), row
 
 
 @pytest.mark.parametrize("case", POSITIVE, ids=lambda d: d.name)

@@ -305,3 +305,165 @@ class Query:
         if self._columns.plain:
             return self._columns(left, right)
         return {name: value(left, right) for name, value in self._values}
+
+
+# ---- table-table joins ---------------------------------------------------------------------------------------------
+
+#: Which side's row a table-table join keeps when the other side has none, by join type.
+PRESERVED = {"INNER": (), "LEFT": (p.LEFT_SIDE,), "RIGHT": (p.RIGHT_SIDE,), "FULL": (p.LEFT_SIDE, p.RIGHT_SIDE)}
+
+
+def has_result(join_type: str, left: Row | None, right: Row | None) -> bool:
+    """Whether a key whose sides hold these rows has a row in the join's result."""
+    if left is not None and right is not None:
+        return True
+    present = p.LEFT_SIDE if left is not None else p.RIGHT_SIDE if right is not None else None
+    return present in PRESERVED[join_type]
+
+
+def forwards(join_type: str, side: str, new: Row | None, old: Row | None, other: Row | None) -> bool:
+    """Whether an update of ``side`` (its row ``old`` -> ``new``) reaches the join's output at all.
+
+    Kafka Streams' ``KTableKTable{Inner,Left,Right,Outer}Join`` processors, with old values sent as ksqlDB's
+    joins have them: an update whose other side has no row is dropped unless its own side is kept alone
+    (LEFT's left, RIGHT's right, either of FULL) and it had or has a row; anything else is forwarded,
+    a tombstone included (so a tombstone reaches the output when the join had a result for the key before).
+    """
+    return other is not None or (side in PRESERVED[join_type] and (new is not None or old is not None))
+
+
+def _compile_table(expression: p.Expression) -> Callable[[Any, Row | None, Row | None], Any]:
+    """``expression`` as a function of the key and the two rows of a table-table join (a missing row reads NULL)."""
+    if isinstance(expression, p.JoinKey):
+        return lambda key, left, right: key
+    if isinstance(expression, p.AsValue):
+        return _compile_table(expression.argument)
+    if isinstance(expression, p.Literal):
+        value = expression.value
+        return lambda key, left, right: value
+    if isinstance(expression, p.Compare):
+        return _compare(expression.op, _compile_table(expression.left), _compile_table(expression.right))
+    if isinstance(expression, p.Logical):
+        return _logical(expression.op, tuple(_compile_table(a) for a in expression.args))
+    row = 1 if expression.side == p.LEFT_SIDE else 2  # the argument holding the side's row
+    if isinstance(expression, p.RowTime):
+        return lambda *args: None if args[row] is None else args[row][1]
+    name = expression.name
+    return lambda *args: None if args[row] is None else args[row][0].get(name)
+
+
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def _compare(op: str, left: Callable[..., Any], right: Callable[..., Any]) -> Callable[..., bool | None]:
+    """SQL's comparison: NULL when either side is NULL (or the two cannot be compared)."""
+    operator = _OPERATORS[op]
+
+    def compare(*rows: Any) -> bool | None:
+        a, b = left(*rows), right(*rows)
+        if a is None or b is None:
+            return None
+        try:
+            return operator(a, b)
+        except TypeError:
+            return None
+    return compare
+
+
+def _logical(op: str, args: tuple[Callable[..., Any], ...]) -> Callable[..., bool | None]:
+    """AND / OR / NOT in SQL's three-valued logic (NULL is unknown)."""
+    if op == "NOT":
+        [arg] = args
+        return lambda *rows: None if (v := arg(*rows)) is None else not v
+    decisive = op == "OR"  # the value that decides an OR (True) or an AND (False) alone
+
+    def combine(*rows: Any) -> bool | None:
+        unknown = False
+        for arg in args:
+            value = arg(*rows)
+            if value is None:
+                unknown = True
+            elif bool(value) is decisive:
+                return decisive
+        return None if unknown else not decisive
+    return combine
+
+
+class TableJoin:
+    """A table-table join on the primary key (``TABLE_TABLE_JOIN``), fed one record at a time.
+
+    Both sides are tables kept here by key (``tables``); a record of either side upserts (or, null, deletes)
+    its row, then the join's result for the key is written when Kafka Streams would forward it
+    (:func:`forwards`): the joined row, or a tombstone when the key no longer has a result.  The output's
+    timestamp is the later of the two rows' (or the sink's ``TIMESTAMP=`` column); its key is the primary
+    key both rows share.  A WHERE filters the result: an update whose result neither passes now nor passed
+    before writes nothing, one whose result stops passing writes a tombstone (Kafka Streams' ``KTableFilter``).
+    """
+
+    def __init__(self, plan: p.Plan, query: p.Query) -> None:
+        assert query.kind == p.TABLE_TABLE_JOIN and query.right is not None and query.join_type is not None
+        self.query = query
+        self.left = Reader(plan.source(query.left))
+        self.right = Reader(plan.source(query.right))
+        self.sink = plan.sink_of(query)
+        self.sink_codec = Codec(self.sink)
+        self.tables: dict[str, dict[Any, Row]] = {p.LEFT_SIDE: {}, p.RIGHT_SIDE: {}}
+        self._join_type = query.join_type
+        self._values = tuple((x.name, _compile_table(x.expression)) for x in query.value)
+        self._where = None if query.where is None else _compile_table(query.where)
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics this join reads: the left table's, then the right's."""
+        return tuple(dict.fromkeys((self.left.source.topic, self.right.source.topic)))
+
+    def process(self, record: Record) -> list[Output]:
+        """What one record of either table makes the join write; RecordError when it cannot be read."""
+        outputs = []
+        for side, reader in ((p.LEFT_SIDE, self.left), (p.RIGHT_SIDE, self.right)):
+            if record.topic == reader.source.topic:
+                outputs += self._update(side, reader, record)
+        return outputs
+
+    def _update(self, side: str, reader: Reader, record: Record) -> list[Output]:
+        key, new = reader.row(record)
+        if key is None:
+            raise RecordError("key is null: a table row needs a key (ksqlDB ignores a null-key table record)", "key")
+        rows, other_rows = self.tables[side], self.tables[p.RIGHT_SIDE if side == p.LEFT_SIDE else p.LEFT_SIDE]
+        old = rows.get(key)
+        if new is None:
+            rows.pop(key, None)
+        else:
+            rows[key] = new
+        other = other_rows.get(key)
+        if not forwards(self._join_type, side, new, old, other):
+            return []
+        pair = (new, other) if side == p.LEFT_SIDE else (other, new)
+        result = has_result(self._join_type, *pair)
+        if self._where is not None:
+            before = (old, other) if side == p.LEFT_SIDE else (other, old)
+            passed = has_result(self._join_type, *before) and self._where(key, *before) is True
+            result = result and self._where(key, *pair) is True
+            if not result and not passed:
+                return []
+        timestamp = max(record.timestamp if new is None else new[1], -1 if other is None else other[1])
+        return [Output(self._record(key, pair if result else None, timestamp), other is not None)]
+
+    def _record(self, key: Any, pair: tuple[Row | None, Row | None] | None, timestamp: int) -> Record:
+        """The output record: the joined row of ``pair`` (None: a tombstone for the key)."""
+        if pair is None:
+            return Record(self.sink.topic, self.sink_codec.encode_key(key), None, timestamp)
+        columns = {name: value(key, *pair) for name, value in self._values}
+        if self.sink.timestamp is not None:
+            timestamp = columns.get(self.sink.timestamp)
+            if timestamp is None or not 0 <= timestamp <= MAX_TIMESTAMP_MS:
+                raise RecordError(f"output column {self.sink.timestamp!r} is {timestamp!r}: the output's event "
+                                  "time must be epoch milliseconds >= 0", self.sink.timestamp)
+        return Record(self.sink.topic, self.sink_codec.encode_key(key), self.sink_codec.encode_value(columns), timestamp)
+
+
+def engine_for(plan: p.Plan, query: p.Query) -> Query | TableJoin:
+    """The engine that runs ``query``: a table-table join's, else :class:`Query` (a copy or a stream-table join)."""
+    return TableJoin(plan, query) if query.kind == p.TABLE_TABLE_JOIN else Query(plan, query)

@@ -23,6 +23,10 @@ STREAM, TABLE = "stream", "table"
 SELECT = "select"
 #: ``CREATE STREAM ... AS SELECT ... FROM s [LEFT | INNER] JOIN t ON ...``.
 STREAM_TABLE_JOIN = "stream_table_join"
+#: ``CREATE TABLE ... AS SELECT ... FROM t1 [INNER | LEFT | RIGHT | FULL] JOIN t2 ON t1.pk = t2.pk [WHERE ...]``.
+#: Only its plans carry the fields and expressions added with it (``where``, :class:`JoinKey`, :class:`Literal`,
+#: :class:`Compare`, :class:`Logical`), so a reader of the other kinds reads their plans as before (version 1).
+TABLE_TABLE_JOIN = "table_table_join"
 LEFT_SIDE, RIGHT_SIDE = "left", "right"
 
 
@@ -85,15 +89,54 @@ class AsValue:
     argument: "Expression"
 
 
-Expression = Union[ColumnOf, RowTime, AsValue]
+@dataclass(frozen=True)
+class JoinKey:
+    """A table-table join's key: the primary key both rows share, whichever side holds a row.
 
-_EXPRESSIONS = {"column": ColumnOf, "rowtime": RowTime, "as_value": AsValue}
+    ksqlDB keys the result by it: ``T_ID`` of a RIGHT join is the right row's key when the left has none,
+    and a FULL join's synthetic ``ROWKEY`` is it by definition.
+    """
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A constant of a WHERE: text, an integer, a float, a boolean or NULL."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``left op right`` (``=``, ``!=``/``<>``, ``<``, ``<=``, ``>``, ``>=``): NULL when either side is NULL."""
+
+    op: str
+    left: "Expression"
+    right: "Expression"
+
+
+@dataclass(frozen=True)
+class Logical:
+    """``AND`` / ``OR`` of its ``args``, or ``NOT`` of its one: SQL's three-valued logic."""
+
+    op: str
+    args: tuple["Expression", ...]
+
+
+Expression = Union[ColumnOf, RowTime, AsValue, JoinKey, Literal, Compare, Logical]
+
+_EXPRESSIONS = {"column": ColumnOf, "rowtime": RowTime, "as_value": AsValue, "join_key": JoinKey,
+                "literal": Literal, "compare": Compare, "logical": Logical}
 
 
 def expression_to_dict(expression: Expression) -> dict[str, Any]:
     kind = next(k for k, v in _EXPRESSIONS.items() if isinstance(expression, v))
     if isinstance(expression, AsValue):
         return {"kind": kind, "argument": expression_to_dict(expression.argument)}
+    if isinstance(expression, Compare):
+        return {"kind": kind, "op": expression.op, "left": expression_to_dict(expression.left),
+                "right": expression_to_dict(expression.right)}
+    if isinstance(expression, Logical):
+        return {"kind": kind, "op": expression.op, "args": [expression_to_dict(a) for a in expression.args]}
     return {"kind": kind, **asdict(expression)}
 
 
@@ -101,7 +144,11 @@ def expression_from_dict(data: dict[str, Any]) -> Expression:
     kind = _EXPRESSIONS[data["kind"]]
     if kind is AsValue:
         return AsValue(expression_from_dict(data["argument"]))
-    return kind(**{k: v for k, v in data.items() if k != "kind"})
+    if kind is Compare:
+        return Compare(data["op"], expression_from_dict(data["left"]), expression_from_dict(data["right"]))
+    if kind is Logical:
+        return Logical(data["op"], tuple(expression_from_dict(a) for a in data["args"]))
+    return kind(**{k: v for k, v in data.items() if k != "kind"})  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -124,18 +171,20 @@ class Query:
     """
 
     name: str
-    kind: str  # SELECT | STREAM_TABLE_JOIN
+    kind: str  # SELECT | STREAM_TABLE_JOIN | TABLE_TABLE_JOIN
     sink: str
     left: str
     projection: tuple[Projection, ...]
     right: str | None = None
-    join_type: str | None = None  # LEFT | INNER
+    join_type: str | None = None  # LEFT | INNER (and RIGHT | FULL for TABLE_TABLE_JOIN)
     left_key: Expression | None = None
     #: The left side is re-keyed (joined on another column, or its key bytes differ from the join's key format).
     repartition: bool = False
     #: The table is re-keyed into the stream's key format (a key-to-key join of two key formats).
     repartition_right: bool = False
     line: int = 0
+    #: A table-table join's WHERE (None: none); written in the JSON only when set.
+    where: Expression | None = None
 
     @property
     def key(self) -> tuple[Projection, ...]:
@@ -164,6 +213,7 @@ class Plan:
 
     @property
     def joins(self) -> tuple[Query, ...]:
+        """The stream-table joins (what the worker, the guard and the reconciliation pair up)."""
         return tuple(q for q in self.queries if q.kind == STREAM_TABLE_JOIN)
 
     def writer_of(self, source: str) -> Query | None:
@@ -173,6 +223,10 @@ class Plan:
         data = asdict(self)
         for query, raw in zip(self.queries, data["queries"]):
             raw["left_key"] = None if query.left_key is None else expression_to_dict(query.left_key)
+            if query.where is None:
+                del raw["where"]  # the fields of plans without it stay as they were
+            else:
+                raw["where"] = expression_to_dict(query.where)
             for projection, raw_projection in zip(query.projection, raw["projection"]):
                 raw_projection["expression"] = expression_to_dict(projection.expression)
         return data
@@ -191,6 +245,7 @@ class Plan:
         queries = tuple(
             Query(**{**raw,
                      "left_key": None if raw["left_key"] is None else expression_from_dict(raw["left_key"]),
+                     "where": None if raw.get("where") is None else expression_from_dict(raw["where"]),
                      "projection": tuple(Projection(**{**p, "expression": expression_from_dict(p["expression"])})
                                          for p in raw["projection"])})
             for raw in data["queries"])

@@ -10,7 +10,9 @@ walks through them with examples.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -70,6 +72,8 @@ class _Planner:
         self.origin = origin
         self.sources: dict[str, p.Source] = {}
         self.queries: list[p.Query] = []
+        #: The synthetic key (name, type) of the FULL table-table join being planned: a column SELECT may name.
+        self._synthetic: tuple[str, str] | None = None
 
     def plan(self, statements: Iterable[s.Statement]) -> p.Plan:
         for statement in statements:
@@ -232,15 +236,24 @@ class _Planner:
             raise self._unsupported(statement, "EMIT FINAL")
         left = self._source(statement, query.source, p.LEFT_SIDE)
         sides = [left] + [self._source(statement, j.right, p.RIGHT_SIDE) for j in query.joins]
+        tables = len(sides) == 2 and all(x.source.kind == p.TABLE for x in sides)
+        self._synthetic = None
+        if tables:
+            self._prepared(statement, sides, query.joins[0].on)
+            if query.joins[0].type == "FULL":
+                self._synthetic = self._synthetic_key(sides)
         self._resolvable(statement, sides, query)
         for clause in query.clauses:
-            raise self._unsupported(statement, f"{clause} in a persistent query")
+            if not (tables and clause == "WHERE"):
+                raise self._unsupported(statement, f"{clause} in a persistent query")
         if not query.joins:
             return self._select(statement, left)
         join, right = query.joins[0], sides[1]
         if left.source.name == right.source.name:
             raise self._rejected(statement, f"Can not join '{left.source.name}' to '{right.source.name}': "
                                             "self joins are not yet supported.")
+        if tables:
+            return self._table_join(statement, left, right, join)
         return self._join(statement, left, right, join)
 
     def _sink(self, statement: s.CreateAs, props: dict[str, Any], key: tuple[p.Projection, ...],
@@ -291,10 +304,14 @@ class _Planner:
         for name, expression, _ in key_refs:
             by_column.setdefault(expression.name, []).append(name)  # type: ignore[union-attr]
         for column, names in by_column.items():
-            if len(names) > 1:
-                shown = " and ".join(sorted(names)) if len(names) == 2 else ", ".join(sorted(names))
-                raise self._rejected(statement, f"The projection contains a key column ({column}) more than once, "
-                                                f"aliased as: {shown}.")
+            self._key_once(statement, column, names)
+
+    def _key_once(self, statement: s.Statement, column: str, names: list[str]) -> None:
+        """ksqlDB's refusal of a key column the projection names more than once."""
+        if len(names) > 1:
+            shown = " and ".join(sorted(names)) if len(names) == 2 else ", ".join(sorted(names))
+            raise self._rejected(statement, f"The projection contains a key column ({column}) more than once, "
+                                            f"aliased as: {shown}.")
 
     def _check_value(self, statement: s.Statement, sink: p.Source) -> None:
         if not sink.value_columns:
@@ -317,8 +334,6 @@ class _Planner:
                                             f"stream-table joins. {got}")
         if kinds == (p.STREAM, p.STREAM):
             raise self._unsupported(statement, "stream-stream joins (WITHIN)")
-        if kinds == (p.TABLE, p.TABLE):
-            raise self._unsupported(statement, "table-table joins")
         if join.type in ("FULL", "RIGHT"):
             kind = "full-outer" if join.type == "FULL" else "right-outer"
             raise self._rejected(statement, f"Invalid join type: {kind} join not supported for stream-table join. "
@@ -328,14 +343,7 @@ class _Planner:
                                             "are not windowed. Please drop the window definition (ie. the WITHIN "
                                             "clause) and try to execute your join again.")
         sides = [left, right]
-        on = join.on
-        if not isinstance(on, s.Comparison) or on.op != "=":
-            raise self._rejected(statement, f"Unsupported join expression: {on}")
-        left_expr, right_expr = self._side_of(statement, sides, on.left, on), self._side_of(statement, sides, on.right, on)
-        if left_expr[0] is right_expr[0]:
-            raise self._rejected(statement, f"Each side of the join must reference exactly one source and not the "
-                                            f"same source. Left side references {left_expr[0].label} and right "
-                                            f"references {right_expr[0].label}")
+        left_expr, right_expr = self._halves(statement, sides, join.on)
         if left_expr[0] is right:
             left_expr, right_expr = right_expr, left_expr
         stream_key, stream_type = left_expr[1], left_expr[2]
@@ -353,14 +361,7 @@ class _Planner:
         # ksqlDB's viable key columns: each side of ON that is a plain column, left first.
         viable = [e for e in (stream_key, table_key) if isinstance(e, p.ColumnOf)]
         items = self._projection(statement, sides, statement.query.select, join=True)
-        in_projection = [v for v in viable if any(expr == v for _, expr, _ in items)]
-        if not in_projection:
-            names = " or ".join(f"{self._label(sides, v)}.{v.name}" for v in viable)
-            raise self._rejected(statement, f"Key missing from projection (ie, SELECT). The query used to build "
-                                            f"`{statement.name}` must include the join expression {names} in its "
-                                            "projection (eg, SELECT "
-                                            f"{self._label(sides, viable[0])}.{viable[0].name}...).")
-        key_column = in_projection[0]
+        key_column = self._key_of(statement, sides, viable, items)
         key_refs = [item for item in items if item[1] == key_column]
         self._one_key(statement, key_refs)
         # The key holds the join key's value, whichever side the projection names it by.
@@ -389,6 +390,125 @@ class _Planner:
             repartition_right=right_src.key_format != join_key_format, line=statement.line)
         return sink, query
 
+    # ---- table-table joins --------------------------------------------------------------------------------------------
+
+    def _prepared(self, statement: s.Statement, sides: list[_Side], on: s.Expression) -> None:
+        """ksqlDB's checks of ``ON``'s columns when it prepares the statement (``AstBuilder``), before any other."""
+        refs = _columns_in(on)
+        for ref in refs:  # every qualifier first, then every unqualified name (ksqlDB's order)
+            if ref.qualifier is not None and not any(x.label == ref.qualifier for x in sides):
+                raise self._rejected(statement, f"Failed to prepare statement: '{ref.qualifier}' is not a valid "
+                                                "stream/table name or alias.")
+        for ref in refs:
+            if ref.qualifier is not None:
+                continue
+            found = [x for x in sides if x.source.column(ref.name)]
+            if len(found) > 1:
+                raise self._rejected(statement, f"Exception while preparing statement: Line: {ref.line}, Col: "
+                                                f"{ref.column}: Column '{ref.name}' is ambiguous. Could be "
+                                                + " or ".join(f"{x.label}.{ref.name}" for x in found) + ".")
+
+    @staticmethod
+    def _synthetic_key(sides: list[_Side]) -> tuple[str, str]:
+        """A FULL join's key column: ``ROWKEY``, else ``ROWKEY_n`` with the first n no source column takes."""
+        taken = {c.name for x in sides for c in x.source.columns}
+        n = 0
+        while (name := "ROWKEY" if n == 0 else f"ROWKEY_{n}") in taken:
+            n += 1
+        return name, sides[0].source.key_columns[0].type
+
+    def _table_join(self, statement: s.CreateAs, left: _Side, right: _Side,
+                    join: s.Join) -> tuple[p.Source, p.Query]:
+        """``CREATE TABLE ... AS SELECT ... FROM t1 JOIN t2 ON t1.pk = t2.pk``: ksqlDB's ``verifyJoin`` for two tables."""
+        sides = [left, right]
+        first, second = self._halves(statement, sides, join.on)
+        written = f"{self._shown(first)} = {self._shown(second)}"
+        left_half, right_half = (first, second) if first[0] is left else (second, first)
+        if not _is_key(right_half[1], right.source):
+            raise self._rejected(statement, "Invalid join condition: table-table joins require to join on the "
+                                            f"primary key of the right input table. Got {written}.")
+        if not _is_key(left_half[1], left.source):
+            if join.type == "FULL":
+                raise self._rejected(statement, "Invalid join type: full-outer join not supported for foreign-key "
+                                                f"table-table join. Got {left.source.name} [FULL] OUTER JOIN "
+                                                f"{right.source.name}.")
+            if join.type == "RIGHT":
+                raise self._rejected(statement, "RIGHT OUTER JOIN on a foreign key is not supported")
+        if left_half[2] != right_half[2]:
+            raise self._rejected(statement, f"Invalid join condition: types don't match. Got {self._shown(first)}"
+                                            f"{{{_ksql_type(first[2])}}} = {self._shown(second)}"
+                                            f"{{{_ksql_type(second[2])}}}.")
+        if not _is_key(left_half[1], left.source):
+            raise self._unsupported(statement, f"foreign-key joins ({written})")
+        props = self._properties(statement, statement.properties)
+        items = self._projection(statement, sides, statement.query.select, join=True)
+        if self._synthetic is not None:
+            name = self._synthetic[0]
+            if not any(isinstance(expr, p.JoinKey) for _, expr, _ in items):
+                raise self._rejected(statement, "Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS. "
+                                                f"The query used to build `{statement.name}` must include the join "
+                                                f"expression {name} in its projection (eg, SELECT {name}...). {name} "
+                                                "was added as a synthetic key column because the join criteria did "
+                                                "not match any source column. This expression must be included in "
+                                                "the projection and may be aliased.")
+            key_of: p.Expression = p.JoinKey()
+            shown_key = name
+        else:
+            key_of = self._key_of(statement, sides, [left_half[1], right_half[1]], items)  # type: ignore[list-item]
+            shown_key = key_of.name  # type: ignore[attr-defined]
+        self._key_once(statement, shown_key, [item[0] for item in items if item[1] == key_of])
+        if join.within is not None:
+            raise self._rejected(statement, "A window definition was provided for a Table-Table join. These joins "
+                                            "are not windowed. Please drop the window definition (i.e. the WITHIN "
+                                            "clause) and try to execute your Table-Table join again.")
+        where = None if statement.query.where is None else self._where(statement, sides, statement.query.where)
+        # The key is the primary key both rows share, whichever side holds a row (ksqlDB keys the result by it).
+        projection = tuple(p.Projection(name, type_, p.JoinKey() if expression == key_of else expression,
+                                        expression == key_of)
+                           for name, expression, type_ in items)
+        for source in (left.source, right.source):
+            self._runnable(statement, source)
+        sink = self._sink(statement, props, tuple(x for x in projection if x.key),
+                          tuple(x for x in projection if not x.key),
+                          (left.source.key_format, left.source.value_format), left.source.partitions)
+        self._check_value(statement, sink)
+        if sink.kind != p.TABLE:
+            raise self._rejected(statement, "Invalid result type. Your SELECT query produces a TABLE. Please use "
+                                            "CREATE TABLE AS SELECT statement instead.")
+        query = p.Query(
+            name=statement.name, kind=p.TABLE_TABLE_JOIN, sink=sink.name, left=left.source.name,
+            projection=projection, right=right.source.name, join_type=join.type,
+            repartition_right=left.source.key_format != right.source.key_format, line=statement.line, where=where)
+        return sink, query
+
+    def _where(self, statement: s.Statement, sides: list[_Side], expression: s.Expression) -> p.Expression:
+        """A WHERE of comparisons, AND, OR and NOT over columns and constants: what a table-table join filters by."""
+        if isinstance(expression, s.Comparison):
+            op = "!=" if expression.op == "<>" else expression.op
+            return p.Compare(op, self._where(statement, sides, expression.left),
+                             self._where(statement, sides, expression.right))
+        if isinstance(expression, s.Other) and expression.kind in ("AND", "OR", "NOT"):
+            return p.Logical(expression.kind, tuple(self._where(statement, sides, a) for a in expression.args))
+        if isinstance(expression, s.Literal):
+            value = float(expression.value) if isinstance(expression.value, Decimal) else expression.value
+            return p.Literal(value)
+        if isinstance(expression, s.Column):
+            return self._column(statement, sides, expression)[0]
+        what = expression.kind if isinstance(expression, s.Other) else "a function call"
+        raise self._unsupported(statement, f"{what} in a WHERE ({expression})")
+
+    def _key_of(self, statement: s.CreateAs, sides: list[_Side], viable: list[p.ColumnOf],
+                items: list[tuple[str, p.Expression, str]]) -> p.ColumnOf:
+        """The join's key column: the first viable one the projection names (ksqlDB's ``buildJoinKey``)."""
+        in_projection = [v for v in viable if any(expr == v for _, expr, _ in items)]
+        if not in_projection:
+            names = " or ".join(f"{self._label(sides, v)}.{v.name}" for v in viable)
+            raise self._rejected(statement, f"Key missing from projection (ie, SELECT). The query used to build "
+                                            f"`{statement.name}` must include the join expression {names} in its "
+                                            "projection (eg, SELECT "
+                                            f"{self._label(sides, viable[0])}.{viable[0].name}...).")
+        return in_projection[0]
+
     @staticmethod
     def _label(sides: list[_Side], expression: p.ColumnOf) -> str:
         return next(side.label for side in sides if side.side == expression.side)
@@ -401,6 +521,18 @@ class _Planner:
             return f"AS_VALUE({side.label}.{expression.argument.name})"
         return str(expression)
 
+    def _halves(self, statement: s.Statement, sides: list[_Side], on: s.Expression
+                ) -> tuple[tuple[_Side, p.Expression, str], tuple[_Side, p.Expression, str]]:
+        """The two halves of ``ON a = b`` as written, each with the side it reads: one side each."""
+        if not isinstance(on, s.Comparison) or on.op != "=":
+            raise self._rejected(statement, f"Unsupported join expression: {on}")
+        first, second = self._side_of(statement, sides, on.left, on), self._side_of(statement, sides, on.right, on)
+        if first[0] is second[0]:
+            raise self._rejected(statement, f"Each side of the join must reference exactly one source and not the "
+                                            f"same source. Left side references {first[0].label} and right "
+                                            f"references {second[0].label}")
+        return first, second
+
     def _side_of(self, statement: s.Statement, sides: list[_Side], expression: s.Expression,
                  on: s.Expression) -> tuple[_Side, p.Expression, str]:
         """Which side one half of ``ON`` reads, what it computes and its type."""
@@ -412,16 +544,19 @@ class _Planner:
         side = next(x for x in sides if x.side == self._sides_of(resolved))
         return side, resolved, type_
 
-    def _sides_of(self, expression: p.Expression) -> str:
+    def _sides_of(self, expression: p.Expression) -> str | None:
+        """The side an expression reads (None: the join key, which is both sides')."""
         if isinstance(expression, p.AsValue):
             return self._sides_of(expression.argument)
-        return expression.side
+        return getattr(expression, "side", None)
 
     def _resolvable(self, statement: s.Statement, sides: list[_Side], query: s.Query) -> None:
         """Every column the projection names exists, checked first as ksqlDB's analyzer does."""
         for item in query.select:
             for ref in _columns_in(item.expression):
                 known = [x for x in sides if ref.qualifier in (None, x.label)]
+                if ref.qualifier is None and self._synthetic and ref.name == self._synthetic[0]:
+                    continue
                 if ref.qualifier is not None and not known:
                     raise self._rejected(statement, f"Source '{ref.qualifier}' does not exist.")
                 if ref.name in WINDOW_BOUNDS or not any(ref.name in PSEUDO_COLUMNS + UNSUPPORTED_PSEUDO
@@ -433,6 +568,8 @@ class _Planner:
     def _column(self, statement: s.Statement, sides: list[_Side], ref: s.Column) -> tuple[p.Expression, str, _Side]:
         if ref.name in UNSUPPORTED_PSEUDO:
             raise self._unsupported(statement, f"pseudo column {ref.name}")
+        if ref.qualifier is None and self._synthetic and ref.name == self._synthetic[0]:
+            return p.JoinKey(), self._synthetic[1], sides[0]
         if ref.qualifier is not None:
             side = next((x for x in sides if x.label == ref.qualifier), None)
             if side is None:
@@ -490,7 +627,7 @@ class _Planner:
             elif isinstance(expression, s.Column):
                 clashing = join and (expression.name in PSEUDO_COLUMNS
                                      or sum(1 for x in sides if x.source.column(expression.name)) > 1)
-                label = next(x.label for x in sides if x.side == self._sides_of(resolved))
+                label = next((x.label for x in sides if x.side == self._sides_of(resolved)), None)
                 name = f"{label}_{expression.name}" if clashing and expression.qualifier else expression.name
             else:
                 while f"KSQL_COL_{generated}" in taken:
@@ -501,6 +638,16 @@ class _Planner:
         return found
 
 
+def _is_key(expression: p.Expression, source: p.Source) -> bool:
+    """Whether one half of ``ON`` is the source's primary key column itself."""
+    return isinstance(expression, p.ColumnOf) and [c.name for c in source.key_columns] == [expression.name]
+
+
+def _ksql_type(type_: str) -> str:
+    """A column type as ksqlDB's messages print it (``INT`` is ``INTEGER`` there)."""
+    return re.sub(r"\bINT\b", "INTEGER", type_)
+
+
 def _columns_in(expression: s.Expression | None) -> list[s.Column]:
     if isinstance(expression, s.Column):
         return [expression]
@@ -508,4 +655,6 @@ def _columns_in(expression: s.Expression | None) -> list[s.Column]:
         return [c for arg in expression.args for c in _columns_in(arg)]
     if isinstance(expression, s.Comparison):
         return _columns_in(expression.left) + _columns_in(expression.right)
+    if isinstance(expression, s.Other):
+        return [c for arg in expression.args for c in _columns_in(arg)]
     return []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cache
 from importlib import resources
@@ -35,10 +35,13 @@ class SqlError(Exception):
 
 @dataclass(frozen=True)
 class Column:
-    """``name`` or ``qualifier.name`` as written (resolved by the planner)."""
+    """``name`` or ``qualifier.name`` as written (resolved by the planner); where it starts, for ksqlDB's
+    messages that name the line and column (1-based; 0: not from a text)."""
 
     qualifier: str | None
     name: str
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
 
     def __str__(self) -> str:
         return f"{self.qualifier}.{self.name}" if self.qualifier else self.name
@@ -77,10 +80,14 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Other:
-    """Any other expression (arithmetic, CASE, CAST, ``->``, ...): kept as its kind and text, for the error."""
+    """Any other expression (arithmetic, CASE, CAST, ``->``, ...): kept as its kind and text, for the error.
+
+    ``AND``, ``OR`` and ``NOT`` also keep their operands (``args``): a table-table join's WHERE runs them.
+    """
 
     kind: str
     text: str
+    args: tuple["Expression", ...] = field(default=(), compare=False)
 
     def __str__(self) -> str:
         return self.text
@@ -125,9 +132,11 @@ class Query:
     select: tuple[SelectItem, ...]
     source: Relation
     joins: tuple[Join, ...]
-    #: Clauses streamapp does not run yet, by keyword (``WHERE``, ``GROUP BY``, ...): each one is refused.
+    #: Clauses streamapp does not run yet, by keyword (``WHERE``, ``GROUP BY``, ...): each one is refused,
+    #: but for a WHERE the query kind runs (``where``).
     clauses: tuple[str, ...]
     emit: str | None
+    where: Expression | None = None
 
 
 @dataclass(frozen=True)
@@ -266,8 +275,12 @@ class _ToStatements(Transformer):
         return children[0]
 
     # expressions
-    def column_ref(self, children: list[str]) -> Column:
-        return Column(children[0], children[1]) if len(children) == 2 else Column(None, children[0])
+    @v_args(meta=True)
+    def column_ref(self, meta: Any, children: list[str]) -> Column:
+        line, column = (0, 0) if meta.empty else (meta.line, meta.column)
+        if len(children) == 2:
+            return Column(children[0], children[1], line, column)
+        return Column(None, children[0], line, column)
 
     def function_call(self, children: list) -> Call:
         return Call(children[0], tuple(children[1:]))
@@ -278,7 +291,9 @@ class _ToStatements(Transformer):
 
     def __default__(self, data: str, children: list, meta: Any) -> Any:
         if data in _OTHER_EXPRESSIONS:
-            return Other(_OTHER_EXPRESSIONS[data], self._source_text(meta) if not meta.empty else str(data))
+            kind = _OTHER_EXPRESSIONS[data]
+            args = tuple(c for c in children if not isinstance(c, Token)) if kind in _LOGICAL else ()
+            return Other(kind, self._source_text(meta) if not meta.empty else str(data), args)
         return Tree(data, children, meta)
 
     # the query
@@ -312,7 +327,8 @@ class _ToStatements(Transformer):
         trees = [c for c in children if isinstance(c, Tree)]
         clauses = tuple(_KEYWORD_CLAUSES[t.data] for t in trees if t.data in _KEYWORD_CLAUSES)
         emit = next((" ".join(str(w).upper() for w in _words(t)) for t in trees if t.data == "emit"), None)
-        return Query(select, source, joins, clauses, emit)
+        where = next((c for t in trees if t.data == "where" for c in t.children if not isinstance(c, Token)), None)
+        return Query(select, source, joins, clauses, emit, where)
 
     # statements
     def prop(self, children: list) -> tuple[str, Any]:
@@ -364,6 +380,8 @@ _OTHER_EXPRESSIONS = {"or_expr": "OR", "and_expr": "AND", "not_": "NOT", "null_c
                       "like": "LIKE", "in_list": "IN", "sum": "arithmetic", "product": "arithmetic",
                       "negate": "arithmetic", "function_star": "COUNT(*)", "cast": "CAST", "case": "CASE",
                       "dereference": "->", "subscript": "[]"}
+#: The kinds of :class:`Other` that keep their operands.
+_LOGICAL = ("AND", "OR", "NOT")
 
 
 def parse(text: str) -> list[Statement]:

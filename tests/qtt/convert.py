@@ -1,4 +1,4 @@
-"""Convert ksqlDB's own QTT stream-table join cases into ksql-test-runner files.
+"""Convert ksqlDB's own QTT stream-table and table-table join cases into ksql-test-runner files.
 
 Usage::
 
@@ -25,10 +25,13 @@ meaningful to a harness that reads ``case.json``.
 Selection (see /work/shared/reference/ksql-joins.md, Appendix):
 
 * ring R0 and R0+: the 15 positive stream-table cases listed in ``POSITIVE``;
+* ring R2: the 14 positive table-table joins on the primary key listed in ``TABLE_TABLE``;
 * ring RN: every QTT negative (``expectedException``) case with exactly one join whose
   two sources are one STREAM and one TABLE, in either order, in any QTT file
   (found by ``find_stream_table_negatives``; ``NEGATIVE`` lists the ones known at the
-  commit the lead read, so a new commit that drops or adds one is reported).
+  commit the lead read, so a new commit that drops or adds one is reported); and the
+  table-table joins on the primary key ksqlDB rejects, ``TABLE_TABLE_NEGATIVE`` (likewise checked
+  by ``find_table_table_negatives``; fk-join.json's rejections belong to ring R3).
 
 Each selected case is looked up by index and its name checked; if the name at that index
 differs, the case is looked up by name and a warning is printed.
@@ -114,6 +117,36 @@ POSITIVE: tuple[Selected, ...] = (
               "STRING keys", "no timestamps")),
 )
 
+# Ring R2 (reference, Appendix "case -> ring"): the 14 positive table-table joins on the primary key.
+TABLE_TABLE: tuple[Selected, ...] = (
+    Selected("join-with-custom-timestamp.json", 3, "table table inner join with ts", "JSON", "R2",
+             ("timestamp= column", "timestamp= on sink", "value-column alias")),
+    Selected("join-with-custom-timestamp.json", 4, "table table inner join with ts extractor both sides", "JSON",
+             "R2", ("timestamp= column on both sides", "timestamp= on sink", "value-column alias")),
+    Selected("joins.json", 6, "unaliased synthetic join key", None, "R2",
+             ("FULL OUTER join", "synthetic ROWKEY key", "both key columns in the value")),
+    Selected("joins.json", 52, "table table left join", "JSON", "R2", ("LEFT join", "source aliases")),
+    Selected("joins.json", 54, "table table right join", "JSON", "R2", ("RIGHT join", "source aliases")),
+    Selected("joins.json", 56, "table table right join all fields", None, "R2",
+             ("RIGHT join", "DELIMITED values", "SELECT *")),
+    Selected("joins.json", 57, "table table inner join", "JSON", "R2", ("source aliases",)),
+    Selected("joins.json", 58, "table table outer join", "JSON", "R2",
+             ("FULL OUTER join", "synthetic ROWKEY key aliased")),
+    Selected("joins.json", 64, "table table join with where clause", None, "R2",
+             ("WHERE", "right tombstone")),
+    Selected("joins.json", 71, "table to table wrapped single field value schema on inputs", None, "R2",
+             ("null value field", "tombstones on both sides", "value-column alias")),
+    Selected("joins.json", 72, "table to table unwrapped single field value schema on inputs", None, "R2",
+             ("wrap_single_value=false", "tombstones on both sides", "value-column alias")),
+    Selected("joins.json", 73, "table to table unwrapped single field value schema on inputs and output", None,
+             "R2", ("wrap_single_value=false", "wrap_single_value=false on sink", "tombstones on both sides")),
+    Selected("joins.json", 82, "with generated column name clashes", None, "R2",
+             ("FULL OUTER join", "synthetic key ROWKEY_6 (name clashes)")),
+    Selected("joins.json", 128, "table-table key-to-key - key format mismatch", None, "R2",
+             ("DELIMITED key", "key format mismatch", "rekey-table-to-left-key-format", "SELECT *",
+              "no timestamps")),
+)
+
 # Ring RN: the negative single stream-table / table-stream join cases at the commit read.
 NEGATIVE: tuple[Selected, ...] = (
     Selected("stream-table-join.json", 0, "Should fail on outer-join", None, "RN",
@@ -130,6 +163,31 @@ NEGATIVE: tuple[Selected, ...] = (
              ("GROUP BY over join", "WINDOW TUMBLING", "WINDOWSTART in select", "keyless-stream")),
     Selected("multi-col-keys.json", 18, "join to multi-column table", None, "RN",
              ("multi-column table key",)),
+)
+
+# Ring RN: the negative single table-table joins on the primary key (the reference's table-table PK
+# rejections; fk-join.json's are ring R3's).
+TABLE_TABLE_NEGATIVE: tuple[Selected, ...] = (
+    *(Selected("table-table-join.json", i, f"Should fail on right non-key attribute for {kind}", None, "RN",
+               ("join on right table value column",) + extra)
+      for i, kind, extra in (
+          (0, "inner-join", ()),
+          (1, "inner-join -- revers join condition order", ("reversed ON",)),
+          (2, "left-join", ("LEFT join",)),
+          (3, "left-join -- revers join condition order", ("LEFT join", "reversed ON")),
+          (4, "outer-join", ("FULL OUTER join",)),
+          (5, "outer-join -- reverse join condition order", ("FULL OUTER join", "reversed ON")),
+          (6, "inner-join with qualifiers", ("qualified ON",)),
+          (7, "inner-join with qualifiers -- reverse join condition order", ("qualified ON", "reversed ON")),
+          (8, "inner-join with alias", ("source aliases",)),
+          (9, "inner-join with alias -- reverse join condition order", ("source aliases", "reversed ON")))),
+    Selected("joins.json", 92, "Should fail on ambiguous join attribute", None, "RN", ("ambiguous ON column",)),
+    Selected("joins.json", 93, "Should fail on unknown qualifier -- left join attribute", None, "RN",
+             ("unknown qualifier in ON",)),
+    Selected("joins.json", 94, "Should fail on unknown qualifier -- right join attribute", None, "RN",
+             ("unknown qualifier in ON",)),
+    Selected("joins.json", 139, "table-table key-to-key - SR-enabled key format - incompatible schemas", None, "RN",
+             ("key type mismatch", "AVRO key format")),
 )
 
 
@@ -307,6 +365,20 @@ def find_stream_table_negatives(files: dict[str, Any]) -> list[tuple[str, int, s
     return hits
 
 
+def find_table_table_negatives(files: dict[str, Any]) -> list[tuple[str, int, str]]:
+    """Every negative case whose only join is between two TABLEs, but fk-join.json's (foreign keys: ring R3)."""
+    hits = []
+    for file, doc in files.items():
+        if file == "fk-join.json":
+            continue
+        for index, node in enumerate(doc.get("tests", [])):
+            sides = join_sides(node.get("statements", []))
+            if ("expectedException" in node and len(sides) == 1 and sides[0][2] == 1
+                    and sides[0][:2] == ("TABLE", "TABLE")):
+                hits.append((file, index, node["name"]))
+    return hits
+
+
 def resolve(doc: Any, sel: Selected) -> tuple[int, dict[str, Any]]:
     tests = doc["tests"]
     if sel.index < len(tests) and tests[sel.index].get("name") == sel.name:
@@ -371,11 +443,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"note: new negative stream-table case {file} #{index} {name!r}", file=sys.stderr)
             negatives.append(Selected(file, index, name, None, "RN", ("unclassified",)))
 
+    known_tt = {(s.file, s.index) for s in TABLE_TABLE_NEGATIVE}
+    for file, index, name in find_table_table_negatives(docs):
+        if (file, index) not in known_tt:
+            print(f"note: new negative table-table case {file} #{index} {name!r}", file=sys.stderr)
+            negatives.append(Selected(file, index, name, None, "RN", ("unclassified",)))
+
     for old in sorted(args.out.iterdir()):
         if old.is_dir() and (old / "case.json").is_file():
             shutil.rmtree(old)
 
-    for sel in (*POSITIVE, *negatives):
+    for sel in (*POSITIVE, *TABLE_TABLE, *negatives, *TABLE_TABLE_NEGATIVE):
         index, node = resolve(docs[sel.file], sel)
         expect_negative = sel.ring == "RN"
         if expect_negative != ("expectedException" in node):
