@@ -19,6 +19,9 @@ null-key record that way.
 """
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
@@ -106,32 +109,52 @@ def output_columns(frame: DataFrame, group: Group, plan: p.Plan, pair: Pair | No
     undecodable = F.col("value").isNull() | value.isNull() | value[_CORRUPT].isNotNull()
     columns: dict[str, Column] = {}
     for name, f in fields.items():
-        by_pair = []
-        for pr in pairs:
-            sink = sinks[pr.name]
-            if f.source is None and f.name == group.time.name and f.output not in {c.name for c in sink.columns}:
-                found: Column = F.col("timestamp_ms")  # the output record's timestamp: the stream record's event time
-            elif f.output in {c.name for c in sink.key_columns}:
-                found = ksql_json.output_key(sink, F.col("key"))[0]
-            elif f.output in {c.name for c in sink.value_columns}:
-                found = value[f.output]
-            else:
-                found = F.lit(None)
-            by_pair.append((pr.name, found.cast(f.spark)))
-        columns[name] = _by_pair(by_pair)
-    keyed = [(pr.name, ksql_json.output_key(sinks[pr.name], F.col("key"))[1]) for pr in pairs]
-    undecodable = undecodable | ~_by_pair(keyed) | columns[group.time.name].isNull()
+        columns[name] = _by_pair([(pr.name, _where(f, group, sinks[pr.name])) for pr in pairs], value, f.spark)
+    keys = [(pr.name, ("key", _key_only(sinks[pr.name]))) for pr in pairs]
+    keyed = _by_pair(keys, value, "boolean", lambda sink: ksql_json.output_key(sink, F.col("key"))[1])
+    undecodable = undecodable | ~keyed | columns[group.time.name].isNull()
     return frame.select("pair", "side", *[c.alias(n) for n, c in columns.items()], "partition", "offset",
                         undecodable.alias("undecodable"))
 
 
-def _by_pair(choices: list[tuple[str, Column]]) -> Column:
-    """The column of the row's pair (one pair: its column as it is)."""
-    if len(choices) == 1:
-        return choices[0][1]
-    chosen = F.when(F.col("pair") == choices[0][0], choices[0][1])
-    for name, column in choices[1:]:
-        chosen = chosen.when(F.col("pair") == name, column)
+#: Where an output field is in a sink's record: (``"timestamp"``), (``"key"``, the sink), (``"value"``, the column), (``"none"``).
+_Where = tuple
+
+
+def _where(f: Field, group: Group, sink: p.Source) -> _Where:
+    if f.source is None and f.name == group.time.name and f.output not in {c.name for c in sink.columns}:
+        return ("timestamp",)  # the output record's timestamp: the stream record's event time
+    if f.output in {c.name for c in sink.key_columns}:
+        return ("key", _key_only(sink))
+    if f.output in {c.name for c in sink.value_columns}:
+        return ("value", f.output)
+    return ("none",)
+
+
+def _key_only(sink: p.Source) -> p.Source:
+    """The sink as far as its key is read: two sinks keyed alike compare equal."""
+    return dataclasses.replace(sink, name="", kind=p.STREAM, topic="", value_columns=(), value_format="JSON",
+                               wrap_single_value=None, timestamp=None, partitions=None, line=0)
+
+
+def _by_pair(choices: list[tuple[str, _Where]], value: Column, spark: str, key: Any = None) -> Column:
+    """The column of the row's pair, read where its sink has it; one expression when every pair's sink has it
+    in the same place (the seed's two sinks: so each value is read once, not once per pair)."""
+    def read(where: _Where) -> Column:
+        if where[0] == "timestamp":
+            return F.col("timestamp_ms").cast(spark)
+        if where[0] == "key":
+            return (key or (lambda sink: ksql_json.output_key(sink, F.col("key"))[0]))(where[1]).cast(spark)
+        if where[0] == "value":
+            return value[where[1]].cast(spark)
+        return F.lit(None).cast(spark)
+
+    places = [where for _, where in choices]
+    if all(where == places[0] for where in places):
+        return read(places[0])
+    chosen = F.when(F.col("pair") == choices[0][0], read(choices[0][1]))
+    for name, where in choices[1:]:
+        chosen = chosen.when(F.col("pair") == name, read(where))
     return chosen
 
 

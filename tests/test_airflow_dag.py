@@ -51,7 +51,7 @@ def test_dag_loads_renders_and_tells_a_breach_from_an_error(tmp_path):
     assert "CronDataIntervalTimetable" in probe["schedule"]  # ds is the day reconciled, the run comes after it
     job_args = [
         "--date", DS, "--bootstrap-server", "kafka-1:9092,kafka-2:9092", "--output", str(output),
-        "--max-mismatch-rate", "0.01", "--kafka-reader", "spark",
+        "--max-mismatch-rate", "0.01", "--kafka-reader", "spark", "--statements", f"{ROOT}/streamapp/sql/seed.sql",
     ]
     assert probe["command"] == [
         "spark-submit", "--master", MASTER, "--conf", f"spark.pyspark.python={ROOT}/.venv/bin/python",
@@ -60,6 +60,9 @@ def test_dag_loads_renders_and_tells_a_breach_from_an_error(tmp_path):
     ]
     options = parse(job_args)  # the job's own parser takes what the DAG renders
     assert options.window.label == DS and options.kafka_reader == "spark" and options.max_mismatch_rate == 0.01
+    # the packaged seed's file, passed by the DAG, is the plan the job reads without it
+    assert [p.name for p in options.roles.pairs] == ["direct", "repartition"]
+    assert options.topics == parse(job_args[:-2]).topics
 
     assert probe["retries"] == 2
     outcomes = probe["outcomes"]

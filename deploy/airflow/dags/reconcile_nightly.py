@@ -8,6 +8,10 @@ package installed) where the driver and the executors run.  Where Spark runs is 
 ``AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "spark://spark-master:7077"}'``;
 for YARN or Kubernetes change the connection and the ``conf`` below, never the job.
 
+The joins are the worker's: the ``statements`` param (``STREAMAPP_STATEMENTS``, else the seed
+shipped in ``streamapp/sql/seed.sql``) is passed as ``--statements``, so the job reconciles
+each join query of the file the worker runs; the file must be readable where the driver runs.
+
 The date is ``{{ ds }}``: each run covers one UTC day, its data interval, and starts at
 02:00 UTC the next day (the job's default 60-minute grace for late records has passed).
 The job's exit codes decide what happens:
@@ -123,6 +127,9 @@ with DAG(
         "output": Param(os.environ.get("STREAMAPP_RECONCILE_OUTPUT", f"{STREAMAPP_HOME}/reconcile-output"), type="string"),
         "max_mismatch_rate": Param(0.01, type="number"),
         "kafka_reader": Param("spark", enum=["auto", "spark", "python"]),
+        # the ksqlDB statements the worker runs (its `statements` setting): the joins reconciled
+        "statements": Param(os.environ.get("STREAMAPP_STATEMENTS") or f"{STREAMAPP_HOME}/streamapp/sql/seed.sql",
+                            type="string"),
         # the driver's and executors' Python: an environment with this package installed
         "python": Param(os.environ.get("STREAMAPP_PYTHON", f"{STREAMAPP_HOME}/.venv/bin/python"), type="string"),
     },
@@ -139,6 +146,7 @@ with DAG(
             "--output", "{{ params.output }}",
             "--max-mismatch-rate", "{{ params.max_mismatch_rate }}",
             "--kafka-reader", "{{ params.kafka_reader }}",
+            "--statements", "{{ params.statements }}",
         ],
         # Spark's Kafka source for the running Spark (or give jars=... of jvm/lib/spark-kafka, as make install builds)
         packages="org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",
