@@ -174,6 +174,12 @@ def test_a_join_on_a_left_value_column_is_a_foreign_key_join_streamapp_does_not_
      "The projection contains a key column (ROWKEY) more than once, aliased as: A and B."),
     ("CREATE TABLE O AS SELECT L.ID, R.V FROM L JOIN R ON L.ID = R.ID WHERE UCASE(L.V) = 'A';",
      "not supported by streamapp yet: a function call in a WHERE (UCASE(L.V))"),
+    ("CREATE TABLE O AS SELECT L.ID, R.V FROM L JOIN R ON L.ID = R.ID WHERE L.V > 1;",
+     "Error in WHERE expression: Cannot compare L_V (STRING) to 1 (INTEGER) with GREATER_THAN."),
+    ("CREATE TABLE O AS SELECT L.ID, R.V FROM L JOIN R ON L.ID = R.ID WHERE R.ID = 'x' AND L.V = 'y';",
+     "Error in WHERE expression: Cannot compare R_ID (BIGINT) to 'x' (STRING) with EQUAL."),
+    ("CREATE TABLE O AS SELECT L.ID, R.V FROM L JOIN R ON L.ID = R.ID WHERE L.V;",
+     "Type error in WHERE expression: Should evaluate to boolean but is L_V (STRING) instead."),
 ])
 def test_the_planner_refuses_what_ksqldb_refuses_and_what_streamapp_does_not_run(statement: str, message: str) -> None:
     assert message in refused(statement)

@@ -482,18 +482,39 @@ class _Planner:
         return sink, query
 
     def _where(self, statement: s.Statement, sides: list[_Side], expression: s.Expression) -> p.Expression:
-        """A WHERE of comparisons, AND, OR and NOT over columns and constants: what a table-table join filters by."""
+        """A WHERE of comparisons, AND, OR and NOT over columns and constants: what a table-table join filters by.
+
+        Typed as ksqlDB types it (``ExpressionTypeManager``): it must be a BOOLEAN, and a comparison must
+        compare numbers with numbers, text with text or booleans with booleans (by = or != only).
+        """
+        resolved, type_, shown = self._predicate(statement, sides, expression)
+        if type_ not in ("BOOLEAN", None):
+            raise self._rejected(statement, f"Type error in WHERE expression: Should evaluate to boolean but is "
+                                            f"{shown} ({_ksql_type(type_)}) instead.")
+        return resolved
+
+    def _predicate(self, statement: s.Statement, sides: list[_Side],
+                   expression: s.Expression) -> tuple[p.Expression, str | None, str]:
+        """(what a part of a WHERE computes, its type (None: NULL), how ksqlDB's messages show it)."""
         if isinstance(expression, s.Comparison):
             op = "!=" if expression.op == "<>" else expression.op
-            return p.Compare(op, self._where(statement, sides, expression.left),
-                             self._where(statement, sides, expression.right))
+            left, right = (self._predicate(statement, sides, x) for x in (expression.left, expression.right))
+            if not _comparable(left[1], op, right[1]):
+                raise self._rejected(statement, f"Error in WHERE expression: Cannot compare {left[2]} "
+                                                f"({_ksql_type(left[1] or 'NULL')}) to {right[2]} "
+                                                f"({_ksql_type(right[1] or 'NULL')}) with {_COMPARISONS[op]}.")
+            return p.Compare(op, left[0], right[0]), "BOOLEAN", f"({left[2]} {op} {right[2]})"
         if isinstance(expression, s.Other) and expression.kind in ("AND", "OR", "NOT"):
-            return p.Logical(expression.kind, tuple(self._where(statement, sides, a) for a in expression.args))
+            args = tuple(self._where(statement, sides, a) for a in expression.args)
+            return p.Logical(expression.kind, args), "BOOLEAN", expression.text
         if isinstance(expression, s.Literal):
-            value = float(expression.value) if isinstance(expression.value, Decimal) else expression.value
-            return p.Literal(value)
+            value = expression.value
+            return (p.Literal(float(value) if isinstance(value, Decimal) else value), _literal_type(value),
+                    str(expression))
         if isinstance(expression, s.Column):
-            return self._column(statement, sides, expression)[0]
+            resolved, type_, side = self._column(statement, sides, expression)
+            shown = expression.name if isinstance(resolved, p.JoinKey) else f"{side.label}_{expression.name}"
+            return resolved, type_, shown
         what = expression.kind if isinstance(expression, s.Other) else "a function call"
         raise self._unsupported(statement, f"{what} in a WHERE ({expression})")
 
@@ -641,6 +662,39 @@ class _Planner:
 def _is_key(expression: p.Expression, source: p.Source) -> bool:
     """Whether one half of ``ON`` is the source's primary key column itself."""
     return isinstance(expression, p.ColumnOf) and [c.name for c in source.key_columns] == [expression.name]
+
+
+#: ksqlDB's names of the comparison operators, for its messages.
+_COMPARISONS = {"=": "EQUAL", "!=": "NOT_EQUAL", "<": "LESS_THAN", "<=": "LESS_THAN_OR_EQUAL", ">": "GREATER_THAN",
+                ">=": "GREATER_THAN_OR_EQUAL"}
+_NUMBERS = ("INT", "BIGINT", "DOUBLE", "DECIMAL")
+
+
+def _literal_type(value: Any) -> str | None:
+    """A constant's ksqlDB type: an integer is an INT when it fits in 32 bits, a decimal point makes a DECIMAL."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "BOOLEAN"
+    if isinstance(value, int):
+        return "INT" if -2**31 <= value < 2**31 else "BIGINT"
+    if isinstance(value, Decimal):
+        sign, digits, exponent = value.as_tuple()
+        scale = -int(exponent)
+        return f"DECIMAL({max(len(digits), scale)}, {scale})"
+    return "DOUBLE" if isinstance(value, float) else "STRING"
+
+
+def _comparable(left: str | None, op: str, right: str | None) -> bool:
+    """ksqlDB's ``ComparisonUtil.isValidComparison`` for the types a WHERE of streamapp reads (NULL: any)."""
+    if left is None or right is None:
+        return True
+    kinds = [next((n for n in _NUMBERS if t.startswith(n)), t) for t in (left, right)]
+    if all(k in _NUMBERS for k in kinds):
+        return True
+    if kinds[0] != kinds[1] or kinds[0] not in ("STRING", "BOOLEAN"):
+        return False
+    return kinds[0] == "STRING" or op in ("=", "!=")
 
 
 def _ksql_type(type_: str) -> str:
