@@ -127,6 +127,15 @@ def test_the_join_key_fills_the_key_whichever_side_holds_the_row() -> None:
     assert shown(plan, [("r", 7, {"V": "b"}, 3)]) == [(7, {"LV": None, "RV": "b"}, 3)]
 
 
+def test_select_star_of_a_full_join_names_the_synthetic_key_and_every_column_of_both_sides() -> None:
+    """As ksqlDB's "full join - with both join column in projection" (a stream-stream case with the same rule)."""
+    plan = plan_text(TABLES + "CREATE TABLE O AS SELECT * FROM L FULL OUTER JOIN R ON L.ID = R.ID;")
+    sink = plan.source("O")
+    assert [(c.name, c.type) for c in sink.key_columns] == [("ROWKEY", "BIGINT")]
+    assert [c.name for c in sink.value_columns] == ["L_ID", "L_V", "R_ID", "R_V"]
+    assert shown(plan, [("r", 3, {"V": "b"}, 9)]) == [(3, {"L_ID": None, "L_V": None, "R_ID": 3, "R_V": "b"}, 9)]
+
+
 def test_a_null_key_is_skipped_as_ksqldb_skips_it() -> None:
     plan = joined("FULL")
     engine = TableJoin(plan, plan.queries[0])

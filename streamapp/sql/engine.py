@@ -15,6 +15,11 @@ Stream-table semantics are ksqlDB's (``StreamTableJoinBuilder``: Kafka Streams'
   (a LEFT join still emits it, as Kafka Streams does since 3.7, KIP-962);
 - the output's timestamp is the stream record's event time, or the sink's
   ``TIMESTAMP=`` column.
+
+Table-table joins on the primary key (:class:`TableJoin`, ``TABLE_TABLE_JOIN``) are Kafka Streams'
+KTable-KTable joins as ksqlDB builds them: an update of either side writes the key's joined row, or a
+tombstone when the key had a result and no longer has one (:func:`forwards`); their output's timestamp is
+the later of the two rows'.  :func:`engine_for` picks the engine of a query.
 """
 from __future__ import annotations
 

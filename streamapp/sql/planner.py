@@ -444,6 +444,8 @@ class _Planner:
         items = self._projection(statement, sides, statement.query.select, join=True)
         if self._synthetic is not None:
             name = self._synthetic[0]
+            if any(item.kind == "all" for item in statement.query.select):  # ``*`` names the synthetic key too
+                items.insert(0, (name, p.JoinKey(), self._synthetic[1]))
             if not any(isinstance(expr, p.JoinKey) for _, expr, _ in items):
                 raise self._rejected(statement, "Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS. "
                                                 f"The query used to build `{statement.name}` must include the join "
