@@ -63,7 +63,13 @@ def add_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "demo", help="run the demo end to end on Apache Kafka: the Faust worker and ksqlDB's joins on Kafka Streams "
         "(not ksqlDB), started and stopped by the demo, then a reconciliation of the two; --statements FILE runs "
-        "a team's own join on generated records")
+        "a team's own join on generated records",
+        description="Starts Apache Kafka (one node), the Faust worker and Kafka Streams (ksqlDB's joins, not ksqlDB), "
+        "writes the declared table and stream twice (the table with librdkafka's consistent_random, then with "
+        "murmur2_random; --partitioner: one run with the partitioner named) and shows each join of both engines side "
+        "by side, ??? where one missed; then reconciles the seed's joins with Spark. --statements FILE: your own "
+        "statements, their records generated from the declared column types. --bootstrap-servers: run on that "
+        "running cluster instead of starting one.")
     parser.add_argument("--messages", type=int, default=20,
                         help="table rows (one stream record each) per run (default 20)")
     parser.add_argument("--partitioner", choices=PARTITIONER_CHOICES, default=None,
