@@ -149,7 +149,7 @@ def order_info(group: Group, orders: DataFrame, mismatches: DataFrame, few: bool
 
 def explain(group: Group, mismatches: DataFrame, orders: DataFrame, users: DataFrame, num_partitions: int,
             partitioner: str, few: bool = True, repartitioned: bool = True,
-            order_kinds: Observation | None = None) -> DataFrame:
+            order_kinds: Observation | None = None, table: str | None = None) -> DataFrame:
     """``mismatches`` (classified rows of ``group`` that are not ``match``, all of pairs joining the table
     whose rows ``users`` holds) with ``cause`` and ``cause_detail``.
 
@@ -157,8 +157,11 @@ def explain(group: Group, mismatches: DataFrame, orders: DataFrame, users: DataF
     ``order_kinds`` (see ``order_info``). ``few`` (the caller knows the count) broadcasts the
     mismatches' identities and table rows, so neither the stream nor the mismatches are shuffled;
     ``repartitioned``: a repartitioned pair has mismatches (else no key is placed, see ``user_index``).
+    ``table``: the role of the table ``users`` holds (default: the group's first).
     """
-    copies = [pair for pair in group.pairs if pair.repartitioned]
+    table = table or group.table_roles[0]
+    mine = [pair for pair in group.pairs if pair.table_role == table]
+    copies = [pair for pair in mine if pair.repartitioned]
     placed = None
     if repartitioned and copies:
         pair = copies[0]
@@ -185,13 +188,15 @@ def explain(group: Group, mismatches: DataFrame, orders: DataFrame, users: DataF
                        F.col("user_keys.user_key").alias("similar_keys"),
                        F.col("pair").isin(*rekeyed).alias("_rekeyed") if rekeyed else F.lit(False).alias("_rekeyed")
                        ).drop("user_keys")
-    cause, detail = _cause_and_detail(group)
+    cause, detail = _cause_and_detail(group, mine[0].table_input)
     return rows.withColumn("cause", cause).withColumn("cause_detail", detail).withColumn(
         "user_partition", F.col("user_partitions")[0]
     ).drop("similar_keys", "order_key", "_rekeyed")
 
 
-def _cause_and_detail(group: Group) -> tuple[Column, Column]:
+def _cause_and_detail(group: Group, table: p.Source) -> tuple[Column, Column]:
+    """The cause and its sentence, naming the stream and the table by their sources (``%`` escaped)."""
+    stream, rows = group.stream.name.replace("%", "%%"), table.name.replace("%", "%%")
     known = F.col("user_first_ms").isNotNull()
     similar = F.col("similar_keys").isNotNull()
     located = F.col("order_partition").isNotNull()
@@ -213,13 +218,13 @@ def _cause_and_detail(group: Group) -> tuple[Column, Column]:
         .when(late, "late_user")
         .otherwise("other")
     )
-    not_in_orders = F.when(~located, F.lit("; the order is not in the orders topic")).otherwise(F.lit(""))
+    not_in_orders = F.when(~located, F.lit(f"; the record is not in {stream}'s topic")).otherwise(F.lit(""))
     detail = (
         F.when(key == NULL_KEY, F.concat(
-            F.lit("the order's key is null: ksqlDB on Kafka Streams 3.7+ (KIP-962) and the worker join it with NULL "
-                  "user columns in a random partition; "), _status_words()))
+            F.lit(f"the {stream} record's key is null: ksqlDB on Kafka Streams 3.7+ (KIP-962) and the worker join it with "
+                  f"NULL {rows} columns in a random partition; "), _status_words()))
         .when(key == NON_UTF8_KEY, F.concat(F.format_string(
-            "the order's key is not UTF-8: Kafka Streams reads it as '%s' (U+FFFD for each bad byte), "
+            f"the {stream} record's key is not UTF-8: Kafka Streams reads it as '%s' (U+FFFD for each bad byte), "
             "the worker dead-letters it; ", key_text), _status_words()))
         .when(F.col("status") == "missing_in_faust", F.concat(F.lit("no record in the Faust output"), not_in_orders))
         .when(F.col("status") == "missing_in_ksqldb", F.concat(F.lit("no record in the ksqlDB output"), not_in_orders))
@@ -227,20 +232,22 @@ def _cause_and_detail(group: Group) -> tuple[Column, Column]:
               F.format_string("Faust output has %d record(s), ksqlDB output %d", "faust_count", "ksqldb_count"))
         .when(F.col("status") == "partition_mismatch",
               F.format_string("Faust wrote partition %d, ksqlDB partition %d", "faust_partition", "ksqldb_partition"))
-        .when(~known & ~similar, F.format_string("no record for key '%s' in the users topic", key_text))
-        .when(~known, F.format_string("users topic has key(s) %s, the order has '%s'",
+        .when(~known & ~similar, F.format_string(f"no {rows} row for key '%s'", key_text))
+        .when(~known, F.format_string(f"{rows} has key(s) %s, the {stream} record has '%s'",
                                       F.array_join("similar_keys", ", "), key_text))
-        .when(~located, F.lit("the order is not in the orders topic"))
-        .when(~colocated, F.format_string("order in partition %d, user in partition(s) %s", F.col("order_partition"), partitions))
-        .when(late, F.format_string("the user's first record is %d ms newer than the order", F.col("user_first_ms") - ts))
-        .otherwise(F.format_string("user and order both in partition %d, user %d ms older than the order",
+        .when(~located, F.lit(f"the record is not in {stream}'s topic"))
+        .when(~colocated, F.format_string(f"{stream} record in partition %d, {rows} row in partition(s) %s",
+                                          F.col("order_partition"), partitions))
+        .when(late, F.format_string(f"the {rows} row's first record is %d ms newer than the {stream} record",
+                                    F.col("user_first_ms") - ts))
+        .otherwise(F.format_string(f"{rows} row and {stream} record both in partition %d, the row %d ms older than the record",
                                    F.col("order_partition"), ts - F.col("user_first_ms")))
     )
     return cause, detail
 
 
 def _status_words() -> Column:
-    """What the outputs hold of the order, in a few words."""
+    """What the outputs hold of the record, in a few words."""
     return (F.when(F.col("status") == "missing_in_faust", F.lit("no record in the Faust output"))
             .when(F.col("status") == "missing_in_ksqldb", F.lit("no record in the ksqlDB output"))
             .otherwise(F.format_string("status %s", "status")))

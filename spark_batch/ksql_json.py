@@ -206,11 +206,14 @@ def codec_row(codec: Codec, key: bytes | None, value: bytes | None, stream: bool
 
 
 def _codec_udf(source: p.Source, stream: bool) -> Callable[..., Column]:
-    codec = Codec(source)
     struct = struct_type(source)
     arrow_type = to_arrow_type(struct)
+    codecs: list[Codec] = []  # built once per Python worker from the (small, plain) source, not shipped
 
     def decode_batch(wanted: pa.Array, keys: pa.Array, values: pa.Array) -> pa.Array:
+        if not codecs:
+            codecs.append(Codec(source))
+        codec = codecs[0]
         rows = [codec_row(codec, k, v, stream) if w else None
                 for w, k, v in zip(wanted.to_pylist(), keys.to_pylist(), values.to_pylist())]
         return pa.array(rows, arrow_type)

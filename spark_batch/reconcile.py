@@ -316,7 +316,7 @@ def _explained(options: Options, inputs: Inputs, stage: DataFrame, mismatching: 
                 decode.users(inputs.tables[table], roles.inputs[table], kinds[table] if table in observe else None),
                 inputs.partitions[stream], options.partitioner, few=few,
                 repartitioned=any(mismatching[pair.name] > 0 for pair in pairs if pair.repartitioned),
-                order_kinds=kinds[stream] if stream in observe else None))
+                order_kinds=kinds[stream] if stream in observe else None, table=table))
     return frames
 
 
@@ -414,7 +414,7 @@ def print_summary(summary: Summary) -> None:
             console.print(f"{role}: {read.undecodable} of {read.rows} records undecodable (left out)")
     limit = summary.threshold.max_mismatch_rate
     for pair, total in summary.totals.items():
-        console.print(f"Mismatch rate {pair}: {total.mismatch_rate * 100:.2f}% of {total.orders} orders "
+        console.print(f"Mismatch rate {pair}: {total.mismatch_rate * 100:.2f}% of {total.orders} rows "
                       f"(threshold {limit * 100:.2f}%)")
 
 

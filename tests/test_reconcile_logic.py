@@ -296,10 +296,11 @@ def test_explain_finds_causes_from_the_mismatches_users_only(spark):
     got = {r["product_id"]: r for r in rows[False]}
     assert {p: r["cause"] for p, r in got.items()} == {
         1: "copartition_violation", 2: "key_format", 3: "unknown_user", 4: "late_user", 5: "other"}
-    assert got[1]["cause_detail"] == "order in partition 1, user in partition(s) 0"
-    assert got[2]["cause_detail"] == "users topic has key(s) \"q\", the order has 'q'"
+    assert got[1]["cause_detail"] == "DEMO_USER_ORDERS record in partition 1, DEMO_USER row in partition(s) 0"
+    assert got[2]["cause_detail"] == "DEMO_USER has key(s) \"q\", the DEMO_USER_ORDERS record has 'q'"
     assert (got[5]["order_partition"], got[5]["user_partition"]) == (0, 0)
-    assert got[5]["cause_detail"] == "user and order both in partition 0, user 1005 ms older than the order"
+    assert got[5]["cause_detail"] == ("DEMO_USER row and DEMO_USER_ORDERS record both in partition 0, the row 1005 ms older "
+                                      "than the record")
 
 
 def test_the_orders_probe_finds_an_order_without_ts_and_not_one_that_only_shares_a_ts(spark):
@@ -435,9 +436,10 @@ def test_null_and_non_utf8_keys_are_named_as_the_engines_legitimate_differences(
                                                    "murmur2").collect()}
     assert {u: (r["status"], r["cause"]) for u, r in got.items()} == {
         None: ("missing_in_faust", "null_key"), bad: ("missing_in_faust", "non_utf8_key"), "u1": ("missing_in_faust", "other")}
-    assert got[None]["cause_detail"] == ("the order's key is null: ksqlDB on Kafka Streams 3.7+ (KIP-962) and the worker join it "
-                                         "with NULL user columns in a random partition; no record in the Faust output")
-    assert got[bad]["cause_detail"].startswith(f"the order's key is not UTF-8: Kafka Streams reads it as '{bad}'")
+    assert got[None]["cause_detail"] == ("the DEMO_USER_ORDERS record's key is null: ksqlDB on Kafka Streams 3.7+ (KIP-962) and "
+                                         "the worker join it with NULL DEMO_USER columns in a random partition; no record in "
+                                         "the Faust output")
+    assert got[bad]["cause_detail"].startswith(f"the DEMO_USER_ORDERS record's key is not UTF-8: Kafka Streams reads it as '{bad}'")
     assert got[None]["order_partition"] == 2 and got[bad]["order_partition"] == 3
 
 
