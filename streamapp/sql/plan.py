@@ -27,6 +27,9 @@ STREAM_TABLE_JOIN = "stream_table_join"
 #: Only its plans carry the fields and expressions added with it (``where``, :class:`JoinKey`, :class:`Literal`,
 #: :class:`Compare`, :class:`Logical`), so a reader of the other kinds reads their plans as before (version 1).
 TABLE_TABLE_JOIN = "table_table_join"
+#: ``CREATE STREAM ... AS SELECT ... FROM s1 [INNER | LEFT | RIGHT | FULL] JOIN s2 WITHIN ... ON ...``: a windowed
+#: stream-stream join.  Only its plans carry ``right_key``, ``within_before``, ``within_after`` and ``grace``.
+STREAM_STREAM_JOIN = "stream_stream_join"
 LEFT_SIDE, RIGHT_SIDE = "left", "right"
 
 
@@ -171,7 +174,7 @@ class Query:
     """
 
     name: str
-    kind: str  # SELECT | STREAM_TABLE_JOIN | TABLE_TABLE_JOIN
+    kind: str  # SELECT | STREAM_TABLE_JOIN | TABLE_TABLE_JOIN | STREAM_STREAM_JOIN
     sink: str
     left: str
     projection: tuple[Projection, ...]
@@ -183,8 +186,17 @@ class Query:
     #: The table is re-keyed into the stream's key format (a key-to-key join of two key formats).
     repartition_right: bool = False
     line: int = 0
-    #: A table-table join's WHERE (None: none); written in the JSON only when set.
+    #: A table-table or stream-stream join's WHERE (None: none); written in the JSON only when set.
     where: Expression | None = None
+    #: What a stream-stream join keys its right side by (with ``repartition_right`` when that is not its key
+    #: column itself); None for the other kinds, and then not in the JSON.
+    right_key: Expression | None = None
+    #: A stream-stream join's window in milliseconds: a right record joins a left one at ``t`` when its time is
+    #: in ``[t - within_before, t + within_after]``; ``grace`` None: no GRACE PERIOD (Kafka Streams' legacy
+    #: eager left/outer results, 24 hours of grace).  Written in the JSON only for that kind.
+    within_before: int | None = None
+    within_after: int | None = None
+    grace: int | None = None
 
     @property
     def key(self) -> tuple[Projection, ...]:
@@ -227,6 +239,13 @@ class Plan:
                 del raw["where"]  # the fields of plans without it stay as they were
             else:
                 raw["where"] = expression_to_dict(query.where)
+            if query.right_key is None:
+                del raw["right_key"]
+            else:
+                raw["right_key"] = expression_to_dict(query.right_key)
+            if query.kind != STREAM_STREAM_JOIN:  # the fields only a stream-stream join has
+                for name in ("within_before", "within_after", "grace"):
+                    del raw[name]
             for projection, raw_projection in zip(query.projection, raw["projection"]):
                 raw_projection["expression"] = expression_to_dict(projection.expression)
         return data
@@ -246,6 +265,7 @@ class Plan:
             Query(**{**raw,
                      "left_key": None if raw["left_key"] is None else expression_from_dict(raw["left_key"]),
                      "where": None if raw.get("where") is None else expression_from_dict(raw["where"]),
+                     "right_key": None if raw.get("right_key") is None else expression_from_dict(raw["right_key"]),
                      "projection": tuple(Projection(**{**p, "expression": expression_from_dict(p["expression"])})
                                          for p in raw["projection"])})
             for raw in data["queries"])

@@ -237,14 +237,17 @@ class _Planner:
         left = self._source(statement, query.source, p.LEFT_SIDE)
         sides = [left] + [self._source(statement, j.right, p.RIGHT_SIDE) for j in query.joins]
         tables = len(sides) == 2 and all(x.source.kind == p.TABLE for x in sides)
+        streams = len(sides) == 2 and all(x.source.kind == p.STREAM for x in sides)
         self._synthetic = None
-        if tables:
-            self._prepared(statement, sides, query.joins[0].on)
+        if tables or streams:
+            self._prepared(statement, sides, query.joins[0].on, query.select if streams else ())
             if query.joins[0].type == "FULL":
                 self._synthetic = self._synthetic_key(sides)
+        if streams:
+            self._reserved(statement, query.select)
         self._resolvable(statement, sides, query)
         for clause in query.clauses:
-            if not (tables and clause == "WHERE"):
+            if not ((tables or streams) and clause == "WHERE"):
                 raise self._unsupported(statement, f"{clause} in a persistent query")
         if not query.joins:
             return self._select(statement, left)
@@ -254,6 +257,8 @@ class _Planner:
                                             "self joins are not yet supported.")
         if tables:
             return self._table_join(statement, left, right, join)
+        if streams:
+            return self._stream_join(statement, left, right, join)
         return self._join(statement, left, right, join)
 
     def _sink(self, statement: s.CreateAs, props: dict[str, Any], key: tuple[p.Projection, ...],
@@ -332,8 +337,6 @@ class _Planner:
         if kinds == (p.TABLE, p.STREAM):
             raise self._rejected(statement, "Invalid join order: table-stream joins are not supported; only "
                                             f"stream-table joins. {got}")
-        if kinds == (p.STREAM, p.STREAM):
-            raise self._unsupported(statement, "stream-stream joins (WITHIN)")
         if join.type in ("FULL", "RIGHT"):
             kind = "full-outer" if join.type == "FULL" else "right-outer"
             raise self._rejected(statement, f"Invalid join type: {kind} join not supported for stream-table join. "
@@ -392,12 +395,15 @@ class _Planner:
 
     # ---- table-table joins --------------------------------------------------------------------------------------------
 
-    def _prepared(self, statement: s.Statement, sides: list[_Side], on: s.Expression) -> None:
-        """ksqlDB's checks of ``ON``'s columns when it prepares the statement (``AstBuilder``), before any other."""
-        refs = _columns_in(on)
-        for ref in refs:  # every qualifier first, then every unqualified name (ksqlDB's order)
-            if ref.qualifier is not None and not any(x.label == ref.qualifier for x in sides):
-                raise self._rejected(statement, f"Failed to prepare statement: '{ref.qualifier}' is not a valid "
+    def _prepared(self, statement: s.Statement, sides: list[_Side], on: s.Expression,
+                  select: tuple[s.SelectItem, ...] = ()) -> None:
+        """ksqlDB's checks of ``ON``'s columns (and of ``select``'s, given for a stream-stream join) when it
+        prepares the statement (``AstBuilder``), before any other."""
+        refs = [c for item in select for c in _columns_in(item.expression)] + _columns_in(on)
+        qualifiers = [item.source for item in select if item.kind == "source"] + [r.qualifier for r in refs]
+        for qualifier in qualifiers:  # every qualifier first, then every unqualified name (ksqlDB's order)
+            if qualifier is not None and not any(x.label == qualifier for x in sides):
+                raise self._rejected(statement, f"Failed to prepare statement: '{qualifier}' is not a valid "
                                                 "stream/table name or alias.")
         for ref in refs:
             if ref.qualifier is not None:
@@ -417,6 +423,54 @@ class _Planner:
             n += 1
         return name, sides[0].source.key_columns[0].type
 
+    def _keyed(self, statement: s.CreateAs, sides: list[_Side], items: list[tuple[str, p.Expression, str]],
+               key_of: p.Expression) -> tuple[p.Expression | None, tuple[p.Projection, ...]]:
+        """(the WHERE, the projection) of a table-table or stream-stream join, whose key column holds the join key
+        (:class:`~streamapp.sql.plan.JoinKey`: either side's, whichever holds a row); both sources runnable."""
+        where = None if statement.query.where is None else self._where(statement, sides, statement.query.where)
+        projection = tuple(p.Projection(name, type_, p.JoinKey() if expression == key_of else expression,
+                                        expression == key_of)
+                           for name, expression, type_ in items)
+        for side in sides:
+            self._runnable(statement, side.source)
+        return where, projection
+
+    def _same_types(self, statement: s.Statement, first: tuple[_Side, p.Expression, str],
+                    second: tuple[_Side, p.Expression, str]) -> None:
+        """ksqlDB's refusal of a join of two join keys of different types (a CAST makes them one)."""
+        if first[2] != second[2]:
+            raise self._rejected(statement, f"Invalid join condition: types don't match. Got {self._shown(first)}"
+                                            f"{{{_ksql_type(first[2])}}} = {self._shown(second)}"
+                                            f"{{{_ksql_type(second[2])}}}.")
+
+    def _join_sink(self, statement: s.CreateAs, props: dict[str, Any], projection: tuple[p.Projection, ...],
+                   formats: tuple[str, str], partitions: int | None, kind: str) -> p.Source:
+        """The sink of a join whose result is a ``kind`` (STREAM or TABLE); ksqlDB's refusal of the other CREATE."""
+        sink = self._sink(statement, props, tuple(x for x in projection if x.key),
+                          tuple(x for x in projection if not x.key), formats, partitions)
+        self._check_value(statement, sink)
+        if sink.kind != kind:
+            word = kind.upper()
+            raise self._rejected(statement, f"Invalid result type. Your SELECT query produces a {word}. Please use "
+                                            f"CREATE {word} AS SELECT statement instead.")
+        return sink
+
+    def _synthetic_items(self, statement: s.CreateAs, items: list[tuple[str, p.Expression, str]]) -> str:
+        """The synthetic key's name, its column added to ``items`` for a ``*``; ksqlDB's refusal when SELECT
+        names it nowhere."""
+        assert self._synthetic is not None
+        name = self._synthetic[0]
+        if any(item.kind == "all" for item in statement.query.select):  # ``*`` names the synthetic key too
+            items.insert(0, (name, p.JoinKey(), self._synthetic[1]))
+        if not any(isinstance(expr, p.JoinKey) for _, expr, _ in items):
+            raise self._rejected(statement, "Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS. "
+                                            f"The query used to build `{statement.name}` must include the join "
+                                            f"expression {name} in its projection (eg, SELECT {name}...). {name} "
+                                            "was added as a synthetic key column because the join criteria did "
+                                            "not match any source column. This expression must be included in "
+                                            "the projection and may be aliased.")
+        return name
+
     def _table_join(self, statement: s.CreateAs, left: _Side, right: _Side,
                     join: s.Join) -> tuple[p.Source, p.Query]:
         """``CREATE TABLE ... AS SELECT ... FROM t1 JOIN t2 ON t1.pk = t2.pk``: ksqlDB's ``verifyJoin`` for two tables."""
@@ -434,25 +488,13 @@ class _Planner:
                                                 f"{right.source.name}.")
             if join.type == "RIGHT":
                 raise self._rejected(statement, "RIGHT OUTER JOIN on a foreign key is not supported")
-        if left_half[2] != right_half[2]:
-            raise self._rejected(statement, f"Invalid join condition: types don't match. Got {self._shown(first)}"
-                                            f"{{{_ksql_type(first[2])}}} = {self._shown(second)}"
-                                            f"{{{_ksql_type(second[2])}}}.")
+        self._same_types(statement, first, second)
         if not _is_key(left_half[1], left.source):
             raise self._unsupported(statement, f"foreign-key joins ({written})")
         props = self._properties(statement, statement.properties)
         items = self._projection(statement, sides, statement.query.select, join=True)
         if self._synthetic is not None:
-            name = self._synthetic[0]
-            if any(item.kind == "all" for item in statement.query.select):  # ``*`` names the synthetic key too
-                items.insert(0, (name, p.JoinKey(), self._synthetic[1]))
-            if not any(isinstance(expr, p.JoinKey) for _, expr, _ in items):
-                raise self._rejected(statement, "Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS. "
-                                                f"The query used to build `{statement.name}` must include the join "
-                                                f"expression {name} in its projection (eg, SELECT {name}...). {name} "
-                                                "was added as a synthetic key column because the join criteria did "
-                                                "not match any source column. This expression must be included in "
-                                                "the projection and may be aliased.")
+            name = self._synthetic_items(statement, items)
             key_of: p.Expression = p.JoinKey()
             shown_key = name
         else:
@@ -463,24 +505,99 @@ class _Planner:
             raise self._rejected(statement, "A window definition was provided for a Table-Table join. These joins "
                                             "are not windowed. Please drop the window definition (i.e. the WITHIN "
                                             "clause) and try to execute your Table-Table join again.")
-        where = None if statement.query.where is None else self._where(statement, sides, statement.query.where)
         # The key is the primary key both rows share, whichever side holds a row (ksqlDB keys the result by it).
-        projection = tuple(p.Projection(name, type_, p.JoinKey() if expression == key_of else expression,
-                                        expression == key_of)
-                           for name, expression, type_ in items)
-        for source in (left.source, right.source):
-            self._runnable(statement, source)
-        sink = self._sink(statement, props, tuple(x for x in projection if x.key),
-                          tuple(x for x in projection if not x.key),
-                          (left.source.key_format, left.source.value_format), left.source.partitions)
-        self._check_value(statement, sink)
-        if sink.kind != p.TABLE:
-            raise self._rejected(statement, "Invalid result type. Your SELECT query produces a TABLE. Please use "
-                                            "CREATE TABLE AS SELECT statement instead.")
+        where, projection = self._keyed(statement, sides, items, key_of)
+        sink = self._join_sink(statement, props, projection, (left.source.key_format, left.source.value_format),
+                               left.source.partitions, p.TABLE)
         query = p.Query(
             name=statement.name, kind=p.TABLE_TABLE_JOIN, sink=sink.name, left=left.source.name,
             projection=projection, right=right.source.name, join_type=join.type,
             repartition_right=left.source.key_format != right.source.key_format, line=statement.line, where=where)
+        return sink, query
+
+    # ---- stream-stream joins -----------------------------------------------------------------------------------------
+
+    def _reserved(self, statement: s.Statement, select: tuple[s.SelectItem, ...]) -> None:
+        """ksqlDB's refusal of a SELECT that names an output column after a pseudo column."""
+        for item in select:
+            if item.alias in PSEUDO_COLUMNS + UNSUPPORTED_PSEUDO + WINDOW_BOUNDS:
+                raise self._rejected(statement, f"Reserved column name in select: `{item.alias}`. Please remove or "
+                                                "alias the column.")
+
+    def _window(self, statement: s.Statement, join: s.Join) -> tuple[int, int, int | None]:
+        """(before, after, grace) of ``WITHIN`` in milliseconds; ksqlDB's refusal of a join without one."""
+        if join.window is None:
+            raise self._rejected(statement, "Stream-Stream joins must have a WITHIN clause specified. None was "
+                                            "provided. To learn about how to specify a WITHIN clause with a "
+                                            "stream-stream join, please visit: https://docs.confluent.io/current/"
+                                            "ksql/docs/syntax-reference.html#create-stream-as-select")
+        window = join.window
+        before, after = (_milliseconds(self, statement, d) for d in (window.before, window.after))
+        grace = None if window.grace is None else _milliseconds(self, statement, window.grace)
+        return before, after, grace
+
+    def _stream_join(self, statement: s.CreateAs, left: _Side, right: _Side,
+                     join: s.Join) -> tuple[p.Source, p.Query]:
+        """``CREATE STREAM ... AS SELECT ... FROM s1 JOIN s2 WITHIN ... ON ...``: ksqlDB's checks for two streams,
+        its key (the left ON column the projection names first, else the right one; FULL's synthetic ROWKEY) and
+        the re-keying of each side joined on anything but its key column."""
+        sides = [left, right]
+        kafka = [x.source.name for x in sides if x.source.value_format == "KAFKA"]
+        if kafka:
+            raise self._rejected(statement, f"Source(s) {', '.join(kafka)} are using the 'KAFKA' value format. This "
+                                            "format does not yet support JOIN.")
+        on = join.on
+        if isinstance(on, s.Other) and on.kind == "AND":
+            raise self._rejected(statement, "Invalid join condition: joins on multiple conditions are not yet "
+                                            f"supported. Got {_conjunction(on)}.")
+        for ref in _columns_in(on):
+            known = [x for x in sides if ref.qualifier in (None, x.label)]
+            if ref.name not in PSEUDO_COLUMNS + UNSUPPORTED_PSEUDO and not any(x.source.column(ref.name) for x in known):
+                raise self._rejected(statement, f"Line: {ref.line}, Col: {ref.column}: JOIN ON column '{ref}' cannot "
+                                                "be resolved.")
+        first, second = self._halves(statement, sides, on)
+        left_half, right_half = (first, second) if first[0] is left else (second, first)
+        self._same_types(statement, first, second)
+        left_key, right_key = left_half[1], right_half[1]
+        if "MAP" in re.findall(r"\w+", left_half[2]):
+            raise self._rejected(statement, "Map keys, including types that contain maps, are not supported as they "
+                                            "may lead to unexpected behavior due to inconsistent serialization. Key "
+                                            f"column name: `{left.label}_{getattr(left_key, 'name', 'ROWKEY')}`. "
+                                            f"Column type: {_ksql_type(left_half[2])}. See "
+                                            "https://github.com/confluentinc/ksql/issues/6621 for more.")
+        before, after, grace = self._window(statement, join)
+        props = self._properties(statement, statement.properties)
+        if self._synthetic is not None:
+            self._synthetic = (self._synthetic[0], left_half[2])
+        items = self._projection(statement, sides, statement.query.select, join=True)
+        if self._synthetic is not None:
+            key_of: p.Expression = p.JoinKey()
+            self._key_once(statement, f"`{self._synthetic_items(statement, items)}`",
+                           [name for name, expr, _ in items if isinstance(expr, p.JoinKey)])
+        else:
+            viable = [e for e in (left_key, right_key) if isinstance(e, p.ColumnOf)]
+            if len(viable) < 2:
+                raise self._unsupported(statement, f"a join on an expression ({on})")
+            key_of = self._key_of(statement, sides, viable, items, plural=True)  # type: ignore[arg-type]
+            label = self._label(sides, key_of)  # type: ignore[arg-type]
+            column = key_of.name  # type: ignore[attr-defined]
+            clashing = sum(1 for x in sides if x.source.column(column)) > 1
+            self._key_once(statement, f"`{label}_{column}`" if clashing else f"`{column}`",
+                           [name for name, expr, _ in items if expr == key_of])
+        where, projection = self._keyed(statement, sides, items, key_of)
+        rekeyed = {x.side: not _is_key(e, x.source) for x, e in ((left, left_key), (right, right_key))}
+        kept = [x.source.key_format for x in sides if not rekeyed[x.side] and x.source.key_format != "NONE"]
+        join_key_format = kept[0] if kept else next(
+            (x.source.key_format for x in sides if x.source.key_format != "NONE"), "KAFKA")
+        sink = self._join_sink(statement, props, projection, (join_key_format, left.source.value_format),
+                               left.source.partitions, p.STREAM)
+        query = p.Query(
+            name=statement.name, kind=p.STREAM_STREAM_JOIN, sink=sink.name, left=left.source.name,
+            projection=projection, right=right.source.name, join_type=join.type, left_key=left_key,
+            repartition=rekeyed[p.LEFT_SIDE] or left.source.key_format != join_key_format,
+            repartition_right=rekeyed[p.RIGHT_SIDE] or right.source.key_format != join_key_format,
+            line=statement.line, where=where, right_key=right_key, within_before=before, within_after=after,
+            grace=grace)
         return sink, query
 
     def _where(self, statement: s.Statement, sides: list[_Side], expression: s.Expression) -> p.Expression:
@@ -521,13 +638,16 @@ class _Planner:
         raise self._unsupported(statement, f"{what} in a WHERE ({expression})")
 
     def _key_of(self, statement: s.CreateAs, sides: list[_Side], viable: list[p.ColumnOf],
-                items: list[tuple[str, p.Expression, str]]) -> p.ColumnOf:
+                items: list[tuple[str, p.Expression, str]], plural: bool = False) -> p.ColumnOf:
         """The join's key column: the first viable one the projection names (ksqlDB's ``buildJoinKey``)."""
         in_projection = [v for v in viable if any(expr == v for _, expr, _ in items)]
         if not in_projection:
             names = " or ".join(f"{self._label(sides, v)}.{v.name}" for v in viable)
+            # ksqlDB says "expressions" of several (``PlanNode.throwKeysNotIncludedError``); the stream-table and
+            # table-table messages keep the singular their tests pin
+            expressions = "expressions" if plural and len(viable) > 1 else "expression"
             raise self._rejected(statement, f"Key missing from projection (ie, SELECT). The query used to build "
-                                            f"`{statement.name}` must include the join expression {names} in its "
+                                            f"`{statement.name}` must include the join {expressions} {names} in its "
                                             "projection (eg, SELECT "
                                             f"{self._label(sides, viable[0])}.{viable[0].name}...).")
         return in_projection[0]
@@ -659,6 +779,29 @@ class _Planner:
                 generated += 1
             found.append((name, resolved, type_))
         return found
+
+
+#: ksqlDB's time units of a WITHIN or GRACE PERIOD, in milliseconds (singular and plural both accepted).
+_UNITS = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}
+
+
+def _milliseconds(planner: "_Planner", statement: s.Statement, duration: s.Duration) -> int:
+    """A WITHIN or GRACE PERIOD duration in milliseconds; a unit or an amount ksqlDB does not take is refused."""
+    unit = duration.unit[:-1] if duration.unit.endswith("S") else duration.unit
+    if unit not in _UNITS:
+        raise planner._rejected(statement, f"Invalid time unit: {duration.unit}. Valid units are: MILLISECONDS, "
+                                           "SECONDS, MINUTES, HOURS, DAYS")
+    if not isinstance(duration.amount, int):
+        raise planner._rejected(statement, f"Invalid window size: {duration.amount} {duration.unit}: a whole number "
+                                           "is expected")
+    return duration.amount * _UNITS[unit]
+
+
+def _conjunction(expression: s.Expression) -> str:
+    """An ``a AND b`` of ON as ksqlDB's messages print it: ``((A = B) AND (C = D))``."""
+    if isinstance(expression, s.Other) and expression.kind == "AND":
+        return "(" + " AND ".join(_conjunction(a) for a in expression.args) + ")"
+    return str(expression)
 
 
 def _is_key(expression: p.Expression, source: p.Source) -> bool:

@@ -120,11 +120,31 @@ class Relation:
 
 
 @dataclass(frozen=True)
+class Duration:
+    """``n UNIT`` of a WITHIN or GRACE PERIOD as written: the planner turns it into milliseconds (and refuses a
+    unit ksqlDB has not)."""
+
+    amount: Any  # int, or the Decimal/float ksqlDB refuses
+    unit: str  # upper-cased
+
+
+@dataclass(frozen=True)
+class JoinWindow:
+    """A stream-stream join's ``WITHIN n UNIT`` (before = after = n) or ``WITHIN (before, after)``, and its
+    ``GRACE PERIOD`` (None: none written, which ksqlDB runs as Kafka Streams' legacy eager join)."""
+
+    before: Duration
+    after: Duration
+    grace: Duration | None
+
+
+@dataclass(frozen=True)
 class Join:
     type: str  # INNER | LEFT | RIGHT | FULL
     right: Relation
     on: Expression
     within: str | None  # the WITHIN clause's text: a stream-stream join
+    window: JoinWindow | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -318,7 +338,17 @@ class _ToStatements(Transformer):
         relation = next(c for c in children if isinstance(c, Relation))
         within = next((c for c in children if isinstance(c, Tree) and c.data == "within"), None)
         on = children[-1]
-        return Join(join_type, relation, on, self._source_text(within.meta) if within is not None else None)
+        window = None
+        if within is not None:
+            durations = [c for c in within.children if isinstance(c, Duration)]
+            grace = durations[-1] if any(isinstance(c, Token) and c.type == "GRACE" for c in within.children) else None
+            bounds = durations[:-1] if grace is not None else durations
+            window = JoinWindow(bounds[0], bounds[-1], grace)
+        return Join(join_type, relation, on, self._source_text(within.meta) if within is not None else None, window)
+
+    def duration(self, children: list) -> Duration:
+        text = str(children[0])
+        return Duration(int(text) if text.isdigit() else Decimal(text), children[1])
 
     def query(self, children: list) -> Query:
         select = tuple(c for c in children if isinstance(c, SelectItem))

@@ -158,14 +158,20 @@ def rekey_tables(plan: p.Plan, app_id: str) -> p.Plan:
 def worker_refusal(plan: p.Plan) -> str | None:
     """Why the worker cannot run ``plan`` (one line naming the statement), or None: it runs every other plan.
 
-    Table-table joins run in the pure engine (``streamapp test-runner``) only, so far: the worker has no
-    agent for them yet.
+    Table-table and stream-stream joins run in the pure engine (``streamapp test-runner``) only, so far: the
+    worker has no agent for them yet (a windowed join needs its window stores in RocksDB).
     """
-    query = next((q for q in plan.queries if q.kind == p.TABLE_TABLE_JOIN), None)
+    query = next((q for q in plan.queries if q.kind in _NOT_IN_THE_WORKER), None)
     if query is None:
         return None
-    return (f"{plan.origin}: line {query.line} (CREATE TABLE {query.name} AS SELECT ... JOIN): not supported by the "
-            "worker yet: table-table joins; `streamapp test-runner` runs them")
+    kind, what = _NOT_IN_THE_WORKER[query.kind]
+    return (f"{plan.origin}: line {query.line} (CREATE {kind} {query.name} AS SELECT ... JOIN): not supported by the "
+            f"worker yet: {what}; `streamapp test-runner` runs them")
+
+
+#: The query kinds the worker refuses at start: (what the statement creates, what the refusal calls them).
+_NOT_IN_THE_WORKER = {p.TABLE_TABLE_JOIN: ("TABLE", "table-table joins"),
+                      p.STREAM_STREAM_JOIN: ("STREAM", "stream-stream joins")}
 
 
 class Topology:

@@ -1,0 +1,3 @@
+CREATE STREAM INPUT_1 (K STRING KEY, F0 INT) WITH (kafka_topic='input_1', value_format='JSON');
+CREATE STREAM INPUT_2 (K STRING KEY, F0 INT) WITH (kafka_topic='input_2', value_format='JSON');
+CREATE STREAM OUTPUT as SELECT * FROM INPUT_1 i1 JOIN INPUT_2 i2 WITHIN 10 SECONDS ON unknown.K = i2.K;
