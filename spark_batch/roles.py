@@ -70,7 +70,9 @@ class Pair:
     """One join query: its outputs' topics, its stream and table, and the fields of its rows."""
 
     name: str
+    #: The worker's join (its topics); ``query`` is the declared one (a table re-keyed by the worker is the declared table).
     join: Join
+    query: p.Query
     stream: p.Source
     table: p.Source
     #: The declared source the table's rows come from (the table itself, or what a CTAS copies).
@@ -83,10 +85,6 @@ class Pair:
     join_key: Field
     #: The identity field that is the event time.
     time: Field
-
-    @property
-    def query(self) -> p.Query:
-        return self.join.query
 
     @property
     def sink(self) -> str:
@@ -172,8 +170,13 @@ class PlanShapeError(ValueError):
     """A join whose output the reconciliation cannot identify rows of; one line naming the query."""
 
 
+def _declared(plan: p.Plan, join: Join) -> p.Query:
+    """The declared query the worker's join runs (the worker may join a re-keyed copy of its table)."""
+    return next(q for q in plan.queries if q.name == join.query.name)
+
+
 def _pair(plan: p.Plan, join: Join, name: str) -> Pair:
-    query = join.query
+    query = _declared(plan, join)
     assert query.right is not None
     stream, table = plan.source(query.left), plan.source(query.right)
     table_input, copied = _table_input(plan, table.name)
@@ -188,7 +191,7 @@ def _pair(plan: p.Plan, join: Join, name: str) -> Pair:
     time_column = stream.timestamp
     time = next((f for f in identity if f.source is None or (time_column is not None and f.source == time_column)), None)
     if time is None:  # the output's record timestamp: the stream record's event time in both engines
-        time = Field(ROWTIME, ROWTIME, "BIGINT", None)
+        time = Field(ROWTIME, ROWTIME.upper(), "BIGINT", None)
         identity.append(time)
     key = query.left_key
     key_name = key.name if isinstance(key, p.ColumnOf) else None
@@ -196,14 +199,15 @@ def _pair(plan: p.Plan, join: Join, name: str) -> Pair:
     if join_key is None:
         raise PlanShapeError(f"{plan.origin}: query {query.name} (line {query.line}) does not project its stream's join "
                              f"key {key_name or key}: the reconciliation cannot tell which table row a record needs")
-    return Pair(name, join, stream, table, table_input, copied or query.repartition_right,
+    return Pair(name, join, query, stream, table, table_input, copied or query.repartition_right,
                 tuple(identity), tuple(joined), join_key, time)
 
 
 def pair_names(plan: p.Plan, joins: tuple[Join, ...]) -> dict[str, str]:
     """Query name -> pair name (see the module)."""
-    placed = {j.query.name: REPARTITION if _table_input(plan, j.query.right or "")[1] or j.query.repartition_right
-              else DIRECT for j in joins}
+    declared = [_declared(plan, j) for j in joins]
+    placed = {q.name: REPARTITION if _table_input(plan, q.right or "")[1] or q.repartition_right else DIRECT
+              for q in declared}
     if len(set(placed.values())) == len(placed):
         return placed
     return {j.query.name: j.query.name.lower() for j in joins}

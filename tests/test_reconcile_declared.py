@@ -151,14 +151,13 @@ def build(path: Path, tag: str, customers: int = 40, payments: int = 80, seed: i
     return s
 
 
-def export(directory: Path, s: Payments, decoded: tuple[str, ...] = ()) -> None:
+def export(directory: Path, topics: dict[str, str], by_role: dict[str, list[sc.Record]], decoded: tuple[str, ...] = ()) -> None:
     """Kafka-shaped Parquet exports (binary keys: the 8-byte BIGINT), roles in ``decoded`` one column per field."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     directory.mkdir(parents=True, exist_ok=True)
-    topics = s.topics()
-    for role, records in s.records.items():
+    for role, records in by_role.items():
         if role in decoded:
             rows = [{"customer_id": struct.unpack(">q", r.key)[0], **{k.lower(): v for k, v in r.value.items()},
                      "partition": r.partition, "offset": offset} for offset, r in enumerate(records)]
@@ -209,7 +208,7 @@ def test_a_second_declared_join_reconciles_from_files(spark, tmp_path: Path) -> 
     path = statements(tmp_path, tag)
     s = build(path, tag)
     assert s.causes("direct")["copartition_violation"] > 0  # 40 customers: crc32 and murmur2 disagree on some
-    export(tmp_path / "in", s, decoded=("ksqldb_repartition",))
+    export(tmp_path / "in", s.topics(), s.records, decoded=("ksqldb_repartition",))
     argv = ["--statements", str(path), "--date", sc.DAY, "--source", "files", "--input", str(tmp_path / "in"),
             "--output", str(tmp_path / "out"), "--partitions", str(PARTITIONS), "--partitioner", "murmur2"]
     assert main([*argv, "--max-mismatch-rate", "1"]) == 0
@@ -257,3 +256,66 @@ def test_a_second_declared_join_reconciles_from_kafka(spark, bootstrap: str, tmp
     assert summary["offsets"]["topics"]["customers"]["filter_by_time"] is False
     assert summary["stream_partitions"] == {"payments": PARTITIONS}
 
+
+
+def test_joins_on_two_streams_one_rekeyed_reconcile_from_files(spark, tmp_path: Path) -> None:
+    """Two joins of other shapes in one file (test_declared_join_broker.py's REKEYED): payments keyed by payment id
+    joined on their CUSTOMER_ID column (the stream re-keyed; the output keyed by the customer), and refunds keyed
+    in JSON without a TIMESTAMP= (their identity's time is the record's) joined with a table the worker re-keys.
+    Each is classified on its own identity, in one run: a missing payment, a refund with another EMAIL."""
+    from test_declared_join_broker import REKEYED
+
+    tag = uuid.uuid4().hex[:8]
+    path = tmp_path / "rekeyed.sql"
+    path.write_text(REKEYED.format(tag=tag), encoding="utf-8")
+    plan = plan_file(path)
+    rng = random.Random(36)
+    ids = rng.sample(range(1, 10**9), 12)
+    customers = {i: {"email": f"c{i}@x", "tier": rng.choice(["gold", "blue"])} for i in ids}
+    codecs = {name: Codec(plan.source(name)) for name in ("CUSTOMERS", "PAYMENTS", "REFUNDS", "PAID", "REFUNDED")}
+    at = iter(range(sc.DAY_START_MS + sc.HOUR_MS, sc.DAY_START_MS + 2 * sc.HOUR_MS, 1000))
+    payments = [(f"pay-{k}", rng.choice(ids), next(at)) for k in range(20)]
+    refunds = [(rng.choice(ids), next(at)) for _ in range(10)]
+
+    def record(codec: Codec, row: dict[str, Any], timestamp: int) -> sc.Record:
+        source = codec.source
+        key = codec.encode_key(row[source.key_columns[0].name])
+        value = json.loads(codec.encode_value({c.name: row[c.name] for c in source.value_columns}))
+        return sc.Record(key, value, timestamp, murmur2_partition(key))
+
+    records = {
+        "customers": [record(codecs["CUSTOMERS"], {"ID": i, "EMAIL": c["email"], "TIER": c["tier"]},
+                             sc.DAY_START_MS - sc.HOUR_MS) for i, c in customers.items()],
+        "payments": [record(codecs["PAYMENTS"], {"PAYMENT_ID": p, "CUSTOMER_ID": c, "AMOUNT": Decimal("1.50"), "PAID_AT": t}, t)
+                     for p, c, t in payments],
+        "refunds": [record(codecs["REFUNDS"], {"CUSTOMER_ID": c, "AMOUNT": 0.5}, t) for c, t in refunds],
+    }
+    for side in ("faust", "ksqldb"):
+        records[f"{side}_direct"] = [
+            record(codecs["PAID"], {"CUSTOMER_ID": c, "PAYMENT_ID": p, "AMOUNT": Decimal("1.50"), "PAID_AT": t,
+                                    "TIER": customers[c]["tier"]}, t)
+            for p, c, t in payments if not (side == "faust" and p == payments[4][0])]
+        records[f"{side}_repartition"] = [
+            record(codecs["REFUNDED"], {"CUSTOMER_ID": c, "AMOUNT": 0.5,
+                                        "EMAIL": "other@x" if side == "ksqldb" and t == refunds[2][1] else customers[c]["email"]}, t)
+            for c, t in refunds]
+    topics = {"customers": f"customers_{tag}", "payments": f"payments_{tag}", "refunds": f"refunds_{tag}",
+              "faust_direct": f"streamapp_paid_{tag}", "ksqldb_direct": f"paid_{tag}",
+              "faust_repartition": f"streamapp_refunded_{tag}", "ksqldb_repartition": f"refunded_{tag}"}
+    export(tmp_path / "in", topics, records)
+    assert main(["--statements", str(path), "--date", sc.DAY, "--source", "files", "--input", str(tmp_path / "in"),
+                 "--output", str(tmp_path / "out"), "--partitions", str(PARTITIONS), "--max-mismatch-rate", "1"]) == 0
+    day = tmp_path / "out" / f"dt={sc.DAY}"
+    summary = json.loads((day / "summary.json").read_text())
+    assert summary["topics"] == topics
+    assert summary["pairs"]["direct"]["identity"] == ["PAYMENT_ID", "CUSTOMER_ID", "AMOUNT", "PAID_AT"]  # as projected
+    assert summary["pairs"]["repartition"]["identity"] == ["CUSTOMER_ID", "AMOUNT", "ROWTIME"]
+    assert {p: {st: n for st, n in by.items() if n} for p, by in summary["statuses"].items()} == {
+        "direct": {"match": len(payments) - 1, "missing_in_faust": 1},
+        "repartition": {"match": len(refunds) - 1, "value_mismatch": 1}}
+    rows = {r["pair"]: r for r in spark.read.parquet(str(day / "detail")).collect()}
+    assert (rows["direct"]["payment_id"], rows["direct"]["customer_id"], rows["direct"]["cause"]) == (
+        payments[4][0], payments[4][1], "other")
+    assert (rows["repartition"]["customer_id"], rows["repartition"]["rowtime"], rows["repartition"]["mismatched_columns"]) == (
+        refunds[2][0], refunds[2][1], ["EMAIL"])
+    assert rows["direct"]["rowtime"] is None and rows["repartition"]["payment_id"] is None  # each pair its own identity
