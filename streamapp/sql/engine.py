@@ -24,6 +24,7 @@ the later of the two rows'.  :func:`engine_for` picks the engine of a query.
 from __future__ import annotations
 
 import json
+import math
 from operator import itemgetter
 from typing import Any, Callable, MutableMapping, NamedTuple
 
@@ -350,6 +351,8 @@ def _compile_table(expression: p.Expression) -> Callable[[Any, Row | None, Row |
         return _compare(expression.op, _compile_table(expression.left), _compile_table(expression.right))
     if isinstance(expression, p.Logical):
         return _logical(expression.op, tuple(_compile_table(a) for a in expression.args))
+    if isinstance(expression, p.Apply):
+        return _apply(expression.op, tuple(_compile_table(a) for a in expression.args), expression.detail)
     row = 1 if expression.side == p.LEFT_SIDE else 2  # the argument holding the side's row
     if isinstance(expression, p.RowTime):
         return lambda *args: None if args[row] is None else args[row][1]
@@ -375,6 +378,87 @@ def _compare(op: str, left: Callable[..., Any], right: Callable[..., Any]) -> Ca
         except TypeError:
             return None
     return compare
+
+
+def _java_div(a: Any, b: Any) -> Any:
+    """``a / b`` as Java divides: integers truncated toward zero (NULL for a division by zero), else a float."""
+    if isinstance(a, int) and isinstance(b, int):
+        return None if b == 0 else abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+    return a / b if b else None
+
+
+def _java_mod(a: Any, b: Any) -> Any:
+    """``a % b`` as Java computes it: the remainder takes the dividend's sign."""
+    if isinstance(a, int) and isinstance(b, int):
+        return None if b == 0 else int(math.fmod(a, b))
+    return math.fmod(a, b) if b else None
+
+
+_ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": _java_div, "%": _java_mod}
+
+
+def _substring(text: Any, position: Any, length: Any = None) -> Any:
+    """ksqlDB's ``SUBSTRING``: 1-based, a negative position counts from the end."""
+    if text is None or position is None:
+        return None
+    start = position - 1 if position > 0 else max(len(text) + position, 0)
+    return text[start:] if length is None else text[start:start + max(length, 0)]
+
+
+def _subscript(array: Any, index: Any) -> Any:
+    """``array[i]``: 1-based, a negative index counts from the end; NULL out of range."""
+    if array is None or index is None or index == 0 or abs(index) > len(array):
+        return None
+    return array[index - 1] if index > 0 else array[index]
+
+
+def _field(struct: Any, name: str) -> Any:
+    """``struct->field``: the field by its name, else the one whose upper-cased name it is (JSON's own case)."""
+    if struct is None:
+        return None
+    return struct.get(name, next((v for k, v in struct.items() if k.upper() == name), None))
+
+
+def _cast(value: Any, target: str) -> Any:
+    """``CAST(value AS target)`` of the numbers and text a join key holds (Java's narrowing truncates)."""
+    if value is None:
+        return None
+    if target in ("INT", "BIGINT"):
+        return int(value)
+    if target == "DOUBLE":
+        return float(value)
+    if target == "STRING":
+        return value if isinstance(value, str) else plain_json(value)
+    return value
+
+
+def _apply(op: str, args: tuple[Callable[..., Any], ...], detail: str) -> Callable[..., Any]:
+    """An :class:`~streamapp.sql.plan.Apply` as a function of (key, left row, right row); NULL in, NULL out."""
+    if op == "CASE":
+        pairs = [(args[i], args[i + 1]) for i in range(0, len(args) - (detail == "ELSE"), 2)]
+        default = args[-1] if detail == "ELSE" else (lambda *rows: None)
+
+        def case(*rows: Any) -> Any:
+            for test, value in pairs:
+                if test(*rows) is True:
+                    return value(*rows)
+            return default(*rows)
+        return case
+    if op == "SUBSTRING":
+        return lambda *rows: _substring(*(a(*rows) for a in args))
+
+    def strict(function: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*rows: Any) -> Any:
+            values = [a(*rows) for a in args]
+            return None if any(v is None for v in values) else function(*values)
+        return call
+    if op in _ARITHMETIC:
+        return strict(_ARITHMETIC[op])
+    simple: dict[str, Callable[..., Any]] = {
+        "ABS": abs, "NEGATE": lambda v: -v, "SUBSCRIPT": _subscript, "FIELD": lambda v: _field(v, detail),
+        "CAST": lambda v: _cast(v, detail)}
+    return strict(simple[op])
 
 
 def _logical(op: str, args: tuple[Callable[..., Any], ...]) -> Callable[..., bool | None]:
@@ -576,8 +660,9 @@ class StreamJoin(_TwoSided):
         self.this_side = p.RIGHT_SIDE if query.join_type == "RIGHT" else p.LEFT_SIDE
         self._outer = {self.this_side: query.join_type != "INNER", _other(self.this_side): query.join_type == "FULL"}
         self.stores = {p.LEFT_SIDE: _WindowStore(self.window.retention), p.RIGHT_SIDE: _WindowStore(self.window.retention)}
-        #: Unmatched records of an outer side waiting for their window to close: (time, this side?, key) -> rows.
-        self.outer: dict[tuple[int, bool, Any], list[Row]] | None = (
+        #: Unmatched records of an outer side waiting for their window to close: (time, this side?, key) -> their
+        #: (key, row)s (the key as :func:`_hashable` makes it, then as read).
+        self.outer: dict[tuple[int, bool, Any], list[tuple[Any, Row]]] | None = (
             {} if query.grace is not None and query.join_type != "INNER" else None)
         self.stream_time = -1
         self._min_time = _NEVER
@@ -608,21 +693,22 @@ class StreamJoin(_TwoSided):
             outputs += self._emit_closed(this_is_left)
         start, end = join_bounds(self.window, timestamp, this_is_left)
         other = _other(side)
-        matches = self.stores[other].fetch(key, start, end)
+        lookup = _hashable(key)
+        matches = self.stores[other].fetch(lookup, start, end)
         for other_time, other_row in matches:
             if self.outer is not None:
-                self.outer.pop((other_time, not this_is_left, key), None)
+                self.outer.pop((other_time, not this_is_left, lookup), None)
             outputs += self._output(key, side, row, other_row, max(timestamp, other_time))
         if not matches and outer:
             if self.outer is None or end < self.stream_time:
                 outputs += self._output(key, side, row, None, timestamp)
             else:
                 self._min_time = min(self._min_time, timestamp)
-                self.outer.setdefault((timestamp, this_is_left, key), []).append(row)
+                self.outer.setdefault((timestamp, this_is_left, lookup), []).append((key, row))
         if timestamp < self.stores[side].observed - self.window.retention + 1 or (
                 timestamp < self.stream_time - self.window.retention + 1):
             self.late += 1
-        self.stores[side].put(key, timestamp, row)
+        self.stores[side].put(lookup, timestamp, row)
         return outputs
 
     def _emit_closed(self, this_is_left: bool) -> list[Output]:
@@ -640,7 +726,7 @@ class StreamJoin(_TwoSided):
         outputs: list[Output] = []
         open_sides: set[bool] = set()
         for entry in sorted(self.outer, key=self._order):
-            timestamp, left_side, key = entry
+            timestamp, left_side, _ = entry
             self._min_time = timestamp
             if len(open_sides) == 2:
                 break
@@ -649,14 +735,15 @@ class StreamJoin(_TwoSided):
                 open_sides.add(left_side)
                 continue
             side = self.this_side if left_side else _other(self.this_side)
-            for row in self.outer.pop(entry):
+            for key, row in self.outer.pop(entry):
                 outputs += self._output(key, side, row, None, timestamp)
         return outputs
 
     def _order(self, entry: tuple[int, bool, Any]) -> tuple[int, bool, bytes]:
         """The outer store's order: time, then the other side before this one, then the key's bytes."""
-        timestamp, left_side, key = entry
-        return timestamp, left_side, self.sink_codec.encode_key(key) or b""
+        assert self.outer is not None
+        timestamp, left_side, _ = entry
+        return timestamp, left_side, self.sink_codec.encode_key(self.outer[entry][0][0]) or b""
 
     def _output(self, key: Any, side: str, row: Row, other: Row | None, timestamp: int) -> list[Output]:
         """The joined record of ``row`` (of ``side``) and ``other`` (None: unmatched), unless WHERE drops it."""
@@ -668,6 +755,13 @@ class StreamJoin(_TwoSided):
 
 
 _NEVER = 2**63 - 1
+
+
+def _hashable(key: Any) -> Any:
+    """A join key as a store looks it up: an ARRAY or STRUCT key by its JSON text (its fields in order)."""
+    if isinstance(key, (list, dict)):
+        return json.dumps(key, sort_keys=True, default=str)
+    return key
 
 
 def _other(side: str) -> str:

@@ -125,10 +125,22 @@ class Logical:
     args: tuple["Expression", ...]
 
 
-Expression = Union[ColumnOf, RowTime, AsValue, JoinKey, Literal, Compare, Logical]
+@dataclass(frozen=True)
+class Apply:
+    """A function or operator of a stream-stream join's ON or projection (only its plans carry it): ``op`` is
+    ``ABS``, ``SUBSTRING``, ``CAST`` (``detail``: the target type), ``+ - * / %``, ``NEGATE``, ``SUBSCRIPT``,
+    ``FIELD`` (``detail``: the struct field) or ``CASE`` (``args``: condition, value, ..., then the ELSE's if
+    ``detail`` is ``ELSE``)."""
+
+    op: str
+    args: tuple["Expression", ...]
+    detail: str = ""
+
+
+Expression = Union[ColumnOf, RowTime, AsValue, JoinKey, Literal, Compare, Logical, Apply]
 
 _EXPRESSIONS = {"column": ColumnOf, "rowtime": RowTime, "as_value": AsValue, "join_key": JoinKey,
-                "literal": Literal, "compare": Compare, "logical": Logical}
+                "literal": Literal, "compare": Compare, "logical": Logical, "apply": Apply}
 
 
 def expression_to_dict(expression: Expression) -> dict[str, Any]:
@@ -140,6 +152,9 @@ def expression_to_dict(expression: Expression) -> dict[str, Any]:
                 "right": expression_to_dict(expression.right)}
     if isinstance(expression, Logical):
         return {"kind": kind, "op": expression.op, "args": [expression_to_dict(a) for a in expression.args]}
+    if isinstance(expression, Apply):
+        return {"kind": kind, "op": expression.op, "args": [expression_to_dict(a) for a in expression.args],
+                "detail": expression.detail}
     return {"kind": kind, **asdict(expression)}
 
 
@@ -151,6 +166,8 @@ def expression_from_dict(data: dict[str, Any]) -> Expression:
         return Compare(data["op"], expression_from_dict(data["left"]), expression_from_dict(data["right"]))
     if kind is Logical:
         return Logical(data["op"], tuple(expression_from_dict(a) for a in data["args"]))
+    if kind is Apply:
+        return Apply(data["op"], tuple(expression_from_dict(a) for a in data["args"]), data["detail"])
     return kind(**{k: v for k, v in data.items() if k != "kind"})  # type: ignore[no-any-return]
 
 

@@ -74,6 +74,8 @@ class _Planner:
         self.queries: list[p.Query] = []
         #: The synthetic key (name, type) of the FULL table-table join being planned: a column SELECT may name.
         self._synthetic: tuple[str, str] | None = None
+        #: Whether the query being planned computes functions and operators (a stream-stream join does).
+        self._rich = False
 
     def plan(self, statements: Iterable[s.Statement]) -> p.Plan:
         for statement in statements:
@@ -239,9 +241,13 @@ class _Planner:
         tables = len(sides) == 2 and all(x.source.kind == p.TABLE for x in sides)
         streams = len(sides) == 2 and all(x.source.kind == p.STREAM for x in sides)
         self._synthetic = None
+        self._rich = streams
         if tables or streams:
-            self._prepared(statement, sides, query.joins[0].on, query.select if streams else ())
-            if query.joins[0].type == "FULL":
+            on = query.joins[0].on
+            self._prepared(statement, sides, on, query.select if streams else ())
+            # a FULL join's key, or a stream-stream join's on two expressions, is synthetic (ksqlDB's ROWKEY)
+            on_columns = isinstance(on, s.Comparison) and any(isinstance(x, s.Column) for x in (on.left, on.right))
+            if query.joins[0].type == "FULL" or (streams and isinstance(on, s.Comparison) and not on_columns):
                 self._synthetic = self._synthetic_key(sides)
         if streams:
             self._reserved(statement, query.select)
@@ -576,8 +582,6 @@ class _Planner:
                            [name for name, expr, _ in items if isinstance(expr, p.JoinKey)])
         else:
             viable = [e for e in (left_key, right_key) if isinstance(e, p.ColumnOf)]
-            if len(viable) < 2:
-                raise self._unsupported(statement, f"a join on an expression ({on})")
             key_of = self._key_of(statement, sides, viable, items, plural=True)  # type: ignore[arg-type]
             label = self._label(sides, key_of)  # type: ignore[arg-type]
             column = key_of.name  # type: ignore[attr-defined]
@@ -691,6 +695,10 @@ class _Planner:
         """The side an expression reads (None: the join key, which is both sides')."""
         if isinstance(expression, p.AsValue):
             return self._sides_of(expression.argument)
+        parts = (expression.args if isinstance(expression, (p.Apply, p.Logical))
+                 else (expression.left, expression.right) if isinstance(expression, p.Compare) else ())
+        if parts:
+            return next((side for a in parts if (side := self._sides_of(a)) is not None), None)
         return getattr(expression, "side", None)
 
     def _resolvable(self, statement: s.Statement, sides: list[_Side], query: s.Query) -> None:
@@ -740,12 +748,64 @@ class _Planner:
         if isinstance(expression, s.Call) and expression.name == "AS_VALUE" and len(expression.args) == 1:
             inner, type_ = self._expression(statement, sides, expression.args[0])
             return p.AsValue(inner), type_
+        if self._rich:
+            found = self._computed(statement, sides, expression)
+            if found is not None:
+                return found
         if isinstance(expression, s.Call):
-            raise self._unsupported(statement, f"function {expression.name} (streamapp runs AS_VALUE only)")
+            runs = "AS_VALUE only" if not self._rich else "AS_VALUE, ABS and SUBSTRING in a stream-stream join"
+            raise self._unsupported(statement, f"function {expression.name} (streamapp runs {runs})")
         if isinstance(expression, s.Literal):
             raise self._unsupported(statement, f"the literal {expression} in a projection")
         what = expression.kind if isinstance(expression, s.Other) else "a comparison"
         raise self._unsupported(statement, f"{what} in an expression ({expression})")
+
+    def _computed(self, statement: s.Statement, sides: list[_Side],
+                  expression: s.Expression) -> tuple[p.Expression, str] | None:
+        """A function, operator or constant a stream-stream join computes (in ON or SELECT) and its type, as ksqlDB
+        types it; None: not one streamapp runs."""
+        if isinstance(expression, s.Literal) and expression.value is not None:
+            value = expression.value
+            return p.Literal(float(value) if isinstance(value, Decimal) else value), _literal_type(value) or "STRING"
+        if isinstance(expression, s.Call) and expression.name in ("ABS", "SUBSTRING"):
+            args = [self._expression(statement, sides, a) for a in expression.args]
+            type_ = args[0][1] if expression.name == "ABS" else "STRING"
+            return p.Apply(expression.name, tuple(a[0] for a in args)), type_
+        if not isinstance(expression, s.Other):
+            return None
+        if expression.kind == "CAST":
+            inner, _ = self._expression(statement, sides, expression.args[0])
+            target = str(expression.args[1])
+            return p.Apply("CAST", (inner,), target), target
+        if expression.kind == "CASE":
+            args, types = [], []
+            for n, arg in enumerate(expression.args):
+                is_test = n % 2 == 0 and not ("ELSE" in expression.ops and n == len(expression.args) - 1)
+                resolved, type_, _ = (self._predicate(statement, sides, arg) if is_test
+                                      else (*self._expression(statement, sides, arg), ""))
+                args.append(resolved)
+                if not is_test:
+                    types.append(type_)
+            return p.Apply("CASE", tuple(args), "ELSE" if "ELSE" in expression.ops else ""), types[0]
+        operands = [a for a in expression.args if not isinstance(a, str)]
+        resolved = [self._expression(statement, sides, a) for a in operands]
+        if expression.kind == "arithmetic" and len(resolved) == 1:
+            return p.Apply("NEGATE", (resolved[0][0],)), resolved[0][1]
+        if expression.kind == "arithmetic":
+            result, type_ = resolved[0]
+            for op, (operand, operand_type) in zip(expression.ops, resolved[1:]):
+                result, type_ = p.Apply(op, (result, operand)), _wider(type_, operand_type)
+            return result, type_
+        if expression.kind == "[]":
+            element = s.parse_type(resolved[0][1]).params[0]
+            return p.Apply("SUBSCRIPT", (resolved[0][0], resolved[1][0])), str(element)
+        if expression.kind == "->":
+            name = expression.args[1]
+            fields = dict(s.parse_type(resolved[0][1]).params)
+            if name not in fields:
+                raise self._rejected(statement, f"Could not find field '{name}' in '{operands[0]}'.")
+            return p.Apply("FIELD", (resolved[0][0],), name), str(fields[name])
+        return None
 
     def _projection(self, statement: s.Statement, sides: list[_Side], select: tuple[s.SelectItem, ...],
                     join: bool) -> list[tuple[str, p.Expression, str]]:
@@ -828,6 +888,14 @@ def _literal_type(value: Any) -> str | None:
         scale = -int(exponent)
         return f"DECIMAL({max(len(digits), scale)}, {scale})"
     return "DOUBLE" if isinstance(value, float) else "STRING"
+
+
+def _wider(left: str, right: str) -> str:
+    """The type of ``left op right`` of two numbers (ksqlDB widens INT to BIGINT to DOUBLE)."""
+    for wide in ("DOUBLE", "BIGINT"):
+        if wide in (left, right):
+            return wide
+    return left
 
 
 def _comparable(left: str | None, op: str, right: str | None) -> bool:

@@ -80,14 +80,16 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Other:
-    """Any other expression (arithmetic, CASE, CAST, ``->``, ...): kept as its kind and text, for the error.
+    """Any other expression (arithmetic, CASE, CAST, ``->``, ...): its kind and text, for the error, and its parts.
 
-    ``AND``, ``OR`` and ``NOT`` also keep their operands (``args``): a table-table join's WHERE runs them.
+    ``args`` are its operands in order (a CAST's target type, a ``->``'s field name included); ``ops`` the words
+    between them (``+``, ``-``, ``WHEN``, ``ELSE``, ...): a join's WHERE and a stream-stream join's ON run them.
     """
 
     kind: str
     text: str
-    args: tuple["Expression", ...] = field(default=(), compare=False)
+    args: tuple[Any, ...] = field(default=(), compare=False)
+    ops: tuple[str, ...] = field(default=(), compare=False)
 
     def __str__(self) -> str:
         return self.text
@@ -312,8 +314,9 @@ class _ToStatements(Transformer):
     def __default__(self, data: str, children: list, meta: Any) -> Any:
         if data in _OTHER_EXPRESSIONS:
             kind = _OTHER_EXPRESSIONS[data]
-            args = tuple(c for c in children if not isinstance(c, Token)) if kind in _LOGICAL else ()
-            return Other(kind, self._source_text(meta) if not meta.empty else str(data), args)
+            args = tuple(c for c in children if not isinstance(c, Token))
+            ops = tuple(str(c).upper() for c in children if isinstance(c, Token))
+            return Other(kind, self._source_text(meta) if not meta.empty else str(data), args, ops)
         return Tree(data, children, meta)
 
     # the query
@@ -410,8 +413,6 @@ _OTHER_EXPRESSIONS = {"or_expr": "OR", "and_expr": "AND", "not_": "NOT", "null_c
                       "like": "LIKE", "in_list": "IN", "sum": "arithmetic", "product": "arithmetic",
                       "negate": "arithmetic", "function_star": "COUNT(*)", "cast": "CAST", "case": "CASE",
                       "dereference": "->", "subscript": "[]"}
-#: The kinds of :class:`Other` that keep their operands.
-_LOGICAL = ("AND", "OR", "NOT")
 
 
 def parse(text: str) -> list[Statement]:
