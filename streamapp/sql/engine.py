@@ -615,15 +615,22 @@ class _WindowStore:
         self.retention = retention
         self.observed = -1
         self.rows: dict[Any, list[tuple[int, Row]]] = {}
+        self._swept = -1
 
-    def put(self, key: Any, timestamp: int, row: Row) -> None:
+    def put(self, key: Any, timestamp: int, row: Row) -> bool:
+        """Keep the record; False when it is already older than the retention (it is dropped)."""
         self.observed = max(self.observed, timestamp)
         oldest = self.observed - self.retention + 1
-        if timestamp >= oldest:
-            kept = [x for x in self.rows.get(key, ()) if x[0] >= oldest]
-            kept.append((timestamp, row))
-            kept.sort(key=itemgetter(0))  # by time, duplicates in arrival order (a stable sort)
-            self.rows[key] = kept
+        if timestamp < oldest:
+            return False
+        if self.observed - self._swept >= self.retention:  # once a retention: what expired goes, keys included
+            self._swept = self.observed
+            self.rows = {k: kept for k, v in self.rows.items() if (kept := [x for x in v if x[0] >= oldest])}
+        kept = [x for x in self.rows.get(key, ()) if x[0] >= oldest]  # the expired ones go, as segments do
+        kept.append((timestamp, row))
+        kept.sort(key=itemgetter(0))  # by time, duplicates in arrival order (a stable sort)
+        self.rows[key] = kept
+        return True
 
     def fetch(self, key: Any, start: int, end: int) -> list[tuple[int, Row]]:
         start = max(start, self.observed - self.retention + 1)
@@ -688,7 +695,7 @@ class StreamJoin(_TwoSided):
         self.stream_time = max(self.stream_time, timestamp)
         outputs: list[Output] = []
         if key is None:
-            return [self._output(key, side, row, None, timestamp)] if outer else []
+            return self._output(key, side, row, None, timestamp) if outer else []
         if timestamp == self.stream_time and self.outer is not None:
             outputs += self._emit_closed(this_is_left)
         start, end = join_bounds(self.window, timestamp, this_is_left)
@@ -705,10 +712,8 @@ class StreamJoin(_TwoSided):
             else:
                 self._min_time = min(self._min_time, timestamp)
                 self.outer.setdefault((timestamp, this_is_left, lookup), []).append((key, row))
-        if timestamp < self.stores[side].observed - self.window.retention + 1 or (
-                timestamp < self.stream_time - self.window.retention + 1):
+        if not self.stores[side].put(lookup, timestamp, row):
             self.late += 1
-        self.stores[side].put(lookup, timestamp, row)
         return outputs
 
     def _emit_closed(self, this_is_left: bool) -> list[Output]:

@@ -1,0 +1,232 @@
+"""Windowed stream-stream joins (issue 37, ring R1): what ksqlDB's QTT cases do not pin down.
+
+The window's two bounds from each side, the grace period's holding and dropping, null keys and values, the
+emission of closed windows when the wall clock moves, the store's memory, the planner's refusals, the plan's
+JSON and the worker's refusal.  The QTT cases themselves run in ``tests/test_qtt.py``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamapp.sql import plan as p
+from streamapp.sql.engine import JoinWindowSpec, Record, StreamJoin, join_bounds
+from streamapp.sql.planner import PlanError, plan_text
+from streamapp.sql.runner import TestRecord, run
+
+SOURCES = ("CREATE STREAM L (ID BIGINT KEY, A STRING) WITH (kafka_topic='l', value_format='JSON');\n"
+           "CREATE STREAM R (ID BIGINT KEY, B STRING) WITH (kafka_topic='r', value_format='JSON');\n")
+
+
+def plan_of(join: str, within: str = "WITHIN 10 SECONDS", select: str = "L.ID, A, B") -> p.Plan:
+    return plan_text(SOURCES + f"CREATE STREAM O AS SELECT {select} FROM L {join} JOIN R {within} ON L.ID = R.ID;")
+
+
+def joined(plan: p.Plan, *records: tuple[str, Any, Any, int]) -> list[tuple[Any, Any, int]]:
+    """(key, value, timestamp) of what the join writes for records (topic, key, value, timestamp), in order."""
+    inputs = [TestRecord(topic, key, value, timestamp, i) for i, (topic, key, value, timestamp) in enumerate(records)]
+    result = run(plan, inputs)
+    assert result.skipped == []
+    return [(r.key, r.value, r.timestamp) for r in result.actual.get("O", [])]
+
+
+def l(key: Any, a: str | None, ts: int) -> tuple[str, Any, Any, int]:
+    return ("l", key, None if a is None else {"A": a}, ts)
+
+
+def r(key: Any, b: str | None, ts: int) -> tuple[str, Any, Any, int]:
+    return ("r", key, None if b is None else {"B": b}, ts)
+
+
+# ---- the window -------------------------------------------------------------------------------------------------------
+
+def test_the_bounds_of_an_asymmetric_window_mirror_for_the_other_side() -> None:
+    """WITHIN (before, after): a left record at t joins right ones in [t - before, t + after], a right record at t
+    left ones in [t - after, t + before]; Kafka Streams floors both at 0."""
+    window = JoinWindowSpec(before=2000, after=5000, grace=None)
+    assert join_bounds(window, 10_000, this_is_left=True) == (8000, 15_000)
+    assert join_bounds(window, 10_000, this_is_left=False) == (5000, 12_000)
+    assert join_bounds(window, 1000, this_is_left=True) == (0, 6000)
+
+
+@pytest.mark.parametrize("right_time, joins", [(7999, False), (8000, True), (15_000, True), (15_001, False)])
+def test_a_record_joins_exactly_within_its_bounds(right_time: int, joins: bool) -> None:
+    plan = plan_of("INNER", "WITHIN (2 SECONDS, 5 SECONDS)")
+    out = joined(plan, r(1, "b", right_time), l(1, "a", 10_000))
+    assert out == ([(1, {"A": "a", "B": "b"}, max(10_000, right_time))] if joins else [])
+
+
+def test_a_right_join_mirrors_the_window_as_ksqldb_builds_it_right_left_join_left() -> None:
+    """RIGHT is ``right.leftJoin(left)``: the right record is Kafka Streams' "this" side, so it looks ``before`` back
+    and ``after`` ahead, and the window the left record sees is the mirror image."""
+    plan = plan_of("RIGHT", "WITHIN (2 SECONDS, 5 SECONDS)")
+    # a left record 4 s after the right one: within the right's 5 s "after" only as a RIGHT join sees it
+    assert joined(plan, r(1, "b", 10_000), l(1, "a", 13_000))[-1] == (1, {"A": "a", "B": "b"}, 13_000)
+    assert joined(plan, r(1, "b", 10_000), l(1, "a", 16_000)) == [(1, {"A": None, "B": "b"}, 10_000)]
+
+
+def test_every_match_is_written_with_the_later_time() -> None:
+    plan = plan_of("INNER")
+    out = joined(plan, l(1, "a1", 1000), l(1, "a2", 3000), r(1, "b", 2000))
+    assert out == [(1, {"A": "a1", "B": "b"}, 2000), (1, {"A": "a2", "B": "b"}, 3000)]
+
+
+# ---- without and with a grace period ---------------------------------------------------------------------------------
+
+def test_without_grace_an_unmatched_left_record_is_written_at_once_and_again_when_it_matches() -> None:
+    """Kafka Streams' legacy ``JoinWindows.of``: the spurious left result comes first, the joined row after it."""
+    plan = plan_of("LEFT")
+    assert joined(plan, l(1, "a", 1000), r(1, "b", 2000)) == [
+        (1, {"A": "a", "B": None}, 1000), (1, {"A": "a", "B": "b"}, 2000)]
+
+
+def test_with_grace_an_unmatched_record_waits_for_its_window_to_close() -> None:
+    plan = plan_of("LEFT", "WITHIN 10 SECONDS GRACE PERIOD 5 SECONDS")
+    held = joined(plan, l(1, "a", 1000), l(2, "x", 16_000))
+    assert held == []  # 1000 + 10 s + 5 s is not yet before stream time 16000
+    closed = joined(plan, l(1, "a", 1000), l(2, "x", 16_001))
+    assert closed == [(1, {"A": "a", "B": None}, 1000)]
+
+
+def test_with_grace_a_match_before_the_window_closes_cancels_the_unmatched_result() -> None:
+    plan = plan_of("LEFT", "WITHIN 10 SECONDS GRACE PERIOD 5 SECONDS")
+    assert joined(plan, l(1, "a", 1000), r(1, "b", 9000), l(2, "x", 30_000)) == [(1, {"A": "a", "B": "b"}, 9000)]
+
+
+def test_a_full_join_with_grace_writes_the_unmatched_records_of_both_sides_in_time_order() -> None:
+    plan = plan_of("FULL OUTER", "WITHIN 1 SECOND GRACE PERIOD 0 SECONDS",
+                   "ROWKEY AS K, L.ID AS LID, R.ID AS RID, A, B")
+    out = joined(plan, r(2, "b", 500), l(1, "a", 1000), l(3, "x", 9000))
+    assert out == [(2, {"LID": None, "RID": 2, "A": None, "B": "b"}, 500),
+                   (1, {"LID": 1, "RID": None, "A": "a", "B": None}, 1000)]
+
+
+def test_a_record_later_than_the_grace_is_not_kept_for_later_joins_and_is_counted() -> None:
+    plan = plan_of("INNER", "WITHIN 1 SECOND GRACE PERIOD 1 SECOND")
+    join = StreamJoin(plan, plan.queries[0])
+    encode = _encoder(plan)
+    for record in (encode(l(9, "x", 10_000)), encode(l(1, "late", 5000)), encode(r(1, "b", 5000))):
+        assert join.process(record) == []
+    assert join.late == 1
+
+
+def test_a_late_record_whose_window_has_closed_is_written_at_once_unmatched() -> None:
+    """Its window closed before it came: Kafka Streams writes it with NULLs at once rather than hold it."""
+    plan = plan_of("LEFT", "WITHIN 1 SECOND GRACE PERIOD 1 SECOND")
+    assert joined(plan, l(9, "x", 10_000), l(1, "late", 5000)) == [(1, {"A": "late", "B": None}, 5000)]
+
+
+def test_closed_windows_are_looked_for_once_per_emit_interval_of_wall_clock_time() -> None:
+    """The test driver's clock never moves, so ksqlDB's tests see one look; a moving clock looks again."""
+    plan = plan_of("LEFT", "WITHIN 1 SECOND GRACE PERIOD 0 SECONDS")
+    records = [l(1, "a", 1000), l(2, "b", 3000), l(3, "c", 6000), l(4, "d", 9000)]
+    now = [0]
+    moving = StreamJoin(plan, plan.queries[0], clock=lambda: now[0])
+    still = StreamJoin(plan, plan.queries[0])
+    encode = _encoder(plan)
+    written: dict[str, list[Any]] = {"moving": [], "still": []}
+    for record in map(encode, records):
+        now[0] += 1000
+        written["moving"] += [o.record.timestamp for o in moving.process(record)]
+        written["still"] += [o.record.timestamp for o in still.process(record)]
+    assert written == {"moving": [1000, 3000, 6000], "still": [1000]}
+
+
+# ---- null keys and values --------------------------------------------------------------------------------------------
+
+def test_a_null_value_joins_nothing_and_is_not_kept() -> None:
+    plan = plan_of("LEFT")
+    assert joined(plan, l(1, None, 1000), r(1, "b", 1000)) == []
+
+
+def test_a_null_join_key_is_dropped_by_an_inner_join_and_written_unmatched_by_an_outer_side() -> None:
+    """Kafka Streams drops a null-key record, but writes an outer side's at once with NULLs (KIP-962)."""
+    on_value = ("CREATE STREAM L2 (K BIGINT KEY, ID BIGINT, A STRING) WITH (kafka_topic='l2', value_format='JSON');\n"
+                "CREATE STREAM R2 (K BIGINT KEY, ID BIGINT, B STRING) WITH (kafka_topic='r2', value_format='JSON');\n"
+                "CREATE STREAM O AS SELECT L2.ID, A, B FROM L2 {} JOIN R2 WITHIN {} ON L2.ID = R2.ID;")
+    for join, within, expected in (("INNER", "1 SECOND", []),
+                                   ("LEFT", "1 SECOND GRACE PERIOD 1 SECOND", [(None, {"A": "a", "B": None}, 5)])):
+        plan = plan_text(on_value.format(join, within))
+        assert plan.queries[0].repartition and plan.queries[0].repartition_right
+        inputs = [("r2", 1, {"ID": None, "B": "b"}, 5), ("l2", 1, {"ID": None, "A": "a"}, 5)]
+        assert joined(plan, *inputs) == expected
+
+
+def test_the_window_store_forgets_what_its_retention_let_go() -> None:
+    """State is bounded by the window's retention (before + after + grace), not by the stream's length."""
+    plan = plan_of("INNER", "WITHIN 1 SECOND GRACE PERIOD 0 SECONDS")
+    join = StreamJoin(plan, plan.queries[0])
+    encode = _encoder(plan)
+    for i in range(1000):
+        join.process(encode(l(i, "a", i * 1000)))
+    assert len(join.stores[p.LEFT_SIDE]) <= 5
+
+
+# ---- the planner and the plan ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("statement, message", [
+    ("SELECT L.ID, A, B FROM L JOIN R ON L.ID = R.ID",
+     "Stream-Stream joins must have a WITHIN clause specified. None was provided."),
+    ("SELECT L.ID, A, B FROM L JOIN R WITHIN 10 FORTNIGHTS ON L.ID = R.ID", "Invalid time unit: FORTNIGHTS"),
+    ("SELECT L.ID, A, B FROM L JOIN R WITHIN 1.5 SECONDS ON L.ID = R.ID", "Invalid window size: 1.5 SECONDS"),
+    ("SELECT L.ID AS ROWTIME, A, B FROM L JOIN R WITHIN 1 SECOND ON L.ID = R.ID",
+     "Reserved column name in select: `ROWTIME`."),
+    ("SELECT A, B FROM L JOIN R WITHIN 1 SECOND ON L.ID = R.ID",
+     "must include the join expressions L.ID or R.ID in its projection"),
+    ("SELECT L.ID, A, B FROM L FULL JOIN R WITHIN 1 SECOND ON L.ID = R.ID",
+     "must include the join expression ROWKEY in its projection"),
+    ("SELECT L.ID, A FROM L JOIN R WITHIN 1 SECOND ON L.ID = R.B",
+     "Invalid join condition: types don't match. Got L.ID{BIGINT} = R.B{STRING}."),
+])
+def test_the_planner_refuses_what_ksqldb_refuses_in_one_line(statement: str, message: str) -> None:
+    with pytest.raises(PlanError) as refused:
+        plan_text(SOURCES + f"CREATE STREAM O AS {statement};", "joins.sql")
+    assert message in str(refused.value)
+    assert "\n" not in str(refused.value) and str(refused.value).startswith("joins.sql: line 3 ")
+
+
+def test_within_and_grace_are_planned_in_milliseconds() -> None:
+    query = plan_of("LEFT", "WITHIN (1 SECOND, 2 MINUTES) GRACE PERIOD 3 HOURS").queries[0]
+    assert (query.kind, query.within_before, query.within_after, query.grace) == (
+        p.STREAM_STREAM_JOIN, 1000, 120_000, 3 * 3_600_000)
+    assert plan_of("INNER", "WITHIN 1 DAY").queries[0].grace is None
+
+
+def test_only_stream_stream_plans_carry_the_new_fields_in_their_json() -> None:
+    """A reader of the other kinds (Plan.java) reads their plans as before."""
+    streams = json.loads(plan_of("LEFT", "WITHIN 1 SECOND GRACE PERIOD 1 SECOND").to_json())["queries"][0]
+    assert {"right_key", "within_before", "within_after", "grace"} <= set(streams)
+    table = plan_text("CREATE STREAM S (ID BIGINT KEY, A STRING) WITH (kafka_topic='s', value_format='JSON');\n"
+                      "CREATE TABLE T (ID BIGINT PRIMARY KEY, B STRING) WITH (kafka_topic='t', value_format='JSON');\n"
+                      "CREATE STREAM O AS SELECT S.ID, A, B FROM S JOIN T ON S.ID = T.ID;")
+    raw = json.loads(table.to_json())["queries"][0]
+    assert not {"right_key", "within_before", "within_after", "grace", "where"} & set(raw)
+    computed = plan_text(SOURCES + "CREATE STREAM O AS SELECT ROWKEY AS K, A, B FROM L JOIN R WITHIN 1 SECOND "
+                                   "ON ABS(L.ID) = ABS(R.ID) + 1;")
+    assert p.Plan.from_json(computed.to_json()) == computed
+
+
+def test_the_worker_refuses_a_stream_stream_plan_at_start_in_one_line(tmp_path: Path) -> None:
+    from streamapp.settings import Settings
+    from streamapp.sql.topology import topology
+
+    statements = tmp_path / "joins.sql"
+    statements.write_text(SOURCES + "CREATE STREAM O AS SELECT L.ID, A, B FROM L JOIN R WITHIN 1 SECOND "
+                                    "ON L.ID = R.ID;\n", encoding="utf-8")
+    with pytest.raises(PlanError) as refused:
+        topology(Settings(statements=str(statements)))
+    assert str(refused.value) == (f"{statements}: line 3 (CREATE STREAM O AS SELECT ... JOIN): not supported by the "
+                                  "worker yet: stream-stream joins; `streamapp test-runner` runs them")
+
+
+def _encoder(plan: p.Plan) -> Any:
+    """A test record (topic, key, value, timestamp) as the bytes the engine reads."""
+    from streamapp.sql.runner import encode_inputs
+
+    def encode(record: tuple[str, Any, Any, int]) -> Record:
+        [encoded] = encode_inputs(plan, [TestRecord(*record, 0)], "test")
+        return encoded
+    return encode
