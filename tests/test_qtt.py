@@ -62,7 +62,8 @@ def test_the_converted_cases_are_the_ones_the_issue_names() -> None:
 
 @pytest.mark.parametrize("case", POSITIVE, ids=lambda d: d.name)
 def test_positive_case_produces_ksqldbs_outputs(case: Path) -> None:
-    plan, result = run_files(case / "statements.sql", case / "input.json", case / "output.json")
+    plan, result = run_files(case / "statements.sql", case / "input.json", case / "output.json",
+                             case_of(case)["properties"])
     assert result.differences == []
     expected_outputs = json.loads((case / "output.json").read_text())["outputs"]
     assert sum(len(records) for records in result.actual.values()) == len(expected_outputs)
@@ -71,7 +72,7 @@ def test_positive_case_produces_ksqldbs_outputs(case: Path) -> None:
 @pytest.mark.parametrize("case", POSITIVE, ids=lambda d: d.name)
 def test_positive_case_plans_ksqldbs_schema_and_repartitions(case: Path) -> None:
     post = case_of(case)["post"] or {}
-    plan = plan_file(case / "statements.sql")
+    plan = plan_file(case / "statements.sql", case_of(case)["properties"])
     for expected in post.get("sources", []):
         sink = plan.source(expected["name"])
         if "schema" in expected:

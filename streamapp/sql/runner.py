@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import StreamappError
 from ..model.records import RecordError
@@ -229,9 +229,11 @@ def compare(expected: list[TestRecord], result: Result) -> list[str]:
     return differences
 
 
-def run_files(statements: str | Path, inputs: str | Path, outputs: str | Path | None) -> tuple[p.Plan, Result]:
-    """Plan the statements, run the inputs, compare with the outputs (when given)."""
-    plan = plan_file(statements)
+def run_files(statements: str | Path, inputs: str | Path, outputs: str | Path | None,
+              properties: Mapping[str, Any] | None = None) -> tuple[p.Plan, Result]:
+    """Plan the statements (under ksqlDB's ``properties``, as a QTT case gives them), run the inputs, compare with
+    the outputs (when given)."""
+    plan = plan_file(statements, properties)
     result = run(plan, read_records(inputs, "inputs"), str(inputs))
     if outputs is not None:
         result.differences = compare(read_records(outputs, "outputs"), result)

@@ -102,9 +102,10 @@ Expression = Union[Column, Literal, Call, Comparison, Other]
 
 @dataclass(frozen=True)
 class SelectItem:
-    """``*`` (all), ``alias.*`` (source) or one expression, with its ``AS`` name if given."""
+    """``*`` (all), ``alias.*`` (source), ``struct->*`` (struct: each field of the struct ``expression``) or one
+    expression, with its ``AS`` name if given."""
 
-    kind: str  # "all" | "source" | "expression"
+    kind: str  # "all" | "source" | "struct" | "expression"
     expression: Expression | None = None
     alias: str | None = None
     source: str | None = None
@@ -325,6 +326,9 @@ class _ToStatements(Transformer):
 
     def source_columns(self, children: list) -> SelectItem:
         return SelectItem("source", source=children[0])
+
+    def struct_columns(self, children: list) -> SelectItem:
+        return SelectItem("struct", expression=children[0])
 
     def single_column(self, children: list) -> SelectItem:
         rest = [c for c in children[1:] if isinstance(c, str) and not isinstance(c, Token)]

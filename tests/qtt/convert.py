@@ -238,12 +238,10 @@ STREAM_STREAM: tuple[Selected, ...] = (
 
 #: The R1 cases streamapp does not pass yet, with why: not converted (the suite holds only cases that pass).
 STREAM_STREAM_NOT_YET: dict[tuple[str, int], str] = {
-    ("joins.json", 124): "the ksql.persistence.default.format.key property (DELIMITED sink key)",
     ("multi-col-keys.json", 13): "multi-column keys",
     ("multi-col-keys.json", 14): "multi-column keys",
     ("row-offset-and-partition.json", 8): "ROWPARTITION",
     ("row-offset-and-partition.json", 9): "ROWOFFSET",
-    ("select-struct-all.json", 5): "struct dereference (->*, ->) in SELECT",
 }
 
 # Ring RN: the negative single stream-table / table-stream join cases at the commit read.
