@@ -28,6 +28,8 @@ REGISTRY_FORMATS = ("AVRO", "PROTOBUF", "PROTOBUF_NOSR", "JSON_SR")
 #: The WITH properties streamapp knows; ksqlDB's others are refused by name.
 SOURCE_PROPERTIES = ("KAFKA_TOPIC", "KEY_FORMAT", "VALUE_FORMAT", "FORMAT", "TIMESTAMP", "PARTITIONS", "REPLICAS",
                      "WRAP_SINGLE_VALUE", "RETENTION_MS", "CLEANUP_POLICY")
+#: A windowed source's properties: streamapp reads no windowed source, but plans ksqlDB's refusals of them.
+WINDOW_PROPERTIES = ("WINDOW_TYPE", "WINDOW_SIZE")
 #: ksqlDB's column types a KAFKA-format key can have.
 KAFKA_KEY_TYPES = ("INT", "BIGINT", "DOUBLE", "STRING", "BYTES")
 PSEUDO_COLUMNS = ("ROWTIME",)
@@ -87,6 +89,9 @@ class _Planner:
         self._synthetic: tuple[str, str] | None = None
         #: Whether the query being planned computes functions and operators (a stream-stream join does).
         self._rich = False
+        #: The windowed sources (WINDOW_TYPE) declared, by name: their window type (and size) and statement.
+        #: streamapp reads none, but ksqlDB's refusals of joins of them come first.
+        self._windowed: dict[str, tuple[str, s.Statement]] = {}
 
     def plan(self, statements: Iterable[s.Statement]) -> p.Plan:
         for statement in statements:
@@ -99,6 +104,8 @@ class _Planner:
             else:
                 raise self._unsupported(statement, f"{statement.keyword} statements are not supported: a statements "
                                                    "file declares sources and persistent queries (CREATE ...)")
+        for name, (_, statement) in self._windowed.items():  # what no query refused first: streamapp reads none
+            raise self._unsupported(statement, f"the windowed source {name} (WINDOW_TYPE)")
         if not self.queries:
             raise PlanError(f"{self.origin}: no query: declare at least one CREATE STREAM ... AS SELECT ... JOIN")
         return p.Plan(tuple(self.sources.values()), tuple(self.queries), self.origin)
@@ -135,7 +142,13 @@ class _Planner:
         return found
 
     def _create_source(self, statement: s.CreateSource) -> p.Source:
-        props = self._properties(statement, statement.properties)
+        window = {k: v for k, v in statement.properties if k in WINDOW_PROPERTIES}
+        props = self._properties(statement, tuple(x for x in statement.properties if x[0] not in WINDOW_PROPERTIES))
+        if window:
+            kind = str(window.get("WINDOW_TYPE", "")).upper()
+            if kind not in ("SESSION", "HOPPING", "TUMBLING"):
+                raise self._rejected(statement, f"Unknown window type: '{window.get('WINDOW_TYPE')}'")
+            self._windowed[statement.name] = (f"{kind} {window.get('WINDOW_SIZE', '')}".strip(), statement)
         if "KAFKA_TOPIC" not in props:
             raise self._rejected(statement, 'Missing required property "KAFKA_TOPIC" which has no default value.')
         if statement.columns is None:
@@ -254,6 +267,9 @@ class _Planner:
         streams = len(sides) == 2 and all(x.source.kind == p.STREAM for x in sides)
         self._synthetic = None
         self._rich = streams
+        windowed = [x for x in sides if x.source.name in self._windowed]
+        if windowed and not streams:
+            raise self._unsupported(statement, f"the windowed source {windowed[0].source.name} (WINDOW_TYPE)")
         if tables or streams:
             on = query.joins[0].on
             self._prepared(statement, sides, on, query.select if streams else ())
@@ -542,6 +558,21 @@ class _Planner:
                 raise self._rejected(statement, f"Reserved column name in select: `{item.alias}`. Please remove or "
                                                 "alias the column.")
 
+    def _compatible_windows(self, statement: s.Statement, sides: list[_Side], types: list[str | None]) -> None:
+        """ksqlDB's analyzer: a windowed source joins only a windowed one, a session-windowed one only another."""
+        if (types[0] is None) != (types[1] is None):
+            shown = [f"`{x.label}` is {t.split()[0] if t else 'not'} windowed" for x, t in zip(sides, types)]
+            raise self._rejected(statement, "Can not join windowed source to non-windowed source. " + " ".join(shown))
+        if types[0] is not None and types[1] is not None:
+            left, right = (t.split()[0] for t in (types[0], types[1]))
+            if (left == "SESSION") != (right == "SESSION"):
+                raise self._rejected(statement, f"Incompatible windowed sources. Left source: {left} Right source: "
+                                                f"{right} Session windowed sources can only be joined to other session "
+                                                "windowed sources, and may still not result in expected behaviour as "
+                                                "session bounds must be an exact match for the join to work Hopping "
+                                                "and tumbling windowed sources can only be joined to other hopping and "
+                                                "tumbling windowed sources")
+
     def _window(self, statement: s.Statement, join: s.Join) -> tuple[int, int, int | None]:
         """(before, after, grace) of ``WITHIN`` in milliseconds; ksqlDB's refusal of a join without one."""
         if join.window is None:
@@ -564,6 +595,8 @@ class _Planner:
         if kafka:
             raise self._rejected(statement, f"Source(s) {', '.join(kafka)} are using the 'KAFKA' value format. This "
                                             "format does not yet support JOIN.")
+        window_types = [self._windowed.get(x.source.name, (None,))[0] for x in sides]
+        self._compatible_windows(statement, sides, window_types)
         on = join.on
         if isinstance(on, s.Other) and on.kind == "AND":
             raise self._rejected(statement, "Invalid join condition: joins on multiple conditions are not yet "
@@ -577,6 +610,13 @@ class _Planner:
         left_half, right_half = (first, second) if first[0] is left else (second, first)
         self._same_types(statement, first, second)
         left_key, right_key = left_half[1], right_half[1]
+        if any(window_types):
+            rekeyed = not (_is_key(left_key, left.source) and _is_key(right_key, right.source))
+            if rekeyed or window_types[0] != window_types[1]:
+                raise self._rejected(statement, "Implicit repartitioning of windowed sources is not supported. See "
+                                                "https://github.com/confluentinc/ksql/issues/4385.")
+            raise self._unsupported(statement, f"a join of the windowed sources {left.source.name} and "
+                                               f"{right.source.name} (WINDOW_TYPE)")
         if "MAP" in re.findall(r"\w+", left_half[2]):
             raise self._rejected(statement, "Map keys, including types that contain maps, are not supported as they "
                                             "may lead to unexpected behavior due to inconsistent serialization. Key "

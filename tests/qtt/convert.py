@@ -292,8 +292,8 @@ def _rn(file: str, index: int, name: str) -> Selected:
     return Selected(file, index, name, None, "RN", ())
 
 
-# Ring RN: the stream-stream joins ksqlDB rejects, that need no schema registry (found by
-# ``find_stream_stream_negatives``; features read from the case, as R1's).
+# Ring RN: the stream-stream joins ksqlDB rejects (found by ``find_stream_stream_negatives``; features read from the
+# case, as R1's); #142 declares a JSON_SR key but is rejected before any registry is needed.
 STREAM_STREAM_NEGATIVE: tuple[Selected, ...] = (
     _rn("comparison-expression.json", 2, "invalid where predicate - type mismatch join"),
     _rn("comparison-expression.json", 8, "invalid having predicate - type mismatch join"),
@@ -342,16 +342,8 @@ STREAM_STREAM_NEGATIVE: tuple[Selected, ...] = (
 #: The stream-stream rejections streamapp does not match yet, with why: not converted.
 STREAM_STREAM_NEGATIVE_NOT_YET: dict[tuple[str, int], str] = {
     ("comparison-expression.json", 8): "GROUP BY / HAVING over a join (refused as not supported)",
-    ("elements.json", 61): "windowed sources (WINDOW_TYPE; refused as not supported)",
-    ("elements.json", 62): "windowed sources (WINDOW_TYPE; refused as not supported)",
     ("insert-into.json", 18): "INSERT INTO (refused as not supported)",
     ("insert-into.json", 19): "INSERT INTO (refused as not supported)",
-    ("joins.json", 108): "windowed sources (WINDOW_TYPE; refused as not supported)",
-    ("joins.json", 109): "windowed sources (WINDOW_TYPE; refused as not supported)",
-    ("joins.json", 110): "windowed sources (WINDOW_TYPE; refused as not supported)",
-    ("joins.json", 111): "windowed sources (WINDOW_TYPE; refused as not supported)",
-    ("joins.json", 112): "windowed sources (WINDOW_TYPE; refused as not supported)",
-    ("joins.json", 142): "needs a schema registry (JSON_SR key format)",
 }
 
 
