@@ -37,12 +37,15 @@ Row = tuple[dict[str, Any], int]
 
 
 class Record(NamedTuple):
-    """A Kafka record as the engine sees it: bytes in, bytes out."""
+    """A Kafka record as the engine sees it: bytes in, bytes out; where it was read, for ROWPARTITION and ROWOFFSET
+    (the test runner reads every record from partition 0, as ksqlDB's tests do; -1: not read from a topic)."""
 
     topic: str
     key: bytes | None
     value: bytes | None
     timestamp: int
+    partition: int = 0
+    offset: int = -1
 
 
 class Output(NamedTuple):
@@ -678,6 +681,10 @@ class StreamJoin(_TwoSided):
         #: Records that arrived too late to be stored for later joins (Kafka Streams' dropped-records count).
         self.late = 0
         self._keys = {p.LEFT_SIDE: _compile_table(query.left_key), p.RIGHT_SIDE: _compile_table(query.right_key)}
+        read = json.dumps([p.expression_to_dict(x) for x in (query.left_key, query.right_key, query.where,
+                                                              *(y.expression for y in query.projection)) if x])
+        #: Whether the query reads where a record was read (ROWPARTITION, ROWOFFSET): each row is then given them.
+        self._where_read = any(f'"{name}"' in read for name in _WHERE_READ)
 
     def _join_key(self, side: str, row: Row) -> Any:
         return self._keys[side](None, row, None) if side == p.LEFT_SIDE else self._keys[side](None, None, row)
@@ -688,6 +695,8 @@ class StreamJoin(_TwoSided):
             if reader.source.timestamp is None:
                 self.stream_time = max(self.stream_time, record.timestamp)
             return []
+        if self._where_read:
+            row[0].update(zip(_WHERE_READ, (record.partition, record.offset)))
         timestamp = row[1]
         key = self._join_key(side, row)
         this_is_left = side == self.this_side
@@ -760,6 +769,8 @@ class StreamJoin(_TwoSided):
 
 
 _NEVER = 2**63 - 1
+#: The pseudo columns of where a record was read, as a stream-stream join's rows hold them.
+_WHERE_READ = ("ROWPARTITION", "ROWOFFSET")
 
 
 def _hashable(key: Any) -> Any:

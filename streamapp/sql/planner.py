@@ -769,7 +769,7 @@ class _Planner:
     # ---- expressions and the projection ------------------------------------------------------------------------------
 
     def _column(self, statement: s.Statement, sides: list[_Side], ref: s.Column) -> tuple[p.Expression, str, _Side]:
-        if ref.name in UNSUPPORTED_PSEUDO:
+        if ref.name in UNSUPPORTED_PSEUDO and not (self._rich and ref.qualifier is not None):
             raise self._unsupported(statement, f"pseudo column {ref.name}")
         if ref.qualifier is None and self._synthetic and ref.name == self._synthetic[0]:
             return p.JoinKey(), self._synthetic[1], sides[0]
@@ -788,6 +788,8 @@ class _Planner:
         side = candidates[0]
         if ref.name in PSEUDO_COLUMNS:
             return p.RowTime(side.side), "BIGINT", side
+        if ref.name in UNSUPPORTED_PSEUDO:  # a stream-stream join's rows hold where their record was read
+            return p.ColumnOf(side.side, ref.name), "INT" if ref.name == "ROWPARTITION" else "BIGINT", side
         column = side.source.column(ref.name)
         if column is None:
             raise self._rejected(statement, f"Column '{ref}' cannot be resolved.")
@@ -886,7 +888,7 @@ class _Planner:
             if item.alias:
                 name = item.alias
             elif isinstance(expression, s.Column):
-                clashing = join and (expression.name in PSEUDO_COLUMNS
+                clashing = join and (expression.name in PSEUDO_COLUMNS + UNSUPPORTED_PSEUDO
                                      or sum(1 for x in sides if x.source.column(expression.name)) > 1)
                 label = next((x.label for x in sides if x.side == self._sides_of(resolved)), None)
                 name = f"{label}_{expression.name}" if clashing and expression.qualifier else expression.name

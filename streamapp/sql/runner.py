@@ -132,9 +132,14 @@ def encode_inputs(plan: p.Plan, inputs: list[TestRecord], origin: str) -> list[R
         if record.topic not in declared:
             raise RunnerError(f"{origin}: inputs[{record.index}] is for topic {record.topic!r}, which no statement "
                               "declares")
-    return [Record(r.topic, _input_key(codecs[r.topic], r.key, f"{origin}: inputs[{r.index}]"),
-                    _input_value(codecs[r.topic], r.value), r.timestamp or 0)
-            for r in inputs if r.topic in codecs]
+    offsets: dict[str, int] = {}
+    encoded = []
+    for r in inputs:
+        if r.topic in codecs:
+            offsets[r.topic] = offset = offsets.get(r.topic, -1) + 1  # each topic's records in file order
+            encoded.append(Record(r.topic, _input_key(codecs[r.topic], r.key, f"{origin}: inputs[{r.index}]"),
+                                  _input_value(codecs[r.topic], r.value), r.timestamp or 0, 0, offset))
+    return encoded
 
 
 def run(plan: p.Plan, inputs: list[TestRecord], origin: str = "input") -> Result:
