@@ -623,7 +623,6 @@ class _Planner:
                                             f"column name: `{left.label}_{getattr(left_key, 'name', 'ROWKEY')}`. "
                                             f"Column type: {_ksql_type(left_half[2])}. See "
                                             "https://github.com/confluentinc/ksql/issues/6621 for more.")
-        before, after, grace = self._window(statement, join)
         props = self._properties(statement, statement.properties)
         if self._synthetic is not None:
             self._synthetic = (self._synthetic[0], left_half[2])
@@ -641,6 +640,7 @@ class _Planner:
             self._key_once(statement, f"`{label}_{column}`" if clashing else f"`{column}`",
                            [name for name, expr, _ in items if expr == key_of])
         where, projection = self._keyed(statement, sides, items, key_of)
+        before, after, grace = self._window(statement, join)  # ksqlDB checks it when it builds the join, last
         rekeyed = {x.side: not _is_key(e, x.source) for x, e in ((left, left_key), (right, right_key))}
         kept = [x.source.key_format for x in sides if not rekeyed[x.side] and x.source.key_format != "NONE"]
         join_key_format = kept[0] if kept else next(
