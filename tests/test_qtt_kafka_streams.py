@@ -1,7 +1,7 @@
 """ksqlDB's QTT stream-table cases through Kafka Streams: the plan's topologies under its own TopologyTestDriver.
 
 Only the cases whose plans hold the query kinds the Java program reads (``JAVA_KINDS``): its table-table
-joins are not run here yet (the pure engine runs them, ``tests/test_qtt.py``).
+and stream-stream joins are not run here yet (the pure engine runs them, ``tests/test_qtt.py``).
 
 The same converted cases as ``tests/test_qtt.py`` (which runs them through the pure engine),
 fed the same way, compared the same way (:func:`streamapp.sql.runner.compare`).  The
