@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from streamapp.sql import plan as p
-from streamapp.sql.engine import JoinWindowSpec, Record, StreamJoin, join_bounds
+from streamapp.sql.engine import Record
+from streamapp.sql.stream_join import JoinWindowSpec, StreamJoin, join_bounds
 from streamapp.sql.planner import PlanError, plan_text
 from streamapp.sql.runner import TestRecord, run
 

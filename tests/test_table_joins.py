@@ -16,7 +16,8 @@ import pytest
 from streamapp.errors import StreamappError
 from streamapp.model.records import RecordError
 from streamapp.sql import plan as p
-from streamapp.sql.engine import Record, TableJoin, forwards, has_result
+from streamapp.sql.engine import Record
+from streamapp.sql.table_join import TableJoin, forwards, has_result
 from streamapp.sql.planner import PlanError, plan_text
 from streamapp.sql.runner import TestRecord, run
 

@@ -30,7 +30,9 @@ from typing import Any, Mapping
 from ..errors import StreamappError
 from ..model.records import RecordError
 from . import plan as p
-from .engine import Record, engine_for
+from .engine import Query, Record
+from .stream_join import StreamJoin
+from .table_join import TableJoin
 from .formats import Codec, json_text, reader
 from .planner import plan_file
 
@@ -123,6 +125,14 @@ def _input_value(codec: Codec, value: Any) -> bytes | None:
 
 
 # ---- the run ----------------------------------------------------------------------------------------------------------
+
+def engine_for(plan: p.Plan, query: p.Query) -> Query | TableJoin | StreamJoin:
+    """The engine that runs ``query``: a table-table or stream-stream join's, else :class:`Query` (a copy or a
+    stream-table join)."""
+    if query.kind == p.STREAM_STREAM_JOIN:
+        return StreamJoin(plan, query)
+    return TableJoin(plan, query) if query.kind == p.TABLE_TABLE_JOIN else Query(plan, query)
+
 
 def encode_inputs(plan: p.Plan, inputs: list[TestRecord], origin: str) -> list[Record]:
     """The inputs as bytes, through their sources' codecs (one RunnerError line for a record it cannot use)."""

@@ -1,0 +1,220 @@
+"""Windowed stream-stream joins (``STREAM_STREAM_JOIN``): Kafka Streams' ``KStreamKStreamJoin`` as ksqlDB
+builds it, fed one record at a time, its window stores in memory.  See docs/reference/statements.md."""
+from __future__ import annotations
+
+import json
+from operator import itemgetter
+from typing import Any, Callable, NamedTuple
+
+from . import plan as p
+from .engine import Output, Reader, Record, Row
+from .expressions import compile_expression
+from .table_join import TwoSided
+
+#: Kafka Streams' grace of a join window declared without one (``JoinWindows.of``): 24 hours less twice ``before``.
+LEGACY_GRACE_MS = 24 * 3_600_000
+#: How often (wall-clock milliseconds) Kafka Streams looks for unmatched records whose window closed
+#: (``__emit.interval.ms.kstreams.outer.join.spurious.results.fix__``, 1000 by default).
+EMIT_INTERVAL_MS = 1000
+
+
+class JoinWindowSpec(NamedTuple):
+    """A join window in milliseconds, as Kafka Streams' ``JoinWindows`` holds it."""
+
+    before: int
+    after: int
+    grace: int | None  # None: no GRACE PERIOD (legacy: eager left/outer results)
+
+    @property
+    def grace_ms(self) -> int:
+        """The grace Kafka Streams applies: the declared one, else the legacy 24 hours less twice ``before``."""
+        return self.grace if self.grace is not None else max(LEGACY_GRACE_MS - 2 * self.before, 0)
+
+    @property
+    def retention(self) -> int:
+        """How long a record stays in its side's window store: the window's size plus its grace."""
+        return self.before + self.after + self.grace_ms
+
+
+def join_bounds(window: JoinWindowSpec, timestamp: int, this_is_left: bool) -> tuple[int, int]:
+    """The time range of the other side's records a record at ``timestamp`` joins: ``[t - before, t + after]``
+    for the left ("this") side, the mirror image for the other (Kafka Streams floors both at 0)."""
+    before, after = (window.before, window.after) if this_is_left else (window.after, window.before)
+    return max(0, timestamp - before), max(0, timestamp + after)
+
+
+class _WindowStore:
+    """One side's records by key, for the window's retention: Kafka Streams' join window store.
+
+    A fetch sees only records no older than the store's stream time less its retention (a record that was
+    already expired when it arrived is never seen), as ``AbstractRocksDBSegmentedBytesStore.fetch`` does.
+    """
+
+    def __init__(self, retention: int) -> None:
+        self.retention = retention
+        self.observed = -1
+        self.rows: dict[Any, list[tuple[int, Row]]] = {}
+        self._swept = -1
+
+    def put(self, key: Any, timestamp: int, row: Row) -> bool:
+        """Keep the record; False when it is already older than the retention (it is dropped)."""
+        self.observed = max(self.observed, timestamp)
+        oldest = self.observed - self.retention + 1
+        if timestamp < oldest:
+            return False
+        if self.observed - self._swept >= self.retention:  # once a retention: what expired goes, keys included
+            self._swept = self.observed
+            self.rows = {k: kept for k, v in self.rows.items() if (kept := [x for x in v if x[0] >= oldest])}
+        kept = [x for x in self.rows.get(key, ()) if x[0] >= oldest]  # the expired ones go, as segments do
+        kept.append((timestamp, row))
+        kept.sort(key=itemgetter(0))  # by time, duplicates in arrival order (a stable sort)
+        self.rows[key] = kept
+        return True
+
+    def fetch(self, key: Any, start: int, end: int) -> list[tuple[int, Row]]:
+        start = max(start, self.observed - self.retention + 1)
+        return [x for x in self.rows.get(key, ()) if start <= x[0] <= end]
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.rows.values())
+
+
+class StreamJoin(TwoSided):
+    """A windowed stream-stream join (``STREAM_STREAM_JOIN``), fed one record at a time: Kafka Streams'
+    ``KStreamKStreamJoin`` as ksqlDB builds it (``StreamStreamJoinBuilder``).
+
+    - A record joins every record of the other side with the same join key whose time is within the window
+      (:func:`join_bounds`); each pair is written with the later of the two times.  RIGHT is the right stream
+      left-joined with the left one (its window mirrored), as ksqlDB builds it.
+    - A record of an outer side (LEFT's left, RIGHT's right, either of FULL) that finds no match: with no GRACE
+      PERIOD it is written at once with NULLs (the legacy join); with one, it waits in the outer store and is
+      written only when stream time shows its window closed (and only if no match came), unless its window had
+      already closed when it arrived.  Kafka Streams looks for closed windows at most every
+      ``EMIT_INTERVAL_MS`` of wall-clock time (``clock``): the test driver's clock never moves, so, as in
+      ksqlDB's tests, it looks once.
+    - A null value is dropped, a null join key too, but an outer side's is written at once with NULLs (KIP-962).
+    - A record older than stream time less the window and its grace is too late: it is never stored, so no
+      later record joins it (``late`` counts them), though it still joins what is stored.
+    """
+
+    def __init__(self, plan: p.Plan, query: p.Query, clock: Callable[[], int] = lambda: 0) -> None:
+        assert query.kind == p.STREAM_STREAM_JOIN and query.within_before is not None and query.within_after is not None
+        assert query.left_key is not None and query.right_key is not None
+        super().__init__(plan, query)
+        self.window = JoinWindowSpec(query.within_before, query.within_after, query.grace)
+        #: Kafka Streams' "this" side: the left stream, but the right one of a RIGHT join (``right.leftJoin(left)``).
+        self.this_side = p.RIGHT_SIDE if query.join_type == "RIGHT" else p.LEFT_SIDE
+        self._outer = {self.this_side: query.join_type != "INNER", _other(self.this_side): query.join_type == "FULL"}
+        self.stores = {p.LEFT_SIDE: _WindowStore(self.window.retention), p.RIGHT_SIDE: _WindowStore(self.window.retention)}
+        #: Unmatched records of an outer side waiting for their window to close: (time, this side?, key) -> their
+        #: (key, row)s (the key as :func:`_hashable` makes it, then as read).
+        self.outer: dict[tuple[int, bool, Any], list[tuple[Any, Row]]] | None = (
+            {} if query.grace is not None and query.join_type != "INNER" else None)
+        self.stream_time = -1
+        self._min_time = _NEVER
+        self._next_emit = 0
+        self._clock = clock
+        #: Records that arrived too late to be stored for later joins (Kafka Streams' dropped-records count).
+        self.late = 0
+        self._keys = {p.LEFT_SIDE: compile_expression(query.left_key), p.RIGHT_SIDE: compile_expression(query.right_key)}
+        read = json.dumps([p.expression_to_dict(x) for x in (query.left_key, query.right_key, query.where,
+                                                              *(y.expression for y in query.projection)) if x])
+        #: Whether the query reads where a record was read (ROWPARTITION, ROWOFFSET): each row is then given them.
+        self._where_read = any(f'"{name}"' in read for name in _WHERE_READ)
+
+    def _join_key(self, side: str, row: Row) -> Any:
+        return self._keys[side](None, row, None) if side == p.LEFT_SIDE else self._keys[side](None, None, row)
+
+    def _update(self, side: str, reader: Reader, record: Record) -> list[Output]:
+        _, row = reader.row(record)
+        if row is None:  # a null value joins nothing (its time, read from no value, moves nothing either)
+            if reader.source.timestamp is None:
+                self.stream_time = max(self.stream_time, record.timestamp)
+            return []
+        if self._where_read:
+            row[0].update(zip(_WHERE_READ, (record.partition, record.offset)))
+        timestamp = row[1]
+        key = self._join_key(side, row)
+        this_is_left = side == self.this_side
+        outer = self._outer[side]
+        self.stream_time = max(self.stream_time, timestamp)
+        outputs: list[Output] = []
+        if key is None:
+            return self._output(key, side, row, None, timestamp) if outer else []
+        if timestamp == self.stream_time and self.outer is not None:
+            outputs += self._emit_closed(this_is_left)
+        start, end = join_bounds(self.window, timestamp, this_is_left)
+        other = _other(side)
+        lookup = _hashable(key)
+        matches = self.stores[other].fetch(lookup, start, end)
+        for other_time, other_row in matches:
+            if self.outer is not None:
+                self.outer.pop((other_time, not this_is_left, lookup), None)
+            outputs += self._output(key, side, row, other_row, max(timestamp, other_time))
+        if not matches and outer:
+            if self.outer is None or end < self.stream_time:
+                outputs += self._output(key, side, row, None, timestamp)
+            else:
+                self._min_time = min(self._min_time, timestamp)
+                self.outer.setdefault((timestamp, this_is_left, lookup), []).append((key, row))
+        if not self.stores[side].put(lookup, timestamp, row):
+            self.late += 1
+        return outputs
+
+    def _emit_closed(self, this_is_left: bool) -> list[Output]:
+        """The waiting unmatched records whose window has closed by stream time (``emitNonJoinedOuterRecords``)."""
+        assert self.outer is not None
+        grace = self.window.grace_ms
+        after = self.window.after if this_is_left else self.window.before
+        if self._min_time + after + grace >= self.stream_time:
+            return []
+        now = self._clock()
+        if now < self._next_emit:
+            return []
+        self._next_emit = now + EMIT_INTERVAL_MS
+        self._min_time = _NEVER
+        outputs: list[Output] = []
+        open_sides: set[bool] = set()
+        for entry in sorted(self.outer, key=self._order):
+            timestamp, left_side, _ = entry
+            self._min_time = timestamp
+            if len(open_sides) == 2:
+                break
+            look_back = self.window.after if left_side else self.window.before
+            if timestamp + look_back + grace >= self.stream_time:
+                open_sides.add(left_side)
+                continue
+            side = self.this_side if left_side else _other(self.this_side)
+            for key, row in self.outer.pop(entry):
+                outputs += self._output(key, side, row, None, timestamp)
+        return outputs
+
+    def _order(self, entry: tuple[int, bool, Any]) -> tuple[int, bool, bytes]:
+        """The outer store's order: time, then the other side before this one, then the key's bytes."""
+        assert self.outer is not None
+        timestamp, left_side, _ = entry
+        return timestamp, left_side, self.sink_codec.encode_key(self.outer[entry][0][0]) or b""
+
+    def _output(self, key: Any, side: str, row: Row, other: Row | None, timestamp: int) -> list[Output]:
+        """The joined record of ``row`` (of ``side``) and ``other`` (None: unmatched), unless WHERE drops it."""
+        left, right = (row, other) if side == p.LEFT_SIDE else (other, row)
+        if self._where is not None and self._where(key, left, right) is not True:
+            return []
+        value, timestamp = self._value(key, left, right, timestamp)
+        return [Output(Record(self.sink.topic, self.sink_codec.encode_key(key), value, timestamp), other is not None)]
+
+
+_NEVER = 2**63 - 1
+#: The pseudo columns of where a record was read, as a stream-stream join's rows hold them.
+_WHERE_READ = ("ROWPARTITION", "ROWOFFSET")
+
+
+def _hashable(key: Any) -> Any:
+    """A join key as a store looks it up: an ARRAY or STRUCT key by its JSON text (its fields in order)."""
+    if isinstance(key, (list, dict)):
+        return json.dumps(key, sort_keys=True, default=str)
+    return key
+
+
+def _other(side: str) -> str:
+    return p.RIGHT_SIDE if side == p.LEFT_SIDE else p.LEFT_SIDE
