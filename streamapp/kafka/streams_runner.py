@@ -35,6 +35,9 @@ from .jvm import classpath, java
 
 MODULE = "ksql-equivalent"
 MAIN_CLASS = "io.streamapp.ksql.TopologyTestRunner"
+#: The query kinds the Kafka Streams program builds (``PlanTopology.build``); it refuses a plan with another in one
+#: line. The one list the tests and the docs' ``--engine kafka-streams`` column select cases by.
+KINDS = (p.SELECT, p.STREAM_TABLE_JOIN, p.TABLE_TABLE_JOIN)
 #: How long one case may take before the JVM is taken for hung (a first case also warms the JVM up).
 CASE_TIMEOUT = 120.0
 STDERR_LINES = 200

@@ -3,6 +3,7 @@ package io.streamapp.ksql;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 
 /**
  * The plan streamapp's Python planner wrote ({@code streamapp/sql/plan.py}, {@code Plan.to_json()}), read from its
@@ -15,7 +16,10 @@ record Plan(List<Source> sources, List<Query> queries) {
     static final String TABLE = "table";
     static final String SELECT = "select";
     static final String STREAM_TABLE_JOIN = "stream_table_join";
+    static final String TABLE_TABLE_JOIN = "table_table_join";
     static final String LEFT = "left";
+    /** The query kinds {@link PlanTopology} builds ({@code streams_runner.KINDS} on the Python side). */
+    static final Set<String> KINDS = Set.of(SELECT, STREAM_TABLE_JOIN, TABLE_TABLE_JOIN);
 
     record Column(String name, ColumnType type) { }
 
@@ -55,7 +59,7 @@ record Plan(List<Source> sources, List<Query> queries) {
     }
 
     /** What a projection or a join key computes from the left and right rows. */
-    sealed interface Expression permits ColumnOf, RowTime, AsValue { }
+    sealed interface Expression permits ColumnOf, RowTime, AsValue, JoinKey, Literal, Compare, Logical { }
 
     record ColumnOf(String side, String name) implements Expression { }
 
@@ -63,14 +67,28 @@ record Plan(List<Source> sources, List<Query> queries) {
 
     record AsValue(Expression argument) implements Expression { }
 
+    /** A table-table join's key: the primary key both rows share, whichever side holds a row. */
+    record JoinKey() implements Expression { }
+
+    /** A constant of a WHERE (text, a number, a boolean or null), as Jackson reads it. */
+    record Literal(Object value) implements Expression { }
+
+    /** {@code left op right}, NULL when either side is NULL. */
+    record Compare(String op, Expression left, Expression right) implements Expression { }
+
+    /** AND / OR of its args, or NOT of its one, in SQL's three-valued logic. */
+    record Logical(String op, List<Expression> args) implements Expression { }
+
     record Projection(String name, ColumnType type, Expression expression, boolean key) { }
 
     /** One persistent query: a copy ({@link #SELECT}) or a stream-table join, with ksqlDB's repartition decisions. */
     record Query(String name, String kind, String sink, String left, String right, String joinType,
-                 Expression leftKey, boolean repartition, boolean repartitionRight, List<Projection> projection) {
+                 Expression leftKey, boolean repartition, boolean repartitionRight, List<Projection> projection,
+                 Expression where) {
 
+        /** A join of two sources (whose topics must then be co-partitioned unless one side is re-keyed). */
         boolean isJoin() {
-            return STREAM_TABLE_JOIN.equals(kind);
+            return right != null;
         }
 
         List<Projection> value() {
@@ -103,6 +121,11 @@ record Plan(List<Source> sources, List<Query> queries) {
         }
         List<Query> queries = new ArrayList<>();
         for (JsonNode raw : required(json, "queries")) {
+            // a kind this program does not build is refused by name, before fields or expressions only it has
+            if (!KINDS.contains(text(raw, "kind"))) {
+                throw new IllegalArgumentException("plan: query " + text(raw, "name") + " is a " + text(raw, "kind")
+                    + ", which this program does not build");
+            }
             List<Projection> projection = new ArrayList<>();
             for (JsonNode p : required(raw, "projection")) {
                 projection.add(new Projection(text(p, "name"), ColumnType.parse(text(p, "type")),
@@ -112,7 +135,7 @@ record Plan(List<Source> sources, List<Query> queries) {
                 raw.path("right").textValue(), raw.path("join_type").textValue(),
                 raw.path("left_key").isObject() ? expression(raw.get("left_key")) : null,
                 raw.path("repartition").asBoolean(false), raw.path("repartition_right").asBoolean(false),
-                List.copyOf(projection)));
+                List.copyOf(projection), raw.path("where").isObject() ? expression(raw.get("where")) : null));
         }
         return new Plan(List.copyOf(sources), List.copyOf(queries));
     }
@@ -131,8 +154,35 @@ record Plan(List<Source> sources, List<Query> queries) {
             case "column" -> new ColumnOf(text(raw, "side"), text(raw, "name"));
             case "rowtime" -> new RowTime(text(raw, "side"));
             case "as_value" -> new AsValue(expression(raw.get("argument")));
+            case "join_key" -> new JoinKey();
+            case "literal" -> new Literal(literal(raw.get("value")));
+            case "compare" -> new Compare(text(raw, "op"), expression(raw.get("left")), expression(raw.get("right")));
+            case "logical" -> {
+                List<Expression> args = new ArrayList<>();
+                required(raw, "args").forEach(a -> args.add(expression(a)));
+                yield new Logical(text(raw, "op"), List.copyOf(args));
+            }
             default -> throw new IllegalArgumentException("plan: unknown expression " + raw);
         };
+    }
+
+    private static Object literal(JsonNode value) {
+        if (value == null || value.isNull()) {
+            return null;
+        }
+        if (value.isTextual()) {
+            return value.textValue();
+        }
+        if (value.isBoolean()) {
+            return value.booleanValue();
+        }
+        if (value.isIntegralNumber()) {
+            return value.longValue();
+        }
+        if (value.isNumber()) {
+            return value.doubleValue();
+        }
+        throw new IllegalArgumentException("plan: a literal must be text, a number, a boolean or null: " + value);
     }
 
     private static JsonNode required(JsonNode node, String field) {

@@ -3,21 +3,17 @@ package io.streamapp.ksql;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.kafka.common.serialization.Serde;
-import org.apache.kafka.common.utils.Bytes;
-import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.Joined;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
-import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.ValueJoiner;
 import org.apache.kafka.streams.processor.api.FixedKeyProcessor;
 import org.apache.kafka.streams.processor.api.FixedKeyProcessorContext;
 import org.apache.kafka.streams.processor.api.FixedKeyRecord;
-import org.apache.kafka.streams.state.KeyValueStore;
 
 /**
  * The Kafka Streams topology ksqlDB builds for one query of a plan; ksqlDB's recorded topologies
@@ -30,13 +26,13 @@ import org.apache.kafka.streams.state.KeyValueStore;
  *       not the join's, re-keyed through {@code RightSourceKeyed-SelectKey-repartition} into
  *       {@code RightSourceKeyed-Materialize}; the stream, re-keyed by the join expression
  *       ({@code LeftSourceKeyed-SelectKey}) and repartitioned through {@code Join-repartition} when the plan says so;
- *       then {@code join} / {@code leftJoin}, the projection, and the sink's TIMESTAMP column as the output time.</li>
+ *       then {@code join} / {@code leftJoin}, the projection, and the sink's TIMESTAMP column as the output time;</li>
+ *   <li>a table-table join: {@link TableTableJoin}.</li>
  * </ul>
  */
 final class PlanTopology {
 
     static final String TABLE_STORE = "KafkaTopic_Right-Reduce";
-    static final String RIGHT_KEYED = "RightSourceKeyed";
     static final String LEFT_KEYED = "LeftSourceKeyed-SelectKey";
     static final String JOIN = "Join";
 
@@ -51,8 +47,10 @@ final class PlanTopology {
 
     static Topology build(Plan plan, Plan.Query query) {
         PlanTopology topology = new PlanTopology(plan, query);
-        if (query.isJoin()) {
+        if (Plan.STREAM_TABLE_JOIN.equals(query.kind())) {
             topology.join();
+        } else if (Plan.TABLE_TABLE_JOIN.equals(query.kind())) {
+            topology.sink(TableTableJoin.build(topology.builder, plan, query));
         } else if (Plan.SELECT.equals(query.kind())) {
             topology.select();
         } else {
@@ -101,16 +99,9 @@ final class PlanTopology {
         String joinKeyFormat = query.repartition() ? right.keyFormat() : left.keyFormat();
         Serde<Object> joinKey = KeyFormat.of(joinKeyFormat, tableKey);
 
-        KTable<Object, Row> table;
-        if (query.repartitionRight()) {
-            table = Sources.table(builder, right, null).toStream()
-                .map(KeyValue::pair, Named.as(RIGHT_KEYED + "-SelectKey-Mapper"))
-                .toTable(Named.as(RIGHT_KEYED + "-SelectKey"),
-                    Materialized.<Object, Row, KeyValueStore<Bytes, byte[]>>as(RIGHT_KEYED + "-Materialize")
-                        .withKeySerde(joinKey).withValueSerde(Row.serde(right.columnTypes())));
-        } else {
-            table = Sources.table(builder, right, TABLE_STORE);
-        }
+        KTable<Object, Row> table = query.repartitionRight()
+            ? Sources.rekeyedTable(builder, right, joinKey)
+            : Sources.table(builder, right, TABLE_STORE);
 
         KStream<Object, Row> stream = Sources.stream(builder, left);
         if (query.repartition()) {

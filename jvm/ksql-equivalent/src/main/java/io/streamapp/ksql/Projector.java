@@ -31,6 +31,22 @@ final class Projector {
         if (expression instanceof Plan.AsValue asValue) {
             return compile(asValue.argument(), left, right);
         }
+        if (expression instanceof Plan.JoinKey) {
+            // the key both rows share: each row holds it as its first column (a table's key is copied in)
+            return (l, r) -> l != null ? l.columns[0] : r == null ? null : r.columns[0];
+        }
+        if (expression instanceof Plan.Literal literal) {
+            Object value = literal.value();
+            return (l, r) -> value;
+        }
+        if (expression instanceof Plan.Compare compare) {
+            return Predicates.compare(compare.op(), compile(compare.left(), left, right),
+                compile(compare.right(), left, right));
+        }
+        if (expression instanceof Plan.Logical logical) {
+            return Predicates.logical(logical.op(),
+                logical.args().stream().map(a -> compile(a, left, right)).toList());
+        }
         if (expression instanceof Plan.RowTime rowTime) {
             boolean isLeft = Plan.LEFT.equals(rowTime.side());
             return (l, r) -> {

@@ -1,12 +1,15 @@
 package io.streamapp.ksql;
 
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.ValueTransformerWithKey;
 import org.apache.kafka.streams.kstream.ValueTransformerWithKeySupplier;
 import org.apache.kafka.streams.processor.ProcessorContext;
@@ -24,6 +27,8 @@ import org.apache.kafka.streams.state.KeyValueStore;
  */
 final class Sources {
 
+    static final String RIGHT_KEYED = "RightSourceKeyed";
+
     private Sources() { }
 
     static KStream<Object, Row> stream(StreamsBuilder builder, Plan.Source source) {
@@ -40,6 +45,19 @@ final class Sources {
         }
         return table.transformValues(rows, Materialized.<Object, Row, KeyValueStore<Bytes, byte[]>>as(store)
             .withKeySerde(KeyFormat.of(source)).withValueSerde(Row.serde(source.columnTypes())));
+    }
+
+    /**
+     * A table re-keyed into another key format (ksqlDB's {@code RightSourceKeyed}): its rows through
+     * {@code RightSourceKeyed-SelectKey-repartition}, written with {@code joinKey}, into
+     * {@code RightSourceKeyed-Materialize}.
+     */
+    static KTable<Object, Row> rekeyedTable(StreamsBuilder builder, Plan.Source source, Serde<Object> joinKey) {
+        return table(builder, source, null).toStream()
+            .map(KeyValue::pair, Named.as(RIGHT_KEYED + "-SelectKey-Mapper"))
+            .toTable(Named.as(RIGHT_KEYED + "-SelectKey"),
+                Materialized.<Object, Row, KeyValueStore<Bytes, byte[]>>as(RIGHT_KEYED + "-Materialize")
+                    .withKeySerde(joinKey).withValueSerde(Row.serde(source.columnTypes())));
     }
 
     private static Consumed<Object, Object[]> consumed(Plan.Source source) {
