@@ -1,31 +1,10 @@
 """A joined stream's topic -> each declared stream-table join's output, as ksqlDB writes it.
 
-For the seed: ``demo_user_orders`` LEFT JOIN each users table -> the two merged topics.
-
-Thin: decoding and the join are the plan's engine (:mod:`streamapp.sql.engine`), the
-partition-local lookup is :class:`~streamapp.worker.tables.RowLookup`, and each record
-goes out in the partition ``Settings.partitioner`` picks.
-
-Records arrive a whole fetch at a time, by partition (``app.batch_agent``): joining one
-is a few microseconds of work, less than Faust's per-event delivery would cost, and the
-fetch's outputs go out as whole producer batches.  Their event time is the stream's
-``TIMESTAMP`` column, else the record timestamp: the transport hands over a fetch's
-table rows before the stream records of the same partition with a later event time
-(:mod:`streamapp.worker.transport`).  The messages are acked once their outputs (or dead
-letters) are queued; Faust flushes the producer before it commits, so a crash at any
-point loses no record (at-least-once).
-
-A record with a null key is joined too, as ksqlDB joins it (Kafka Streams 3.7+, KIP-962):
-it looks no row up, and a LEFT join writes it with NULL table columns, a null key, and in
-the partition the Java producer's sticky partitioner would pick
-(:class:`~streamapp.partitioners.sticky.NullKeyPartitions`), under either guarantee.
-
-A record is joined into every output or into none: all values are built and checked
-first (size, and the event time as a record timestamp the outputs take), and any failure
-of the record (see :mod:`agents.dead_lettering`) makes it a dead letter instead of
-stopping the fetch loop, which runs this handler inline.  Should the broker still refuse
-a batch, its records are dead-lettered too, not lost
-(:class:`~streamapp.worker.batch_sender.BatchSender`'s ``on_failure``).
+Thin: decoding and the join are the plan's engine (:mod:`streamapp.sql.engine`), the partition-local
+lookup is :class:`~streamapp.worker.tables.RowLookup`, each output goes out in the partition
+``Settings.partitioner`` picks, and a join on a non-key column re-keys the stream first.  A record is
+joined into every output or into none (a dead letter); a null key is joined as ksqlDB joins it.
+See docs/explanation/worker-internals.md#the-join-agents.
 """
 from __future__ import annotations
 

@@ -1,25 +1,9 @@
 """A table source's topic -> its RocksDB table(s), and each declared copy of it (``CREATE TABLE ... AS SELECT``).
 
-For the seed: ``demo_user`` -> the ``demo_user`` table, and re-keyed through the join's
-partitioner into the worker's ``DEMO_USER_REPARTITION`` topic, which this same agent
-then loads into the ``demo_user_repartition`` table.  A copy's output is in the
-partition the configured partitioner picks for its key, so the join against it finds
-rows whatever client wrote the source.
-
-Records arrive a whole fetch at a time, by partition (``app.batch_agent``; a table's
-source, so the transport hands them over before the stream records of the same
-partition with a later event time).  Each partition's rows go into RocksDB as one
-write batch, and the changelog and copy records go out as whole producer batches
-(:class:`~streamapp.worker.tables.RowWrites`,
-:class:`~streamapp.worker.batch_sender.BatchSender`), each with the source record's
-event time, as Kafka Streams keeps it.  The messages are acked once all that is
-queued; Faust flushes the producer before it commits, so a crash loses no row
-(at-least-once: a row fetched again is written again, to the same key).
-
-A record goes into every table and topic it feeds or into none: each output it causes
-is checked before anything is written, and a record that fails a check, or whose work
-raises, is a dead letter (:mod:`agents.dead_lettering`), as is every record of a batch
-the broker refuses.
+A copy goes out in the partition the configured partitioner picks for its key, so a join against it
+finds rows whatever client wrote the source.  A fetch's rows go into RocksDB as one write batch per
+partition and out as whole producer batches; a record goes into every table and topic it feeds or
+into none (a dead letter).  See docs/explanation/worker-internals.md#the-table-agents.
 """
 from __future__ import annotations
 

@@ -1,24 +1,12 @@
 """Joined orders per second under ``processing_guarantee=exactly_once`` next to ``at_least_once``, in one run.
 
-Same broker (one freshly started Apache Kafka node), same users and orders, same
-worker code; each round runs an at_least_once worker, then an exactly_once one,
-each on topics, a group and a log of its own, and each ratio is taken within its
-round.  The clock starts when the orders start being produced (confluent-kafka,
-faster than the worker, so it works through a backlog) and stops when every
-order's outputs are readable by their readers:
-
-* at_least_once: the outputs' end offsets add up to the orders (as
-  ``benchmarks/worker.py`` times the worker);
-* exactly_once: the group's committed orders offsets reach the orders' end.  Both
-  outputs of an order are committed in the transaction that commits its offset,
-  and only then can a ``read_committed`` reader see them; end offsets would count
-  the transactions' commit markers too.
-
-Untimed, each round's outputs are then read back (``read_committed``): every
-record must carry its user, and under exactly_once each output must hold exactly
-one record per order.  Rates are per wall-clock second and per CPU second of the
-worker process (user + system), which stays comparable when other work shares
-the machine.
+Same broker, users, orders and code; each round runs an at_least_once worker, then an exactly_once one, each on
+topics, a group and a log of its own, and each ratio is taken within its round.  The clock starts when the orders
+start being produced and stops when every order's outputs are readable: for at_least_once, the outputs' end
+offsets add up to the orders; for exactly_once, the group's committed orders offset reaches their end (outputs
+are committed with it, and end offsets would count the commit markers too).  Untimed, the outputs are read back
+(``read_committed``): every order exactly once in each, with its own user.  Rates are per wall-clock second and
+per CPU second of the worker process.
 
     .venv/bin/python benchmarks/exactly_once.py [--orders 200000] [--users 10000] [--rounds 2]
 """

@@ -1,23 +1,15 @@
 """Joined orders per second for one worker, next to a raw aiokafka consume→produce pipe, in one run.
 
-Both processors run as child processes on the same freshly started Apache
-Kafka broker (one KRaft node, :class:`streamapp.kafka.broker.EmbeddedBroker`) and are
-timed the same way: each is started and has joined its group,
-then the clock starts when the orders start being produced (by confluent-kafka,
-far faster than either processor, so each works through a backlog) and stops
-when the last of them has come out of both output topics.  Each rate is given
-per wall-clock second and per CPU second the processor used (its user + system
-time), which stays comparable when other work shares the machine's cores.  The
-pipe does the same Kafka work as the worker (read each order, write one record
-to each of two topics) the way a plain aiokafka application does, one ``send``
-per record, and no decoding, lookup or encoding.  Each round measures a pipe
-and then a worker, each on topics and with a log of its own, and checks that
-every output record of the round's worker carries its user (the users were all
-loaded before its orders); the table gives the best and the median of the
-rounds.  Then the worker's RSS with ``--rss-users`` users loaded into both tables.
+Both run as child processes on one freshly started Apache Kafka node and are timed alike: started and in
+their group, the clock starts when the orders start being produced (far faster than either processes them)
+and stops when the last is out of both output topics; rates are per wall-clock second and per CPU second
+of the processor.  The pipe does the worker's Kafka work (read each order, write it to two topics, one
+``send`` each) and nothing else.  Kafka Streams (the plan's program) and, with ``--quix-python``, Quix
+Streams are timed the same way.  Untimed, every output is checked: each order exactly once, with its own
+user (:func:`check_outputs`).  Then, with ``--rss-users``, the worker's RSS with that many users loaded.
 
-    .venv/bin/python benchmarks/worker.py [--orders 50000] [--users 10000] [--rounds 2]
-                                          [--rss-users 1000000]
+    .venv/bin/python benchmarks/worker.py [--orders 400000] [--users 10000] [--rounds 3]
+                                          [--rss-users 1000000] [--quix-python PATH] [--no-kafka-streams]
     .venv/bin/python benchmarks/worker.py pipe ...   (the baseline's child process; used internally)
 """
 from __future__ import annotations

@@ -1,35 +1,16 @@
 """The Faust worker and the Kafka Streams program (ksqlDB's joins) on the same input topics, record for record.
 
-Both engines run on the session broker and read the same ``users_topic`` and
-``orders_topic``; the worker writes ``merged_topic``/``merged_repartition_topic``,
-the program ``ksqldb_merged_topic``/``ksqldb_merged_repartition_topic``.  Each
-output is compared with its counterpart as a multiset of (partition, key, parsed
-JSON value, record timestamp): the same orders, joined with the same user columns,
-in the same partitions.  (Values are compared parsed, not byte for byte: Jackson on
-Java 17 writes some doubles as ``1.0E7`` where Python writes ``10000000.0``, and
-characters beyond the BMP as escaped surrogate pairs.)
+Both engines run on the session broker and read the same users and orders; each output is compared with its
+counterpart as a multiset of (partition, key, parsed JSON value, record timestamp).  Values are compared
+parsed: Jackson writes some doubles as ``1.0E7`` and characters beyond the BMP as surrogate pairs.  The
+inputs cover both partitioners, updates, tombstones, unknown users, nullable and missing fields, every
+coercion of ksqlDB's JSON format, malformed records, and users and orders produced concurrently.
 
-The inputs cover users written by ``murmur2_random`` and ``consistent_random``,
-updates, tombstones, unknown users, nullable and missing fields, every coercion of
-ksqlDB's JSON format, malformed records, and users and orders produced concurrently.
-
-Where the engines legitimately differ, the test states the difference exactly (the
-README's "Decoding" section explains each):
-
-- a record the worker dead-letters and Kafka Streams reads: a key that is not UTF-8
-  (Java's String decoder replaces the bytes with U+FFFD);
-- where an order with a null key goes: both engines join it with NULL user columns and write it with
-  a null key (Kafka Streams 3.7+, KIP-962, as ksqlDB does: its stream-table join is Kafka Streams'
-  leftJoin with no null-key filter of its own; README, "Decoding"), each in a partition its producer
-  draws at random and keeps for a batch (the Java producer's sticky partitioner; the worker's
-  ``NullKeyPartitions``), so those records are compared without their partition, and each engine's
-  are checked to share one partition per output (a few small records: one sticky batch);
-- the concurrent phase: whether an order finds a user written at the same moment
-  depends on each engine's fetches; both write every order once, with the same order
-  columns, and the user columns differ only by being NULL on one side.
-
-Progress is read from the engines themselves: each one's consumer group has committed
-the end of every input topic (both flush their outputs before they commit).
+Where the engines legitimately differ, the test states the difference exactly (docs/explanation/ksqldb-semantics.md):
+a key that is not UTF-8 (dead-lettered by the worker, read with U+FFFD by Java); a null-key order, joined by both
+with NULL user columns in a partition each producer draws (compared without it, each engine's in one partition);
+the concurrent phase, where only the user columns may differ, by being NULL on one side.  Progress is read from
+the engines themselves: each consumer group has committed the end of every input topic.
 """
 from __future__ import annotations
 

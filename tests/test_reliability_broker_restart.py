@@ -1,27 +1,16 @@
 """Apache Kafka killed with SIGKILL under a running worker: restarted in time nothing is lost; gone for good the worker exits.
 
-Each test has its own broker on a data directory in ``tmp_path`` (the session's
-broker must not be killed), the real ``faust -A streamapp worker`` child and
-real librdkafka producers.  Nothing waits on log lines or fixed sleeps: the
-tests wait on what the worker itself reports (``/stats``, ``/health``, its
-output topics, its exit status).
+Each test has its own broker on a data directory in ``tmp_path`` (the session's broker must not be killed), the
+real ``faust -A streamapp worker`` child and real librdkafka producers; the tests wait on what the worker reports
+(``/stats``, ``/health``, its outputs, its exit status), never on log lines or sleeps.
 
-- **Back within the limit.** Orders stream in; at 30% joined the broker gets
-  SIGKILL; the worker notices (``/health`` 503, ``/stats`` shows it) while the
-  order producer keeps producing into its queue; the broker restarts on the
-  same data directory and port; the same worker process reconnects by itself
-  (``/health`` 200 again) and joins every order in both outputs.  The
-  duplicates are counted and printed, not bounded: at-least-once replays what
-  was processed after the last commit, and a producer batch the broker wrote
-  but could not acknowledge is sent again, so their number depends on where
-  the kill lands.
-- **Gone beyond the limit.** The broker is killed and not restarted: ``/health``
-  answers 503 after ``kafka_unreachable_timeout``, the worker logs that once
-  (not thousands of client errors) and exits with status 3 after
-  ``kafka_unreachable_exit``, for a supervisor to restart it.
-- **Stopped while it is gone.** SIGTERM once ``/health`` answers 503: the worker
-  says why in one line and exits with status 3 at once, not after its clients
-  have waited out their request timeouts on the brokers that are gone.
+- **Back within the limit**: SIGKILL at 30% joined, the broker restarted on the same data and port; the same
+  worker reconnects and joins every order in both outputs (duplicates counted: at-least-once).
+- **Gone beyond the limit**: ``/health`` 503 after ``kafka_unreachable_timeout``, one log line, exit 3 after
+  ``kafka_unreachable_exit``.
+- **Stopped while it is gone**: SIGTERM once ``/health`` is 503: one line, exit 3 at once.
+
+The scenarios and their figures: docs/RELIABILITY.md.
 """
 from __future__ import annotations
 

@@ -1,29 +1,10 @@
 """Prometheus metrics of the worker: ``GET /metrics``, read from what the worker already keeps, at scrape time.
 
-Why a custom collector: the agents count into :class:`~streamapp.worker.counters.Counters`, the
-health probe, the guard, the doctor and the transactions keep their own state; duplicating each
-count into a prometheus_client metric would cost every record twice and could drift.  Instead
-:class:`StreamappCollector` reads them all when Prometheus scrapes (:func:`read`, the only part
-that touches the app), and :func:`families` turns that reading into metric families (pure, so it
-is tested from a counters snapshot alone).  Nothing runs when nobody scrapes, but for three
-measurements nothing else makes (:class:`Instruments`):
-
-- **misplaced keys**, per topic and partition: a record whose key the declared partitioner
-  (``Settings.partitioner``) places in another partition than the one it arrived on.  Checked
-  for the topics a join looks up by partition (its stream and its table), from the batches the
-  agents' handlers are handed (``app.batch_handlers``), with the partitioner's C batch loop;
-- **processing time per batch**, a histogram per topic, from the same handlers;
-- **commits**: a Faust sensor counts the offset commits that moved a committed offset and
-  times them; the exactly-once transactions are counted by :mod:`~streamapp.worker.transactions`.
-
-Two more are counted where they happen, a dict increment each: a join miss's cause (the stream
-agent asks the table's other partitions, on a miss only: :meth:`~streamapp.worker.tables.RowLookup.miss_cause`)
-and a revoke whose commit left offsets uncommitted (:class:`~streamapp.worker.transport.Consumer`).
-``Settings.metrics`` false turns all of this off: no route, no instruments, misses ``unclassified``.
-
-Names follow Prometheus' guide (``streamapp_…_total`` counters, seconds, ratios); labels are
-the declared join (its query name, lower-cased, and its output topic), topics and partitions,
-never a key.  Each worker exposes its own counts since it started: Prometheus sums the group.
+A custom collector reads the agents' counters, the health probe, the guard, the doctor and the
+transactions when Prometheus scrapes (:func:`read`, the only part that touches the app), and
+:func:`families` turns that reading into metric families (pure).  Nothing runs when nobody scrapes
+but three measurements nothing else makes (:class:`Instruments`).  See
+docs/explanation/worker-internals.md#metrics; the metrics themselves: docs/how-to/monitor.md.
 """
 from __future__ import annotations
 

@@ -4,48 +4,9 @@ Usage::
 
     python tests/qtt/convert.py PATH [--rev REV] [--out DIR]
 
-``PATH`` is either a bare git directory of ``confluentinc/ksql`` (read with
-``git show REV:path``) or a checkout of it (files read from disk). ``--out``
-defaults to the directory holding this script.
-
-For every selected case it writes ``<out>/<slug>/`` with
-
-* ``statements.sql`` -- the case's statements, ``{FORMAT}`` substituted, one per line,
-  each ending in ``;``;
-* ``input.json``  -- ``{"inputs": [...]}``, records copied verbatim, in file order;
-* ``output.json`` -- ``{"outputs": [...]}``, likewise (empty for a negative case);
-* ``case.json``   -- provenance and metadata (file, index, name, format, ring,
-  ksql_commit, expected_exception, post, properties, topics, features).
-
-These are the three files of ksqlDB's ``ksql-test-runner -s statements.sql -i input.json
--o output.json`` plus ``case.json``. Note that the real runner rejects an empty
-``inputs``/``outputs`` array, so the negative cases (``expected_exception`` set) are only
-meaningful to a harness that reads ``case.json``.
-
-Selection (see /work/shared/reference/ksql-joins.md, Appendix):
-
-* ring R0 and R0+: the 15 positive stream-table cases listed in ``POSITIVE``;
-* ring R1: the 75 positive stream-stream joins listed in ``STREAM_STREAM``, but those
-  ``STREAM_STREAM_NOT_YET`` names (with why), which streamapp does not pass yet;
-* ring R2: the 14 positive table-table joins on the primary key listed in ``TABLE_TABLE``;
-* ring RN: every QTT negative (``expectedException``) case with exactly one join whose
-  two sources are one STREAM and one TABLE, in either order, in any QTT file
-  (found by ``find_stream_table_negatives``; ``NEGATIVE`` lists the ones known at the
-  commit the lead read, so a new commit that drops or adds one is reported); and the
-  table-table joins on the primary key ksqlDB rejects, ``TABLE_TABLE_NEGATIVE`` (likewise checked
-  by ``find_table_table_negatives``; fk-join.json's rejections belong to ring R3); and the
-  stream-stream joins ksqlDB rejects, ``STREAM_STREAM_NEGATIVE`` (checked by
-  ``find_stream_stream_negatives``), but those ``STREAM_STREAM_NEGATIVE_NOT_YET`` names.
-
-Each selected case is looked up by index and its name checked; if the name at that index
-differs, the case is looked up by name and a warning is printed.
-
-Output is deterministic: JSON is written with ``indent=2``, keys in source order
-(never sorted), non-ASCII kept as is, and floating-point literals written with their
-exact source text. Case directories previously written by this script (those holding
-a ``case.json``) are removed first, so a rerun never leaves stale cases behind.
-
-Pure standard library; ``git`` is needed only when ``PATH`` is a bare git directory.
+``PATH`` is a bare git directory of ``confluentinc/ksql`` or a checkout of it; ``--out`` defaults to this
+script's directory.  Each selected case becomes ``<out>/<slug>/`` with ``statements.sql``, ``input.json``,
+``output.json`` and ``case.json``; which cases, and how they are written: docs/reference/qtt-conversion.md.
 """
 from __future__ import annotations
 
