@@ -24,7 +24,8 @@ from streamapp.settings import Settings
 from streamapp.sql import plan as p
 from streamapp.sql.topology import Join, Topology
 
-__all__ = ["DIRECT", "REPARTITION", "Field", "Group", "Pair", "Roles", "SIDES", "SPARK_TYPES", "spark_type"]
+__all__ = ["DIRECT", "REPARTITION", "Field", "Group", "Pair", "PlanShapeError", "Roles", "SIDES", "SPARK_TYPES", "pair_names",
+           "spark_type"]
 
 #: The two engines of a pair.
 SIDES = ("faust", "ksqldb")
@@ -33,9 +34,9 @@ DIRECT, REPARTITION = "direct", "repartition"
 #: The identity column that stands for the output record's timestamp when the query projects no event time.
 ROWTIME = "rowtime"
 
-#: ksqlDB type -> Spark SQL type of the column's value (a nested type: its JSON text).
-SPARK_TYPES = {"BOOLEAN": "boolean", "INT": "int", "BIGINT": "bigint", "DOUBLE": "double", "STRING": "string",
-               "BYTES": "binary", "DATE": "date", "TIME": "string", "TIMESTAMP": "timestamp"}
+#: ksqlDB type -> Spark SQL type of the column's value; any other type (BYTES, DATE, TIME, TIMESTAMP, nested) is
+#: compared as the JSON text of its value, as the codec reads it.
+SPARK_TYPES = {"BOOLEAN": "boolean", "INT": "int", "BIGINT": "bigint", "DOUBLE": "double", "STRING": "string"}
 
 
 def spark_type(ksql_type: str) -> str:
