@@ -194,13 +194,14 @@ def test_demo_runs_a_teams_statements_and_misses_exactly_where_the_partitioners_
     """``streamapp demo --statements`` on the session broker (``--bootstrap-servers``): customers (BIGINT KAFKA key)
     written with librdkafka's crc32, payments (``TIMESTAMP='paid_at'``) with murmur2.  Both engines' direct joins
     show ``???`` for exactly the customers whose key the two partitioners place apart, and nowhere else; the join
-    against the copied table finds every customer, with the values the generator wrote."""
+    against the copied table finds every customer, with the values the generator wrote; the reconciliation of the
+    two engines from the same statements calls each direct miss a ``copartition_violation``, and nothing else."""
     tag = uuid.uuid4().hex[:8]
     statements = tmp_path / "joins.sql"
     statements.write_text(CUSTOMERS_PAYMENTS.format(tag=tag), encoding="utf-8")
     report, people = run_demo(
         "--statements", str(statements), "--bootstrap-servers", broker.bootstrap, "--partitioner", "consistent_random",
-        "--no-reconcile", timeout=300,
+        timeout=420,
         env={"STREAMAPP_APP_ID": f"demo-{tag}", "STREAMAPP_DEAD_LETTER_TOPIC": f"dead_{tag}"})
     [run] = report["runs"]
     assert (run["table"], run["stream"], run["key_column"]) == ("CUSTOMERS", "PAYMENTS", "CUSTOMER_ID")
@@ -229,7 +230,15 @@ def test_demo_runs_a_teams_statements_and_misses_exactly_where_the_partitioners_
     copied_table = between(people, "The repartitioned join:", "Run 1 took")
     assert not [line for line in copied_table.splitlines() if line.startswith("│") and "???" in line], copied_table
     assert " - Faust: Joined: 30 of 30 records, missed (???): 0" in copied_table
-    assert report["reconciliation"] == {"ran": False}
+    reconciliation = report["reconciliation"]
+    assert reconciliation["ran"] is True and reconciliation["exit_code"] == 1, people[-2000:]
+    summary = reconciliation["summary"]
+    missed = sum(1 for row in run["joins"]["Faust join, direct"]["rows"] if row["EMAIL"] is None)
+    nonzero = {pair: {s: n for s, n in statuses.items() if n} for pair, statuses in summary["statuses"].items()}
+    assert nonzero == {"direct": {"match": MESSAGES - missed, "both_unenriched": missed},
+                       "repartition": {"match": MESSAGES}}, nonzero
+    causes = {pair: {c: n for c, n in by.items() if n} for pair, by in summary["causes"].items()}
+    assert causes == {"direct": {"copartition_violation": missed}, "repartition": {}}
 
 
 def test_demo_refuses_statements_it_cannot_produce_in_one_line(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ first run's records cannot change the second run's numbers: the consistent_rando
 run shows both direct joins missing wherever crc32 and murmur2 disagree, the
 murmur2_random run shows none (``--partitioner`` runs one run with the table
 written by the partitioner named).  The Spark reconciliation then compares the two
-engines' outputs of the seed's joins, read from Kafka.  ``--bootstrap-servers``
+engines' outputs of the declared joins, read from Kafka.  ``--bootstrap-servers``
 runs it all on a cluster that is already running instead of starting one.
 """
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ..demo.shape import DemoShape, shape
 from ..kafka.admin import ensure_topics
 from ..kafka.broker import EmbeddedBroker, free_port
 from ..settings import Settings, add_arguments
+from ..sql.topology import topology
 from ..worker.process import WorkerProcess, settings_env
 from .produce import PARTITIONER_CHOICES, people_console, produce_with_progress, render_run
 
@@ -67,7 +68,7 @@ def add_parser(sub: Any) -> None:
         description="Starts Apache Kafka (one node), the Faust worker and Kafka Streams (ksqlDB's joins, not ksqlDB), "
         "writes the declared table and stream twice (the table with librdkafka's consistent_random, then with "
         "murmur2_random; --partitioner: one run with the partitioner named) and shows each join of both engines side "
-        "by side, ??? where one missed; then reconciles the seed's joins with Spark. --statements FILE: your own "
+        "by side, ??? where one missed; then reconciles the two engines' joins with Spark. --statements FILE: your own "
         "statements, their records generated from the declared column types. --bootstrap-servers: run on that "
         "running cluster instead of starting one.")
     parser.add_argument("--messages", type=int, default=20,
@@ -209,15 +210,12 @@ class ReconcileJob:
     @classmethod
     def start(cls, settings: Settings, tmp: Path, window_start: datetime, console: Console) -> "ReconcileJob":
         output, logs, started = tmp / "reconcile", (tmp / "reconcile.out", tmp / "reconcile.err"), time.monotonic()
-        sides = (f"ksqlDB's join semantics executed by Kafka Streams ({settings.ksqldb_merged_topic}, "
-                 f"{settings.ksqldb_merged_repartition_topic}), compared with the Faust worker's "
-                 f"({settings.merged_topic}, {settings.merged_repartition_topic})")
+        joins = topology(settings).joins  # the job reads the same statements (STREAMAPP_STATEMENTS), as the worker
+        sides = (f"ksqlDB's join semantics executed by Kafka Streams ({', '.join(j.ksqldb_output for j in joins)}), "
+                 f"compared with the Faust worker's ({', '.join(j.output for j in joins)})")
         missing = [name for name in ("spark_batch", "pyspark") if importlib.util.find_spec(name) is None]
         if missing:  # the job is a program of its own: streamapp runs it, never imports it
             return cls(None, output, logs, started, sides, f"{', '.join(missing)} not installed")
-        if settings.statements:
-            return cls(None, output, logs, started, sides, f"the reconciliation reads the seed's joins only yet, "
-                       f"not those of statements={settings.statements}")
         # the window ends well after the demo can: the job resolves its offsets only once told to read
         window_end = datetime.now(timezone.utc) + timedelta(seconds=RECONCILE_TIMEOUT + 600)
         cmd = [sys.executable, "-m", "spark_batch.reconcile", "--from", window_start.isoformat(),
@@ -264,7 +262,7 @@ class ReconcileJob:
         if code == 2:
             console.print(stderr.strip().splitlines()[-1] if stderr.strip() else "reconcile failed", markup=False)
         meaning = {0: "within the threshold",
-                   1: "mismatch rate above the threshold: run 1's orders that both direct joins missed "
+                   1: "mismatch rate above the threshold: the records both direct joins missed "
                       "(cause copartition_violation)",
                    2: "error"}.get(code, "unexpected")
         console.print(f"Reconciliation exit code {code}: {meaning}")
