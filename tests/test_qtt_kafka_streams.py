@@ -1,8 +1,8 @@
 """ksqlDB's QTT join cases through Kafka Streams: the plan's topologies under its own TopologyTestDriver.
 
-Only the cases whose plans hold the query kinds the Java program builds (``streams_runner.KINDS``): the others
-(stream-stream joins, so far) are run by the pure engine only (``tests/test_qtt.py``), and the docs' table says
-"not yet" for them.  A case where Kafka Streams itself writes other records than ksqlDB expects is a finding:
+Only the cases whose plans hold the query kinds the Java program builds (``streams_runner.KINDS``): the docs'
+table says "not yet" for any other (the pure engine runs it, ``tests/test_qtt.py``), and "not yet: <what>" for a
+case whose expressions the JVM refuses.  A case where Kafka Streams itself writes other records than ksqlDB expects is a finding:
 the table's cell says why ("differs: ..."), and the test holds that the records do differ.
 
 The same converted cases as ``tests/test_qtt.py`` (which runs them through the pure engine),
@@ -76,6 +76,152 @@ KSQLDB_WIRING = {
     "joins-128-table_table_key_to_key_key_format_mismatch":
         Wiring(("KafkaTopic_Left-Reduce", "Project-Last", "RightSourceKeyed-Materialize"),
                ("RightSourceKeyed-SelectKey-repartition",)),
+    # stream-stream joins: the window stores Kafka Streams names (ksqlDB names only the join: "Join")
+    "elements-067-join_qualified_select_star_left":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "elements-068-join_qualified_select_star_right":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "elements-069-join_unqualified_select_star":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "identifiers-002-aliased_join_source":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "identifiers-003-aliased_join_source_with_as":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "identifiers-004-aliased_left_unaliased_right":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "identifiers-005-unaliased_left_aliased_right":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "join-with-custom-timestamp-000-stream_stream_inner_join_with_ts-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "join-with-custom-timestamp-001-stream_stream_inner_join_with_ts_extractor_both_sides-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-000-matching_columns_in_both_sides_select":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-001-matching_columns_in_both_sides_select_left_and_right":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-002-matching_columns_in_both_sides_select_left_and_right_with_where":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-003-aliased_join_condition":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-004-aliased_join_key":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-005-aliased_synthetic_join_key":
+        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-007-inner_join_with_both_join_column_in_projection":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-008-inner_join_with_left_join_column_in_projection":
+        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
+    "joins-009-inner_join_with_right_join_column_in_projection":
+        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-left-repartition',)),
+    "joins-010-inner_join_with_only_right_join_column_in_projection":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-013-left_join_with_both_join_column_in_projection":
+        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store'), ()),
+    "joins-014-left_join_with_left_join_column_in_projection":
+        Wiring(('KSTREAM-JOINTHIS-0000000012-store', 'KSTREAM-OUTEROTHER-0000000013-store'), ('Join-right-repartition',)),
+    "joins-015-left_join_with_right_join_column_in_projection":
+        Wiring(('KSTREAM-JOINTHIS-0000000012-store', 'KSTREAM-OUTEROTHER-0000000013-store'), ('Join-left-repartition',)),
+    "joins-016-left_join_with_synthetic_join_column_in_projection":
+        Wiring(('KSTREAM-JOINTHIS-0000000016-store', 'KSTREAM-OUTEROTHER-0000000017-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-020-full_join_with_both_join_column_in_projection":
+        Wiring(('KSTREAM-OUTEROTHER-0000000009-store', 'KSTREAM-OUTERTHIS-0000000008-store'), ()),
+    "joins-024-stream_stream_left_join-json":
+        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store'), ()),
+    "joins-027-stream_stream_left_join_with_key_in_projection_rekey-json":
+        Wiring(('KSTREAM-JOINTHIS-0000000016-store', 'KSTREAM-OUTEROTHER-0000000017-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-029-stream_stream_left_join_rekey-json":
+        Wiring(('KSTREAM-JOINTHIS-0000000016-store', 'KSTREAM-OUTEROTHER-0000000017-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-031-stream_stream_right_join-json":
+        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store'), ()),
+    "joins-032-stream_stream_right_join_all_fields":
+        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store'), ()),
+    "joins-035-stream_stream_right_join_with_key_in_projection_rekey-json":
+        Wiring(('KSTREAM-JOINTHIS-0000000016-store', 'KSTREAM-OUTEROTHER-0000000017-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-037-stream_stream_right_join_rekey-json":
+        Wiring(('KSTREAM-JOINTHIS-0000000016-store', 'KSTREAM-OUTEROTHER-0000000017-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-039-stream_stream_inner_join-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-040-stream_stream_inner_join_all_left_fields_some_right-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-041-stream_stream_inner_join_all_right_fields_some_left-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-042-stream_stream_inner_join_with_stars_and_duplicates":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-043-stream_stream_inner_join_all_fields-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-044-stream_stream_inner_join_with_different_before_and_after_windows-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-045-stream_stream_inner_join_with_out_of_order_messages-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-046-stream_stream_inner_join_with_out_of_order_and_custom_grace_period-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-047-stream_stream_left_join_with_out_of_order_and_custom_grace_period-json":
+        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store', 'KSTREAM-OUTERSHARED-0000000008-store'), ()),
+    "joins-048-stream_stream_right_join_with_out_of_order_and_custom_grace_period-json":
+        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store', 'KSTREAM-OUTERSHARED-0000000008-store'), ()),
+    "joins-049-stream_stream_full_outer_join_with_out_of_order_and_custom_grace_period-json":
+        Wiring(('KSTREAM-OUTEROTHER-0000000009-store', 'KSTREAM-OUTERSHARED-0000000008-store', 'KSTREAM-OUTERTHIS-0000000008-store'), ()),
+    "joins-050-stream_stream_outer_join-json":
+        Wiring(('KSTREAM-OUTEROTHER-0000000009-store', 'KSTREAM-OUTERTHIS-0000000008-store'), ()),
+    "joins-065-stream_to_stream_wrapped_single_field_value_schema_on_inputs":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-066-stream_to_stream_unwrapped_single_field_value_schema_on_inputs":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-067-stream_to_stream_unwrapped_single_field_value_schema_on_inputs_and_output":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-078-stream_stream_join_contains_function":
+        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-079-stream_stream_join_contains_cast":
+        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
+    "joins-080-stream_stream_join_contains_cast_double_to_int":
+        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
+    "joins-081-stream_stream_join_on_expression_where_schema_contains_rowkey_xx_column_names":
+        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
+    "joins-083-stream_stream_join_contains_subscript":
+        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
+    "joins-084-stream_stream_join_contains_arithmetic_binary_expression":
+        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
+    "joins-085-stream_stream_join_contains_arithmetic_unary_expression":
+        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
+    "joins-086-stream_stream_join_contains_case_expression":
+        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
+    "joins-087-stream_stream_join_contains_arithmetic_unary_expression_flipped_sides":
+        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
+    "joins-096-unqualified_join_criteria":
+        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store'), ()),
+    "joins-098-on_int_column_kafka-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-099-on_bigint_column_kafka-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-100-on_double_column_kafka-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-101-on_string_column_kafka-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-102-on_array_column-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-103-on_struct_column-json":
+        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-113-on_struct_field":
+        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-114-with_where": Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
+    "joins-115-streams_with_no_key_columns_stream_stream":
+        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "joins-118-stream_stream_key_to_key_key_format_mismatch":
+        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
+    "joins-119-stream_stream_key_to_key_key_format_and_default_feature_mismatch":
+        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
+    "joins-122-stream_stream_value_to_key_key_format_mismatch":
+        Wiring(('KSTREAM-JOINTHIS-0000000012-store', 'KSTREAM-OUTEROTHER-0000000013-store'), ('Join-left-repartition',)),
+    "joins-123-stream_stream_key_to_value_key_format_mismatch":
+        Wiring(('KSTREAM-JOINTHIS-0000000012-store', 'KSTREAM-OUTEROTHER-0000000013-store'), ('Join-right-repartition',)),
+    "joins-124-stream_stream_value_to_value_keyless":
+        Wiring(('KSTREAM-JOINTHIS-0000000016-store', 'KSTREAM-OUTEROTHER-0000000017-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "row-offset-and-partition-008-join_on_rowpartition":
+        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "row-offset-and-partition-009-join_on_rowoffset":
+        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
+    "select-struct-all-005-joins_and_struct_all_on_projection":
+        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
 }
 
 
@@ -96,21 +242,26 @@ def streams() -> Iterator[TopologyTestRunner]:
 
 
 def test_every_positive_case_has_ksqldbs_wiring_written_down() -> None:
-    assert sorted(KSQLDB_WIRING) == sorted(d.name for d in POSITIVE) and len(POSITIVE) == 29
+    assert sorted(KSQLDB_WIRING) == sorted(d.name for d in POSITIVE) and len(POSITIVE) == 102
 
 
 def test_the_cases_left_out_are_the_ones_the_table_says_kafka_streams_does_not_run_yet() -> None:
     """Every positive case is run here or listed as "not yet" in the Kafka Streams column, never both; a case run
-    here "passes" or "differs: <why>"."""
+    here "passes", "differs: <why>" or is refused by the JVM: "not yet: <what>"."""
     for case in ALL_POSITIVE:
         cell = _cell(case)
         assert (cell == "not yet") == (case not in POSITIVE), (case.name, cell)
-        assert case not in POSITIVE or cell == "passes" or cell.startswith("differs: "), (case.name, cell)
+        assert case not in POSITIVE or cell == "passes" or cell.startswith(("differs: ", "not yet: ")), (case.name, cell)
 
 
 @pytest.mark.parametrize("case", POSITIVE, ids=lambda d: d.name)
 def test_positive_case_through_kafka_streams(case: Path, streams: TopologyTestRunner) -> None:
-    plan, result = run_files(case / "statements.sql", case / "input.json", None, streams)
+    properties = json.loads((case / "case.json").read_text(encoding="utf-8"))["properties"]
+    if _cell(case).startswith("not yet: "):  # an expression the JVM does not compute yet: refused, in one line
+        with pytest.raises(StreamsRunnerError, match="is not supported by the Kafka Streams program yet$"):
+            run_files(case / "statements.sql", case / "input.json", None, streams, properties)
+        return
+    plan, result = run_files(case / "statements.sql", case / "input.json", None, streams, properties)
     expected = read_records(case / "output.json", "outputs")
     assert result.topologies == {plan.queries[-1].name: KSQLDB_WIRING[case.name]}
     same = compare(expected, result) == [] and sum(len(records) for records in result.actual.values()) == len(expected)

@@ -37,7 +37,7 @@ MODULE = "ksql-equivalent"
 MAIN_CLASS = "io.streamapp.ksql.TopologyTestRunner"
 #: The query kinds the Kafka Streams program builds (``PlanTopology.build``); it refuses a plan with another in one
 #: line. The one list the tests and the docs' ``--engine kafka-streams`` column select cases by.
-KINDS = (p.SELECT, p.STREAM_TABLE_JOIN, p.TABLE_TABLE_JOIN)
+KINDS = (p.SELECT, p.STREAM_TABLE_JOIN, p.TABLE_TABLE_JOIN, p.STREAM_STREAM_JOIN)
 #: How long one case may take before the JVM is taken for hung (a first case also warms the JVM up).
 CASE_TIMEOUT = 120.0
 STDERR_LINES = 200
@@ -179,9 +179,11 @@ def run(plan: p.Plan, inputs: list[TestRecord], origin: str = "input",
 
 
 def run_files(statements: str | Path, inputs: str | Path, outputs: str | Path | None,
-              runner: TopologyTestRunner | None = None) -> tuple[p.Plan, StreamsResult]:
-    """As :func:`streamapp.sql.runner.run_files`, through Kafka Streams."""
-    plan = plan_file(statements)
+              runner: TopologyTestRunner | None = None,
+              properties: dict[str, str] | None = None) -> tuple[p.Plan, StreamsResult]:
+    """As :func:`streamapp.sql.runner.run_files` (``properties``: ksqlDB's, as a QTT case sets them), through
+    Kafka Streams."""
+    plan = plan_file(statements, properties)
     result = run(plan, read_records(inputs, "inputs"), str(inputs), runner)
     if outputs is not None:
         result.differences = compare(read_records(outputs, "outputs"), result)

@@ -17,9 +17,10 @@ record Plan(List<Source> sources, List<Query> queries) {
     static final String SELECT = "select";
     static final String STREAM_TABLE_JOIN = "stream_table_join";
     static final String TABLE_TABLE_JOIN = "table_table_join";
+    static final String STREAM_STREAM_JOIN = "stream_stream_join";
     static final String LEFT = "left";
     /** The query kinds {@link PlanTopology} builds ({@code streams_runner.KINDS} on the Python side). */
-    static final Set<String> KINDS = Set.of(SELECT, STREAM_TABLE_JOIN, TABLE_TABLE_JOIN);
+    static final Set<String> KINDS = Set.of(SELECT, STREAM_TABLE_JOIN, TABLE_TABLE_JOIN, STREAM_STREAM_JOIN);
 
     record Column(String name, ColumnType type) { }
 
@@ -59,7 +60,7 @@ record Plan(List<Source> sources, List<Query> queries) {
     }
 
     /** What a projection or a join key computes from the left and right rows. */
-    sealed interface Expression permits ColumnOf, RowTime, AsValue, JoinKey, Literal, Compare, Logical { }
+    sealed interface Expression permits ColumnOf, RowTime, AsValue, JoinKey, Literal, Compare, Logical, Apply { }
 
     record ColumnOf(String side, String name) implements Expression { }
 
@@ -79,12 +80,15 @@ record Plan(List<Source> sources, List<Query> queries) {
     /** AND / OR of its args, or NOT of its one, in SQL's three-valued logic. */
     record Logical(String op, List<Expression> args) implements Expression { }
 
+    /** A function or operator of a stream-stream join's ON or SELECT ({@link Functions}); detail: CAST's type... */
+    record Apply(String op, List<Expression> args, String detail) implements Expression { }
+
     record Projection(String name, ColumnType type, Expression expression, boolean key) { }
 
     /** One persistent query: a copy ({@link #SELECT}) or a stream-table join, with ksqlDB's repartition decisions. */
     record Query(String name, String kind, String sink, String left, String right, String joinType,
                  Expression leftKey, boolean repartition, boolean repartitionRight, List<Projection> projection,
-                 Expression where) {
+                 Expression where, Expression rightKey, Long withinBefore, Long withinAfter, Long grace) {
 
         /** A join of two sources (whose topics must then be co-partitioned unless one side is re-keyed). */
         boolean isJoin() {
@@ -135,7 +139,9 @@ record Plan(List<Source> sources, List<Query> queries) {
                 raw.path("right").textValue(), raw.path("join_type").textValue(),
                 raw.path("left_key").isObject() ? expression(raw.get("left_key")) : null,
                 raw.path("repartition").asBoolean(false), raw.path("repartition_right").asBoolean(false),
-                List.copyOf(projection), raw.path("where").isObject() ? expression(raw.get("where")) : null));
+                List.copyOf(projection), raw.path("where").isObject() ? expression(raw.get("where")) : null,
+                raw.path("right_key").isObject() ? expression(raw.get("right_key")) : null,
+                millis(raw, "within_before"), millis(raw, "within_after"), millis(raw, "grace")));
         }
         return new Plan(List.copyOf(sources), List.copyOf(queries));
     }
@@ -157,13 +163,28 @@ record Plan(List<Source> sources, List<Query> queries) {
             case "join_key" -> new JoinKey();
             case "literal" -> new Literal(literal(raw.get("value")));
             case "compare" -> new Compare(text(raw, "op"), expression(raw.get("left")), expression(raw.get("right")));
-            case "logical" -> {
-                List<Expression> args = new ArrayList<>();
-                required(raw, "args").forEach(a -> args.add(expression(a)));
-                yield new Logical(text(raw, "op"), List.copyOf(args));
-            }
+            case "logical" -> new Logical(text(raw, "op"), arguments(raw));
+            case "apply" -> new Apply(text(raw, "op"), arguments(raw), raw.path("detail").asText(""));
             default -> throw new IllegalArgumentException("plan: unknown expression " + raw);
         };
+    }
+
+    /** A stream-stream join's window field in milliseconds; null when absent (no GRACE PERIOD, or another kind). */
+    private static Long millis(JsonNode query, String field) {
+        JsonNode value = query.get(field);
+        if (value == null || value.isNull()) {
+            return null;
+        }
+        if (!value.canConvertToLong() || value.longValue() < 0) {
+            throw new IllegalArgumentException("plan: " + field + " must be milliseconds >= 0 in " + query);
+        }
+        return value.longValue();
+    }
+
+    private static List<Expression> arguments(JsonNode raw) {
+        List<Expression> args = new ArrayList<>();
+        required(raw, "args").forEach(a -> args.add(expression(a)));
+        return List.copyOf(args);
     }
 
     private static Object literal(JsonNode value) {

@@ -27,7 +27,7 @@ import org.apache.kafka.streams.processor.api.FixedKeyRecord;
  *       {@code RightSourceKeyed-Materialize}; the stream, re-keyed by the join expression
  *       ({@code LeftSourceKeyed-SelectKey}) and repartitioned through {@code Join-repartition} when the plan says so;
  *       then {@code join} / {@code leftJoin}, the projection, and the sink's TIMESTAMP column as the output time;</li>
- *   <li>a table-table join: {@link TableTableJoin}.</li>
+ *   <li>a table-table join: {@link TableTableJoin}; a stream-stream join: {@link StreamStreamJoin}.</li>
  * </ul>
  */
 final class PlanTopology {
@@ -51,6 +51,8 @@ final class PlanTopology {
             topology.join();
         } else if (Plan.TABLE_TABLE_JOIN.equals(query.kind())) {
             topology.sink(TableTableJoin.build(topology.builder, plan, query));
+        } else if (Plan.STREAM_STREAM_JOIN.equals(query.kind())) {
+            topology.sink(StreamStreamJoin.build(topology.builder, plan, query));
         } else if (Plan.SELECT.equals(query.kind())) {
             topology.select();
         } else {

@@ -32,8 +32,12 @@ final class Sources {
     private Sources() { }
 
     static KStream<Object, Row> stream(StreamsBuilder builder, Plan.Source source) {
-        return builder.stream(source.topic(), consumed(source))
+        KStream<Object, Row> rows = builder.stream(source.topic(), consumed(source))
             .processValues(() -> new StreamRows(source));
+        // ksqlDB's source step also peeks at each row (its metrics), a leaf of the topology: a no-op here, kept so
+        // that the names Kafka Streams generates later (a windowed join's stores) are numbered as in ksqlDB's
+        rows.peek((key, row) -> { });
+        return rows;
     }
 
     /** A table; {@code store} names its state store, or null when a later step materializes it (a re-keyed table). */

@@ -1,6 +1,5 @@
 package io.streamapp.ksql;
 
-import java.util.function.BiFunction;
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -23,9 +22,6 @@ final class TableTableJoin {
     static final String LEFT_STORE = "KafkaTopic_Left-Reduce";
     static final String PROJECT_STORE = "Project-Last";
 
-    /** The two rows a key's join result holds (either may be null in an outer join). */
-    private record Pair(Row left, Row right) { }
-
     private TableTableJoin() { }
 
     /** The join's rows as a stream of updates (a null value: a tombstone), ready for the sink. */
@@ -40,20 +36,19 @@ final class TableTableJoin {
         KTable<Object, Row> rightTable = query.repartitionRight()
             ? Sources.rekeyedTable(builder, right, KeyFormat.of(left.keyFormat(), right.keyColumn()))
             : Sources.table(builder, right, PlanTopology.TABLE_STORE);
-        KTable<Object, Pair> joined = switch (query.joinType()) {
-            case "INNER" -> leftTable.join(rightTable, Pair::new);
-            case "LEFT" -> leftTable.leftJoin(rightTable, Pair::new);
-            case "RIGHT" -> rightTable.leftJoin(leftTable, (r, l) -> new Pair(l, r));
-            case "FULL" -> leftTable.outerJoin(rightTable, Pair::new);
+        KTable<Object, JoinedRows> joined = switch (query.joinType()) {
+            case "INNER" -> leftTable.join(rightTable, JoinedRows::new);
+            case "LEFT" -> leftTable.leftJoin(rightTable, JoinedRows::new);
+            case "RIGHT" -> rightTable.leftJoin(leftTable, (r, l) -> new JoinedRows(l, r));
+            case "FULL" -> leftTable.outerJoin(rightTable, JoinedRows::new);
             default -> throw new IllegalArgumentException("plan: join type " + query.joinType()
                 + " is not a table-table join");
         };
+        Projector projector = new Projector(plan, query);
         if (query.where() != null) {
-            BiFunction<Row, Row, Object> where = Projector.compile(query.where(), left, right);
-            joined = joined.filter((key, pair) -> Boolean.TRUE.equals(where.apply(pair.left(), pair.right())),
+            joined = joined.filter((key, rows) -> projector.keeps(rows.left(), rows.right()),
                 Named.as("WhereFilter-Filter"));
         }
-        Projector projector = new Projector(plan, query);
         Plan.Source sink = plan.source(query.sink());
         Serde<Object[]> values = ValueFormat.of(sink);
         return joined.mapValues(pair -> projector.value(pair.left(), pair.right()), Named.as("Project"),

@@ -1,0 +1,167 @@
+package io.streamapp.ksql;
+
+import java.math.BigDecimal;
+import java.math.MathContext;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.BiFunction;
+
+/**
+ * The functions and operators a stream-stream join's ON or SELECT computes (the plan's {@code apply}), by ksqlDB's
+ * rules: NULL in, NULL out; Java's integer arithmetic (INT stays INT, a BIGINT or DOUBLE operand widens, integer
+ * division truncates, division by zero is NULL); SUBSTRING 1-based, a negative position counting from the end.
+ * ARRAY subscripts and STRUCT fields are refused: this program carries those types as their JSON, and their
+ * elements' SQL types are not in the plan.
+ */
+final class Functions {
+
+    private Functions() { }
+
+    static BiFunction<Row, Row, Object> apply(String op, String detail, List<BiFunction<Row, Row, Object>> args) {
+        return switch (op) {
+            case "CASE" -> caseWhen(detail, args);
+            case "SUBSTRING" -> (l, r) -> substring(values(args, l, r));
+            case "ABS" -> strict(args, v -> abs(v.get(0)));
+            case "NEGATE" -> strict(args, v -> negate(v.get(0)));
+            case "CAST" -> strict(args, v -> cast(v.get(0), detail));
+            case "+", "-", "*", "/", "%" -> strict(args, v -> arithmetic(op, v.get(0), v.get(1)));
+            default -> throw new IllegalArgumentException("plan: " + op + " (an ON or SELECT expression) is not "
+                + "supported by the Kafka Streams program yet");
+        };
+    }
+
+    private static List<Object> values(List<BiFunction<Row, Row, Object>> args, Row l, Row r) {
+        List<Object> values = new ArrayList<>(args.size());
+        for (BiFunction<Row, Row, Object> arg : args) {
+            values.add(arg.apply(l, r));
+        }
+        return values;
+    }
+
+    private static BiFunction<Row, Row, Object> strict(List<BiFunction<Row, Row, Object>> args,
+                                                       java.util.function.Function<List<Object>, Object> function) {
+        return (l, r) -> {
+            List<Object> values = values(args, l, r);
+            return values.contains(null) ? null : function.apply(values);
+        };
+    }
+
+    /** CASE WHEN c1 THEN v1 ... [ELSE e] END: the first condition that is TRUE (NULL is not) picks its value. */
+    private static BiFunction<Row, Row, Object> caseWhen(String detail, List<BiFunction<Row, Row, Object>> args) {
+        boolean hasElse = "ELSE".equals(detail);
+        int pairs = (args.size() - (hasElse ? 1 : 0)) / 2;
+        return (l, r) -> {
+            for (int i = 0; i < pairs; i++) {
+                if (Boolean.TRUE.equals(args.get(2 * i).apply(l, r))) {
+                    return args.get(2 * i + 1).apply(l, r);
+                }
+            }
+            return hasElse ? args.get(args.size() - 1).apply(l, r) : null;
+        };
+    }
+
+    private static Object substring(List<Object> values) {
+        if (values.size() < 2 || values.get(0) == null || values.get(1) == null) {
+            return null;
+        }
+        String text = values.get(0).toString();
+        int position = ((Number) values.get(1)).intValue();
+        int start = position > 0 ? Math.min(position - 1, text.length()) : Math.max(text.length() + position, 0);
+        if (values.size() < 3 || values.get(2) == null) {
+            return text.substring(start);
+        }
+        int length = Math.max(((Number) values.get(2)).intValue(), 0);
+        return text.substring(start, Math.min(text.length(), start + length));
+    }
+
+    private static Object abs(Object v) {
+        if (v instanceof Integer i) {
+            return Math.abs(i);
+        }
+        if (v instanceof Long i) {
+            return Math.abs(i);
+        }
+        if (v instanceof BigDecimal d) {
+            return d.abs();
+        }
+        return Math.abs(number(v).doubleValue());
+    }
+
+    private static Object negate(Object v) {
+        if (v instanceof Integer i) {
+            return -i;
+        }
+        if (v instanceof Long i) {
+            return -i;
+        }
+        if (v instanceof BigDecimal d) {
+            return d.negate();
+        }
+        return -number(v).doubleValue();
+    }
+
+    private static Object cast(Object v, String target) {
+        return switch (target) {
+            case "INT" -> v instanceof String s ? Integer.valueOf(s.strip()) : Integer.valueOf(number(v).intValue());
+            case "BIGINT" -> v instanceof String s ? Long.valueOf(s.strip()) : Long.valueOf(number(v).longValue());
+            case "DOUBLE" -> v instanceof String s ? Double.valueOf(s.strip()) : Double.valueOf(number(v).doubleValue());
+            case "STRING" -> ColumnType.writeText(v);
+            default -> throw new IllegalArgumentException("plan: CAST to " + target + " is not supported by the "
+                + "Kafka Streams program yet");
+        };
+    }
+
+    private static Object arithmetic(String op, Object a, Object b) {
+        Number x = number(a);
+        Number y = number(b);
+        if (x instanceof Double || y instanceof Double) {
+            double p = x.doubleValue();
+            double q = y.doubleValue();
+            return switch (op) {
+                case "+" -> p + q;
+                case "-" -> p - q;
+                case "*" -> p * q;
+                case "/" -> q == 0 ? null : p / q;
+                default -> q == 0 ? null : p % q;
+            };
+        }
+        if (x instanceof BigDecimal || y instanceof BigDecimal) {
+            BigDecimal p = new BigDecimal(x.toString());
+            BigDecimal q = new BigDecimal(y.toString());
+            return switch (op) {
+                case "+" -> p.add(q);
+                case "-" -> p.subtract(q);
+                case "*" -> p.multiply(q);
+                case "/" -> q.signum() == 0 ? null : p.divide(q, MathContext.DECIMAL64);
+                default -> q.signum() == 0 ? null : p.remainder(q);
+            };
+        }
+        if (x instanceof Long || y instanceof Long) {
+            long p = x.longValue();
+            long q = y.longValue();
+            return switch (op) {
+                case "+" -> p + q;
+                case "-" -> p - q;
+                case "*" -> p * q;
+                case "/" -> q == 0 ? null : p / q;
+                default -> q == 0 ? null : p % q;
+            };
+        }
+        int p = x.intValue();
+        int q = y.intValue();
+        return switch (op) {
+            case "+" -> p + q;
+            case "-" -> p - q;
+            case "*" -> p * q;
+            case "/" -> q == 0 ? null : (Object) (p / q);
+            default -> q == 0 ? null : (Object) (p % q);
+        };
+    }
+
+    private static Number number(Object v) {
+        if (v instanceof Number n) {
+            return n;
+        }
+        throw new IllegalArgumentException("plan: arithmetic on " + v.getClass().getSimpleName() + ", not a number");
+    }
+}
