@@ -76,153 +76,115 @@ KSQLDB_WIRING = {
     "joins-128-table_table_key_to_key_key_format_mismatch":
         Wiring(("KafkaTopic_Left-Reduce", "Project-Last", "RightSourceKeyed-Materialize"),
                ("RightSourceKeyed-SelectKey-repartition",)),
-    # stream-stream joins: the window stores Kafka Streams names (ksqlDB names only the join: "Join")
-    "elements-067-join_qualified_select_star_left":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "elements-068-join_qualified_select_star_right":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "elements-069-join_unqualified_select_star":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "identifiers-002-aliased_join_source":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "identifiers-003-aliased_join_source_with_as":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "identifiers-004-aliased_left_unaliased_right":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "identifiers-005-unaliased_left_aliased_right":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "join-with-custom-timestamp-000-stream_stream_inner_join_with_ts-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "join-with-custom-timestamp-001-stream_stream_inner_join_with_ts_extractor_both_sides-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-000-matching_columns_in_both_sides_select":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-001-matching_columns_in_both_sides_select_left_and_right":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-002-matching_columns_in_both_sides_select_left_and_right_with_where":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-003-aliased_join_condition":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-004-aliased_join_key":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-005-aliased_synthetic_join_key":
-        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-007-inner_join_with_both_join_column_in_projection":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-008-inner_join_with_left_join_column_in_projection":
-        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
-    "joins-009-inner_join_with_right_join_column_in_projection":
-        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-left-repartition',)),
-    "joins-010-inner_join_with_only_right_join_column_in_projection":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-013-left_join_with_both_join_column_in_projection":
-        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store'), ()),
-    "joins-014-left_join_with_left_join_column_in_projection":
-        Wiring(('KSTREAM-JOINTHIS-0000000012-store', 'KSTREAM-OUTEROTHER-0000000013-store'), ('Join-right-repartition',)),
-    "joins-015-left_join_with_right_join_column_in_projection":
-        Wiring(('KSTREAM-JOINTHIS-0000000012-store', 'KSTREAM-OUTEROTHER-0000000013-store'), ('Join-left-repartition',)),
-    "joins-016-left_join_with_synthetic_join_column_in_projection":
-        Wiring(('KSTREAM-JOINTHIS-0000000016-store', 'KSTREAM-OUTEROTHER-0000000017-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-020-full_join_with_both_join_column_in_projection":
-        Wiring(('KSTREAM-OUTEROTHER-0000000009-store', 'KSTREAM-OUTERTHIS-0000000008-store'), ()),
-    "joins-024-stream_stream_left_join-json":
-        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store'), ()),
-    "joins-027-stream_stream_left_join_with_key_in_projection_rekey-json":
-        Wiring(('KSTREAM-JOINTHIS-0000000016-store', 'KSTREAM-OUTEROTHER-0000000017-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-029-stream_stream_left_join_rekey-json":
-        Wiring(('KSTREAM-JOINTHIS-0000000016-store', 'KSTREAM-OUTEROTHER-0000000017-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-031-stream_stream_right_join-json":
-        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store'), ()),
-    "joins-032-stream_stream_right_join_all_fields":
-        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store'), ()),
-    "joins-035-stream_stream_right_join_with_key_in_projection_rekey-json":
-        Wiring(('KSTREAM-JOINTHIS-0000000016-store', 'KSTREAM-OUTEROTHER-0000000017-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-037-stream_stream_right_join_rekey-json":
-        Wiring(('KSTREAM-JOINTHIS-0000000016-store', 'KSTREAM-OUTEROTHER-0000000017-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-039-stream_stream_inner_join-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-040-stream_stream_inner_join_all_left_fields_some_right-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-041-stream_stream_inner_join_all_right_fields_some_left-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-042-stream_stream_inner_join_with_stars_and_duplicates":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-043-stream_stream_inner_join_all_fields-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-044-stream_stream_inner_join_with_different_before_and_after_windows-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-045-stream_stream_inner_join_with_out_of_order_messages-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-046-stream_stream_inner_join_with_out_of_order_and_custom_grace_period-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-047-stream_stream_left_join_with_out_of_order_and_custom_grace_period-json":
-        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store', 'KSTREAM-OUTERSHARED-0000000008-store'), ()),
-    "joins-048-stream_stream_right_join_with_out_of_order_and_custom_grace_period-json":
-        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store', 'KSTREAM-OUTERSHARED-0000000008-store'), ()),
-    "joins-049-stream_stream_full_outer_join_with_out_of_order_and_custom_grace_period-json":
-        Wiring(('KSTREAM-OUTEROTHER-0000000009-store', 'KSTREAM-OUTERSHARED-0000000008-store', 'KSTREAM-OUTERTHIS-0000000008-store'), ()),
-    "joins-050-stream_stream_outer_join-json":
-        Wiring(('KSTREAM-OUTEROTHER-0000000009-store', 'KSTREAM-OUTERTHIS-0000000008-store'), ()),
-    "joins-065-stream_to_stream_wrapped_single_field_value_schema_on_inputs":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-066-stream_to_stream_unwrapped_single_field_value_schema_on_inputs":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-067-stream_to_stream_unwrapped_single_field_value_schema_on_inputs_and_output":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-078-stream_stream_join_contains_function":
-        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-079-stream_stream_join_contains_cast":
-        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
-    "joins-080-stream_stream_join_contains_cast_double_to_int":
-        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
-    "joins-081-stream_stream_join_on_expression_where_schema_contains_rowkey_xx_column_names":
-        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
-    "joins-083-stream_stream_join_contains_subscript":
-        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
-    "joins-084-stream_stream_join_contains_arithmetic_binary_expression":
-        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
-    "joins-085-stream_stream_join_contains_arithmetic_unary_expression":
-        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
-    "joins-086-stream_stream_join_contains_case_expression":
-        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
-    "joins-087-stream_stream_join_contains_arithmetic_unary_expression_flipped_sides":
-        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
-    "joins-096-unqualified_join_criteria":
-        Wiring(('KSTREAM-JOINTHIS-0000000008-store', 'KSTREAM-OUTEROTHER-0000000009-store'), ()),
-    "joins-098-on_int_column_kafka-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-099-on_bigint_column_kafka-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-100-on_double_column_kafka-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-101-on_string_column_kafka-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-102-on_array_column-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-103-on_struct_column-json":
-        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-113-on_struct_field":
-        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-114-with_where": Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
-    "joins-115-streams_with_no_key_columns_stream_stream":
-        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "joins-118-stream_stream_key_to_key_key_format_mismatch":
-        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
-    "joins-119-stream_stream_key_to_key_key_format_and_default_feature_mismatch":
-        Wiring(('KSTREAM-JOINOTHER-0000000013-store', 'KSTREAM-JOINTHIS-0000000012-store'), ('Join-right-repartition',)),
-    "joins-122-stream_stream_value_to_key_key_format_mismatch":
-        Wiring(('KSTREAM-JOINTHIS-0000000012-store', 'KSTREAM-OUTEROTHER-0000000013-store'), ('Join-left-repartition',)),
-    "joins-123-stream_stream_key_to_value_key_format_mismatch":
-        Wiring(('KSTREAM-JOINTHIS-0000000012-store', 'KSTREAM-OUTEROTHER-0000000013-store'), ('Join-right-repartition',)),
-    "joins-124-stream_stream_value_to_value_keyless":
-        Wiring(('KSTREAM-JOINTHIS-0000000016-store', 'KSTREAM-OUTEROTHER-0000000017-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "row-offset-and-partition-008-join_on_rowpartition":
-        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "row-offset-and-partition-009-join_on_rowoffset":
-        Wiring(('KSTREAM-JOINOTHER-0000000017-store', 'KSTREAM-JOINTHIS-0000000016-store'), ('Join-left-repartition', 'Join-right-repartition')),
-    "select-struct-all-005-joins_and_struct_all_on_projection":
-        Wiring(('KSTREAM-JOINOTHER-0000000009-store', 'KSTREAM-JOINTHIS-0000000008-store'), ()),
 }
+
+
+def _store(kind: str, number: int) -> str:
+    """A store name Kafka Streams generates: ``KSTREAM-JOINTHIS-0000000008-store``."""
+    return f"KSTREAM-{kind}-{number:010d}-store"
+
+
+LEFT_REPARTITION, RIGHT_REPARTITION = "Join-left-repartition", "Join-right-repartition"
+#: A windowed join's stores are named by Kafka Streams (ksqlDB names only the join, "Join"), numbered after the
+#: nodes before them: each wiring of ksqlDB's recorded topologies, and the stream-stream cases that have it.
+WINDOWED: dict[Wiring, tuple[str, ...]] = {
+    Wiring((_store("JOINOTHER", 9), _store("JOINTHIS", 8)), ()): (
+        "elements-067-join_qualified_select_star_left",
+        "elements-068-join_qualified_select_star_right",
+        "elements-069-join_unqualified_select_star",
+        "identifiers-002-aliased_join_source",
+        "identifiers-003-aliased_join_source_with_as",
+        "identifiers-004-aliased_left_unaliased_right",
+        "identifiers-005-unaliased_left_aliased_right",
+        "join-with-custom-timestamp-000-stream_stream_inner_join_with_ts-json",
+        "join-with-custom-timestamp-001-stream_stream_inner_join_with_ts_extractor_both_sides-json",
+        "joins-000-matching_columns_in_both_sides_select",
+        "joins-001-matching_columns_in_both_sides_select_left_and_right",
+        "joins-002-matching_columns_in_both_sides_select_left_and_right_with_where",
+        "joins-003-aliased_join_condition",
+        "joins-004-aliased_join_key",
+        "joins-007-inner_join_with_both_join_column_in_projection",
+        "joins-010-inner_join_with_only_right_join_column_in_projection",
+        "joins-039-stream_stream_inner_join-json",
+        "joins-040-stream_stream_inner_join_all_left_fields_some_right-json",
+        "joins-041-stream_stream_inner_join_all_right_fields_some_left-json",
+        "joins-042-stream_stream_inner_join_with_stars_and_duplicates",
+        "joins-043-stream_stream_inner_join_all_fields-json",
+        "joins-044-stream_stream_inner_join_with_different_before_and_after_windows-json",
+        "joins-045-stream_stream_inner_join_with_out_of_order_messages-json",
+        "joins-046-stream_stream_inner_join_with_out_of_order_and_custom_grace_period-json",
+        "joins-065-stream_to_stream_wrapped_single_field_value_schema_on_inputs",
+        "joins-066-stream_to_stream_unwrapped_single_field_value_schema_on_inputs",
+        "joins-067-stream_to_stream_unwrapped_single_field_value_schema_on_inputs_and_output",
+        "joins-114-with_where",
+        "select-struct-all-005-joins_and_struct_all_on_projection",
+    ),
+    Wiring((_store("JOINOTHER", 17), _store("JOINTHIS", 16)), (LEFT_REPARTITION, RIGHT_REPARTITION)): (
+        "joins-005-aliased_synthetic_join_key",
+        "joins-078-stream_stream_join_contains_function",
+        "joins-098-on_int_column_kafka-json",
+        "joins-099-on_bigint_column_kafka-json",
+        "joins-100-on_double_column_kafka-json",
+        "joins-101-on_string_column_kafka-json",
+        "joins-102-on_array_column-json",
+        "joins-103-on_struct_column-json",
+        "joins-113-on_struct_field",
+        "joins-115-streams_with_no_key_columns_stream_stream",
+        "row-offset-and-partition-008-join_on_rowpartition",
+        "row-offset-and-partition-009-join_on_rowoffset",
+    ),
+    Wiring((_store("JOINOTHER", 13), _store("JOINTHIS", 12)), (RIGHT_REPARTITION,)): (
+        "joins-008-inner_join_with_left_join_column_in_projection",
+        "joins-079-stream_stream_join_contains_cast",
+        "joins-080-stream_stream_join_contains_cast_double_to_int",
+        "joins-081-stream_stream_join_on_expression_where_schema_contains_rowkey_xx_column_names",
+        "joins-083-stream_stream_join_contains_subscript",
+        "joins-084-stream_stream_join_contains_arithmetic_binary_expression",
+        "joins-085-stream_stream_join_contains_arithmetic_unary_expression",
+        "joins-086-stream_stream_join_contains_case_expression",
+        "joins-087-stream_stream_join_contains_arithmetic_unary_expression_flipped_sides",
+        "joins-118-stream_stream_key_to_key_key_format_mismatch",
+        "joins-119-stream_stream_key_to_key_key_format_and_default_feature_mismatch",
+    ),
+    Wiring((_store("JOINOTHER", 13), _store("JOINTHIS", 12)), (LEFT_REPARTITION,)): (
+        "joins-009-inner_join_with_right_join_column_in_projection",
+    ),
+    Wiring((_store("JOINTHIS", 8), _store("OUTEROTHER", 9)), ()): (
+        "joins-013-left_join_with_both_join_column_in_projection",
+        "joins-024-stream_stream_left_join-json",
+        "joins-031-stream_stream_right_join-json",
+        "joins-032-stream_stream_right_join_all_fields",
+        "joins-096-unqualified_join_criteria",
+    ),
+    Wiring((_store("JOINTHIS", 12), _store("OUTEROTHER", 13)), (RIGHT_REPARTITION,)): (
+        "joins-014-left_join_with_left_join_column_in_projection",
+        "joins-123-stream_stream_key_to_value_key_format_mismatch",
+    ),
+    Wiring((_store("JOINTHIS", 12), _store("OUTEROTHER", 13)), (LEFT_REPARTITION,)): (
+        "joins-015-left_join_with_right_join_column_in_projection",
+        "joins-122-stream_stream_value_to_key_key_format_mismatch",
+    ),
+    Wiring((_store("JOINTHIS", 16), _store("OUTEROTHER", 17)), (LEFT_REPARTITION, RIGHT_REPARTITION)): (
+        "joins-016-left_join_with_synthetic_join_column_in_projection",
+        "joins-027-stream_stream_left_join_with_key_in_projection_rekey-json",
+        "joins-029-stream_stream_left_join_rekey-json",
+        "joins-035-stream_stream_right_join_with_key_in_projection_rekey-json",
+        "joins-037-stream_stream_right_join_rekey-json",
+        "joins-124-stream_stream_value_to_value_keyless",
+    ),
+    Wiring((_store("OUTEROTHER", 9), _store("OUTERTHIS", 8)), ()): (
+        "joins-020-full_join_with_both_join_column_in_projection",
+        "joins-050-stream_stream_outer_join-json",
+    ),
+    Wiring((_store("JOINTHIS", 8), _store("OUTEROTHER", 9), _store("OUTERSHARED", 8)), ()): (
+        "joins-047-stream_stream_left_join_with_out_of_order_and_custom_grace_period-json",
+        "joins-048-stream_stream_right_join_with_out_of_order_and_custom_grace_period-json",
+    ),
+    Wiring((_store("OUTEROTHER", 9), _store("OUTERSHARED", 8), _store("OUTERTHIS", 8)), ()): (
+        "joins-049-stream_stream_full_outer_join_with_out_of_order_and_custom_grace_period-json",
+    ),
+}
+KSQLDB_WIRING.update({case: wiring for wiring, cases in WINDOWED.items() for case in cases})
 
 
 def _cell(case: Path) -> str:

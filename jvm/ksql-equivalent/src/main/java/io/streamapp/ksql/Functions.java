@@ -111,51 +111,44 @@ final class Functions {
         };
     }
 
+    /**
+     * {@code a op b}: DOUBLE if either is, else exact, then narrowed to the wider operand (BIGINT, else INT) as Java
+     * narrows, so an overflow wraps and integer division truncates toward zero as in Java; NULL for a division by 0.
+     */
     private static Object arithmetic(String op, Object a, Object b) {
         Number x = number(a);
         Number y = number(b);
         if (x instanceof Double || y instanceof Double) {
             double p = x.doubleValue();
             double q = y.doubleValue();
+            if (q == 0 && (op.equals("/") || op.equals("%"))) {
+                return null;
+            }
             return switch (op) {
                 case "+" -> p + q;
                 case "-" -> p - q;
                 case "*" -> p * q;
-                case "/" -> q == 0 ? null : p / q;
-                default -> q == 0 ? null : p % q;
+                case "/" -> p / q;
+                default -> p % q;
             };
         }
-        if (x instanceof BigDecimal || y instanceof BigDecimal) {
-            BigDecimal p = new BigDecimal(x.toString());
-            BigDecimal q = new BigDecimal(y.toString());
-            return switch (op) {
-                case "+" -> p.add(q);
-                case "-" -> p.subtract(q);
-                case "*" -> p.multiply(q);
-                case "/" -> q.signum() == 0 ? null : p.divide(q, MathContext.DECIMAL64);
-                default -> q.signum() == 0 ? null : p.remainder(q);
-            };
+        BigDecimal p = new BigDecimal(x.toString());
+        BigDecimal q = new BigDecimal(y.toString());
+        boolean decimal = x instanceof BigDecimal || y instanceof BigDecimal;
+        if (q.signum() == 0 && (op.equals("/") || op.equals("%"))) {
+            return null;
         }
-        if (x instanceof Long || y instanceof Long) {
-            long p = x.longValue();
-            long q = y.longValue();
-            return switch (op) {
-                case "+" -> p + q;
-                case "-" -> p - q;
-                case "*" -> p * q;
-                case "/" -> q == 0 ? null : p / q;
-                default -> q == 0 ? null : p % q;
-            };
-        }
-        int p = x.intValue();
-        int q = y.intValue();
-        return switch (op) {
-            case "+" -> p + q;
-            case "-" -> p - q;
-            case "*" -> p * q;
-            case "/" -> q == 0 ? null : (Object) (p / q);
-            default -> q == 0 ? null : (Object) (p % q);
+        BigDecimal exact = switch (op) {
+            case "+" -> p.add(q);
+            case "-" -> p.subtract(q);
+            case "*" -> p.multiply(q);
+            case "/" -> decimal ? p.divide(q, MathContext.DECIMAL64) : p.divideToIntegralValue(q);
+            default -> p.remainder(q);
         };
+        if (decimal) {
+            return exact;
+        }
+        return x instanceof Long || y instanceof Long ? (Object) exact.longValue() : (Object) exact.intValue();
     }
 
     private static Number number(Object v) {
