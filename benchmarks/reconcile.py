@@ -1,28 +1,16 @@
 """How the reconciliation's cost grows: the job vs a bare Spark join, and datacompy's Spark comparison as a peer.
 
-For each size N (orders per side, ``--sizes``) it generates the Faust and the ksqlDB
-output as decoded Parquet exports with DuckDB, plus the orders and users inputs, then
-for each master (``--masters``: ``local`` is ``local[2]``; ``cluster`` is a Spark
-standalone master and two one-core workers on loopback, started here from PySpark's own
-``spark-class`` and stopped by PID) runs, in a fresh Spark application of its own process:
+For each size N (orders per side, ``--sizes``) it generates both engines' outputs as Parquet exports with
+DuckDB, plus the inputs, then for each master (``--masters``: ``local`` is ``local[2]``; ``cluster`` a Spark
+standalone master and two one-core workers on loopback, stopped by PID) runs, each in a fresh Spark
+application: the baseline (a bare full outer join of the two sides on the order identity + count by status);
+the job (``--source files``, its ``main`` in the same session, so the JVM's start is excluded); datacompy's
+``SparkSQLCompare`` with its ``report()`` at ``--datacompy-sizes``; the same comparison in DuckDB (``local``).
+Peak JVM heap is sampled with ``jstat -gc PID 250`` on each JVM doing the work.
 
-- the baseline: a bare Spark full outer join of the two sides on the order identity + count by status;
-- the reconciliation job (``--source files``: statuses, root causes, detail Parquet, summary, report),
-  its ``main`` in the same SparkSession, so its wall time excludes the JVM's start;
-- the peer, at the sizes in ``--datacompy-sizes``: datacompy's ``SparkSQLCompare`` on the same two
-  Parquet sides with the same join columns (the order identity), plus its ``report()``;
-- the same comparison in DuckDB (2 threads), on ``local`` only.
+datacompy stays out of ``.venv``: install it alone into a directory the benchmark appends to ``sys.path``::
 
-Peak JVM heap is sampled by ``jstat -gc PID 250`` (S0U + S1U + EU + OU, every 250 ms) on each
-JVM doing the work: the driver (under ``local[2]`` also the executor) and the cluster's executors.
-Each phase reports the highest sample inside its window, and how many classes Spark compiled for it
-(the driver's ``CodegenMetrics``; every session keeps up to ``CODEGEN_CACHE_ENTRIES`` compiled classes).
-
-datacompy stays out of the product's virtualenv; install it (and only it: its pandas, numpy and
-jinja2 are the ones already in ``.venv``) into a directory of its own, which the benchmark appends
-to ``sys.path`` (``--datacompy-path``)::
-
-    .venv/bin/pip install --no-deps --target /tmp/datacompy-lib \\
+    .venv/bin/pip install --no-deps --target /tmp/datacompy-lib \
         datacompy==1.1.0 ordered-set==4.1.0 polars==1.44.2 polars-runtime-32==1.44.2
 
     .venv/bin/python benchmarks/reconcile.py                      # 1 M, 10 M, 30 M; local[2] and the cluster

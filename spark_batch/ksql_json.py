@@ -1,28 +1,11 @@
 """A source's records (the streams and tables a join reads) decoded in Spark exactly as the worker decodes them.
 
-ksqlDB's rules are defined once, in :class:`streamapp.sql.formats.Codec` (one per source of the
-plan: its key format and type, its value columns and their JSON coercions).  Spark applies
-them in two ways, and a row takes exactly one:
-
-- **Spark SQL** for the common record, the one producers write: a key SQL reads (a UTF-8
-  KAFKA ``STRING``, an 8-byte KAFKA ``BIGINT``), and a JSON value that is one flat object, without
-  escapes, of exactly the source's value columns in lower case, each of its own JSON type (an
-  integer within 64 bits for a BIGINT, a number for a DOUBLE, a string for a STRING).  There
-  ksqlDB's coercions are the identity and ``from_json`` reads what the codec reads (``-0.0``
-  aside, made ``0.0`` as ksqlDB's ``BigDecimal`` does).  A source with a column of another
-  type (DECIMAL, BOOLEAN, nested...) or in another format takes the second way for every row.
-- **the codec itself**, in an Arrow UDF, for every other row (case-insensitive names, ``"41"``
-  for a BIGINT, nulls, missing fields, trailing text, other encodings, bad records...).  The UDF
-  is sent nulls for the rows SQL took, so it decodes only the others.
-
-Each row carries ``kind``: null (a row both engines read), ``tombstone`` (a table row's null
-value or JSON ``null``: the row deleted), ``null_key`` (the value decoded; a stream record both
-engines join with NULL table columns, a table row both ignore) or ``non_utf8_key`` (a STRING key;
-the value decoded; the worker dead-letters such a record, Kafka Streams reads the key with
-U+FFFD for each bad byte, as Java's ``String`` decoder does), or ``undecodable`` (neither engine
-can use it: a stream record without a value, a value or key ksqlDB cannot read, a stream record
-without a valid ``TIMESTAMP=`` column).  ``tests/test_reconcile_inputs.py`` checks both ways
-against the codec on the same bytes.
+ksqlDB's rules are defined once, in :class:`streamapp.sql.formats.Codec`.  Spark SQL reads the common record
+(a UTF-8 KAFKA ``STRING`` or 8-byte ``BIGINT`` key, one flat JSON object of exactly the value columns, each of
+its own JSON type), where the coercions are the identity; the codec itself, in an Arrow UDF, reads every other
+row.  Each row carries ``kind``: null, ``tombstone``, ``null_key``, ``non_utf8_key`` or ``undecodable``.
+See docs/reference/reconciliation.md#records-read; ``tests/test_reconcile_inputs.py`` checks both ways against
+the codec on the same bytes.
 """
 from __future__ import annotations
 

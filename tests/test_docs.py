@@ -225,13 +225,6 @@ def test_every_benchmark_row_has_its_command_load_date_and_commit() -> None:
 #: A module docstring says what the module is for and why, in a few lines; the explanation is a page of the
 #: docs site (docs/explanation/), named in the docstring as "See docs/explanation/….md".
 DOCSTRING_LINES = 20
-#: Modules whose docstring is still longer: each is another engineer's to shorten (issue 36), then to strike
-#: from this list. The test fails when one of them is shortened and still listed, so the list only shrinks.
-LONG_DOCSTRINGS = {
-    "spark_batch/ksql_json.py",
-    "benchmarks/reconcile.py",
-    "deploy/airflow/dags/reconcile_nightly.py",
-}
 
 
 def module_docstrings() -> dict[str, str]:
@@ -251,11 +244,9 @@ def test_module_docstrings_are_short() -> None:
     docstrings = module_docstrings()
     assert "streamapp/worker/transport.py" in docstrings
     lines = {path: len(docstring.splitlines()) for path, docstring in docstrings.items()}
-    too_long = sorted(f"{path} ({n} lines)" for path, n in lines.items() if n > DOCSTRING_LINES and path not in LONG_DOCSTRINGS)
+    too_long = sorted(f"{path} ({n} lines)" for path, n in lines.items() if n > DOCSTRING_LINES)
     assert not too_long, (f"module docstrings over {DOCSTRING_LINES} lines: keep what the module is for and why, "
                           f"and move the explanation to a page under docs/explanation/: {too_long}")
-    shortened = sorted(path for path in LONG_DOCSTRINGS if lines.get(path, 0) <= DOCSTRING_LINES)
-    assert not shortened, f"strike these from LONG_DOCSTRINGS in tests/test_docs.py, their docstrings are short now: {shortened}"
 
 
 def test_the_pages_module_docstrings_point_to_exist(site: Path) -> None:

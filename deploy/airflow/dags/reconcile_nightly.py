@@ -1,29 +1,12 @@
 """Airflow DAG: the nightly reconciliation (``spark_batch/reconcile.py``) through the Spark provider's spark-submit.
 
-Put this folder on Airflow's ``dags_folder`` (or copy the file there). It needs
-``apache-airflow`` and ``apache-airflow-providers-apache-spark`` on the Airflow side,
-``spark-submit`` on the Airflow worker's PATH, and the job's environment (this
-package installed) where the driver and the executors run.  Where Spark runs is the
-``spark_default`` connection (master, deploy mode), e.g.
-``AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "spark://spark-master:7077"}'``;
-for YARN or Kubernetes change the connection and the ``conf`` below, never the job.
-
-The joins are the worker's: the ``statements`` param (``STREAMAPP_STATEMENTS``, else the seed
-shipped in ``streamapp/sql/seed.sql``) is passed as ``--statements``, so the job reconciles
-each join query of the file the worker runs; the file must be readable where the driver runs.
-
-The date is ``{{ ds }}``: each run covers one UTC day, its data interval, and starts at
-02:00 UTC the next day (the job's default 60-minute grace for late records has passed).
-The job's exit codes decide what happens:
-
-* 0: within the threshold.
-* 1: the threshold is breached, a **data-quality** failure: no retry (rerunning gives the
-  same answer), alerted as such.  Checked against the run's own ``summary.json``
-  (written by this attempt, ``threshold.breached``), since spark-submit also exits 1 on
-  its own errors.
-* 2: the job failed (broker unreachable, a bad option, a Spark failure): a **task
-  error**, retried (``retries``), then alerted as such.
-* anything else (spark-submit's own failure, a killed driver): a task error, not retried.
+Put this folder on Airflow's ``dags_folder``.  It needs ``apache-airflow`` and
+``apache-airflow-providers-apache-spark``, ``spark-submit`` on the worker's PATH, and this package where
+the driver and executors run; where Spark runs is the ``spark_default`` connection.  The ``statements``
+param (``STREAMAPP_STATEMENTS``, else the packaged seed) is passed as ``--statements``.  Each run covers one
+UTC day (``{{ ds }}``) at 02:00 UTC the next day.  Exit 1 (the threshold breached, confirmed by this
+attempt's ``summary.json``) is a data-quality failure, not retried; 2 is a task error, retried; anything
+else a task error, not retried.  See docs/how-to/schedule-nightly.md#airflow.
 """
 from __future__ import annotations
 
