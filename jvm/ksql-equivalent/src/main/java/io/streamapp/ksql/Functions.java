@@ -1,5 +1,6 @@
 package io.streamapp.ksql;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.math.BigDecimal;
 import java.math.MathContext;
 import java.util.ArrayList;
@@ -10,8 +11,9 @@ import java.util.function.BiFunction;
  * The functions and operators a stream-stream join's ON or SELECT computes (the plan's {@code apply}), by ksqlDB's
  * rules: NULL in, NULL out; Java's integer arithmetic (INT stays INT, a BIGINT or DOUBLE operand widens, integer
  * division truncates, division by zero is NULL); SUBSTRING 1-based, a negative position counting from the end.
- * ARRAY subscripts and STRUCT fields are refused: this program carries those types as their JSON, and their
- * elements' SQL types are not in the plan.
+ * ARRAY and STRUCT values travel as their JSON (ColumnType), so a subscript or a field is a JSON node: the sink's
+ * column type reads it when it is written, and a join key is read by the key column's type ({@link
+ * StreamStreamJoin}).
  */
 final class Functions {
 
@@ -25,6 +27,8 @@ final class Functions {
             case "NEGATE" -> strict(args, v -> negate(v.get(0)));
             case "CAST" -> strict(args, v -> cast(v.get(0), detail));
             case "+", "-", "*", "/", "%" -> strict(args, v -> arithmetic(op, v.get(0), v.get(1)));
+            case "FIELD" -> strict(args, v -> field(v.get(0), detail));
+            case "SUBSCRIPT" -> strict(args, v -> subscript(v.get(0), v.get(1)));
             default -> throw new IllegalArgumentException("plan: " + op + " (an ON or SELECT expression) is not "
                 + "supported by the Kafka Streams program yet");
         };
@@ -58,6 +62,34 @@ final class Functions {
             }
             return hasElse ? args.get(args.size() - 1).apply(l, r) : null;
         };
+    }
+
+    /** {@code struct->name}: the field of that name, else the one whose upper-cased name it is; NULL if none. */
+    private static Object field(Object struct, String name) {
+        if (!(struct instanceof JsonNode node) || !node.isObject()) {
+            throw new IllegalArgumentException("plan: a field of " + struct + ", which is not a STRUCT");
+        }
+        JsonNode value = node.get(name);
+        if (value == null) {
+            for (var fields = node.fields(); fields.hasNext() && value == null; ) {
+                var entry = fields.next();
+                value = entry.getKey().toUpperCase(java.util.Locale.ROOT).equals(name) ? entry.getValue() : null;
+            }
+        }
+        return value == null || value.isNull() ? null : value;
+    }
+
+    /** {@code array[i]}: 1-based, a negative index counting from the end; NULL out of range. */
+    private static Object subscript(Object array, Object index) {
+        if (!(array instanceof JsonNode node) || !node.isArray()) {
+            throw new IllegalArgumentException("plan: a subscript of " + array + ", which is not an ARRAY");
+        }
+        int i = ((Number) index).intValue();
+        if (i == 0 || Math.abs(i) > node.size()) {
+            return null;
+        }
+        JsonNode value = node.get(i > 0 ? i - 1 : node.size() + i);
+        return value.isNull() ? null : value;
     }
 
     private static Object substring(List<Object> values) {

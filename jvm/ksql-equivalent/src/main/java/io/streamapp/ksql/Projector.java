@@ -97,9 +97,12 @@ final class Projector {
         if (side == null) {
             throw new IllegalArgumentException("plan: column " + column.name() + " of a side the query does not have");
         }
-        if (WHERE_READ.contains(column.name())) {
-            throw new IllegalArgumentException("plan: " + column.name() + " (where a record was read) is not "
-                + "supported by the Kafka Streams program yet");
+        if (WHERE_READ.contains(column.name())) {  // a stream's pseudo columns: where its record was read
+            boolean partition = column.name().equals(WHERE_READ.get(0));
+            return (l, r) -> {
+                Row row = isLeft ? l : r;
+                return row == null ? null : partition ? (Object) row.partition : (Object) row.offset;
+            };
         }
         int index = side.index(column.name());
         return (l, r) -> {

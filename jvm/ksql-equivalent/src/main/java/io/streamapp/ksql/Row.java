@@ -17,34 +17,43 @@ final class Row {
     /** The source's columns in plan order: key columns first, then value columns. */
     final Object[] columns;
     final long rowtime;
+    /** Where the record was read (ROWPARTITION, ROWOFFSET); -1 where the row step does not know it (a table's). */
+    final int partition;
+    final long offset;
 
-    Row(Object[] columns, long rowtime) {
+    Row(Object[] columns, long rowtime, int partition, long offset) {
         this.columns = columns;
         this.rowtime = rowtime;
+        this.partition = partition;
+        this.offset = offset;
     }
 
     /** A source record as a row: its key (for a source with a key column) and its value columns. */
-    static Row of(Plan.Source source, Object key, Object[] values, long rowtime) {
+    static Row of(Plan.Source source, Object key, Object[] values, long rowtime, int partition, long offset) {
         int keys = source.keyColumns().size();
         Object[] columns = new Object[keys + values.length];
         if (keys == 1) {
             columns[0] = key;
         }
         System.arraycopy(values, 0, columns, keys, values.length);
-        return new Row(columns, rowtime);
+        return new Row(columns, rowtime, partition, offset);
     }
 
     /**
      * The serde of a source's rows in internal topics and stores (a repartition topic, a table's store):
-     * {@code [rowtime, column...]} in JSON, each column written and read back by its type, so a row round-trips.
+     * {@code [rowtime, partition, offset, column...]} in JSON, each column written and read back by its type, so a row
+     * round-trips (a re-keyed row keeps where it was first read, as ksqlDB's row does).
      */
+    /** rowtime, partition, offset: before the columns in an internal row. */
+    private static final int HEADER = 3;
+
     static Serde<Row> serde(List<ColumnType> types) {
         return Serdes.serdeFrom(
             (topic, row) -> {
                 if (row == null) {
                     return null;
                 }
-                ArrayNode out = ColumnType.JSON.createArrayNode().add(row.rowtime);
+                ArrayNode out = ColumnType.JSON.createArrayNode().add(row.rowtime).add(row.partition).add(row.offset);
                 for (int i = 0; i < row.columns.length; i++) {
                     out.add(types.get(i).write(row.columns[i]));
                 }
@@ -55,14 +64,14 @@ final class Row {
                     return null;
                 }
                 JsonNode in = KeyFormat.parse(bytes);
-                if (!in.isArray() || in.size() != types.size() + 1) {
+                if (!in.isArray() || in.size() != types.size() + HEADER) {
                     throw new SerializationException("an internal row of " + types.size() + " columns expected");
                 }
                 Object[] columns = new Object[types.size()];
                 for (int i = 0; i < columns.length; i++) {
-                    columns[i] = types.get(i).read(in.get(i + 1), "#" + i);
+                    columns[i] = types.get(i).read(in.get(i + HEADER), "#" + i);
                 }
-                return new Row(columns, in.get(0).longValue());
+                return new Row(columns, in.get(0).longValue(), in.get(1).intValue(), in.get(2).longValue());
             });
     }
 }

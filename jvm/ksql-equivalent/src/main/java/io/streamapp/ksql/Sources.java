@@ -122,8 +122,9 @@ final class Sources {
         @Override
         public void process(FixedKeyRecord<Object, Object[]> record) {
             Object[] values = record.value();
-            context.forward(record.withValue(
-                values == null ? null : Row.of(source, record.key(), values, record.timestamp())));
+            var read = context.recordMetadata();  // where the record was read, for ROWPARTITION and ROWOFFSET
+            context.forward(record.withValue(values == null ? null : Row.of(source, record.key(), values,
+                record.timestamp(), read.map(m -> m.partition()).orElse(-1), read.map(m -> m.offset()).orElse(-1L))));
         }
     }
 
@@ -143,7 +144,7 @@ final class Sources {
 
         @Override
         public Row transform(Object key, Object[] values) {
-            return values == null ? null : Row.of(source, key, values, context.timestamp());
+            return values == null ? null : Row.of(source, key, values, context.timestamp(), -1, -1L);
         }
 
         @Override

@@ -1,6 +1,8 @@
 package io.streamapp.ksql;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.time.Duration;
+import java.util.function.BiFunction;
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.kstream.JoinWindows;
@@ -37,10 +39,11 @@ final class StreamStreamJoin {
             throw new IllegalArgumentException("plan: query " + query.name() + " writes a sink without a key column");
         }
         Projector projector = new Projector(plan, query);
+        Plan.Column keyColumn = sink.keyColumn();
         KStream<Object, Row> leftRows = keyed(Sources.stream(builder, left), query.repartition(),
-            Projector.compile(query.leftKey(), left, right), true, "LeftSourceKeyed-SelectKey");
+            Projector.compile(query.leftKey(), left, right), true, keyColumn, "LeftSourceKeyed-SelectKey");
         KStream<Object, Row> rightRows = keyed(Sources.stream(builder, right), query.repartitionRight(),
-            Projector.compile(query.rightKey(), left, right), false, "RightSourceKeyed-SelectKey");
+            Projector.compile(query.rightKey(), left, right), false, keyColumn, "RightSourceKeyed-SelectKey");
 
         JoinWindows windows = query.grace() == null
             ? JoinWindows.of(Duration.ofMillis(query.withinBefore()))
@@ -69,14 +72,19 @@ final class StreamStreamJoin {
         return joined.mapValues(rows -> projector.value(rows.left(), rows.right()), Named.as("Project"));
     }
 
-    /** A side keyed by its ON expression when the plan re-keys it (a null value keeps a null key: it is dropped). */
-    private static KStream<Object, Row> keyed(KStream<Object, Row> rows, boolean rekey,
-                                              java.util.function.BiFunction<Row, Row, Object> key, boolean isLeft,
-                                              String name) {
+    /**
+     * A side keyed by its ON expression when the plan re-keys it (a null value keeps a null key: it is dropped); a
+     * key that is a JSON node (a STRUCT field, an ARRAY element) is read by the join key column's type.
+     */
+    private static KStream<Object, Row> keyed(KStream<Object, Row> rows, boolean rekey, BiFunction<Row, Row, Object> key,
+                                              boolean isLeft, Plan.Column column, String name) {
         if (!rekey) {
             return rows;
         }
-        return rows.selectKey((k, row) -> row == null ? null : isLeft ? key.apply(row, null) : key.apply(null, row),
-            Named.as(name));
+        return rows.selectKey((k, row) -> {
+            Object value = row == null ? null : isLeft ? key.apply(row, null) : key.apply(null, row);
+            return value instanceof JsonNode node && column.type().base != ColumnType.Base.OTHER
+                ? column.type().read(node, column.name()) : value;
+        }, Named.as(name));
     }
 }
