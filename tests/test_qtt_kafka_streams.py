@@ -15,14 +15,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
+import subprocess
+import time
+import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
+from confluent_kafka import Consumer, Producer
 
+from streamapp.kafka.jvm import classpath, java
 from streamapp.kafka.streams_runner import (KINDS, StreamsResult, StreamsRunnerError, TopologyTestRunner, Wiring,
                                             run_files)
 from streamapp.sql import plan as p
+from streamapp.sql.engine import Record
+from streamapp.sql.formats import Codec
 from streamapp.sql.planner import plan_file, plan_text
 from streamapp.sql import runner
 from streamapp.sql.runner import compare, read_records
@@ -402,3 +411,71 @@ def test_finding_kafka_streams_emits_the_closed_outer_rows_of_b_the_pure_engine_
     assert extra[-2:] == ['O: key 1, value {"V":null,"W":"b1x"}, timestamp 20000',
                           'O: key 2, value {"V":null,"W":"b2"}, timestamp 30000']
     assert all('"V":null' in x for x in extra) and len(extra) == (3 if join == "FULL" else 2)
+
+
+def _plan_streams(plan: p.Plan, tmp_path: Path, bootstrap: str = "localhost:1") -> subprocess.Popen[str]:
+    """The broker program (PlanStreams) on ``plan``: the same PlanTopology as under the test driver."""
+    (tmp_path / "plan.json").write_text(plan.to_json(), encoding="utf-8")
+    (tmp_path / "streams.properties").write_text(
+        f"application.id=qtt-{uuid.uuid4().hex[:8]}\nbootstrap.servers={bootstrap}\n"
+        f"state.dir={tmp_path / 'state'}\nstreamapp.plan={tmp_path / 'plan.json'}\n", encoding="utf-8")
+    return subprocess.Popen([java(), "-Xmx256m", "-cp", classpath("ksql-equivalent"), "io.streamapp.ksql.PlanStreams",
+                             str(tmp_path / "streams.properties")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def test_the_broker_program_refuses_a_kind_it_does_not_build_in_one_line(tmp_path: Path) -> None:
+    plan = plan_file(CASES / "joins-058-table_table_outer_join-json" / "statements.sql")
+    plan = p.Plan(plan.sources, tuple(dataclasses.replace(q, kind="no_such_kind") for q in plan.queries))
+    out, _ = _plan_streams(plan, tmp_path).communicate(timeout=60)
+    lines = [line for line in out.splitlines() if "FAILED" in line]
+    assert len(lines) == 1 and lines[0].endswith("ksql-equivalent FAILED: IllegalArgumentException: plan: query "
+                                                 "OUTER_JOIN is a no_such_kind, which this program does not build")
+
+
+def test_the_broker_program_runs_table_table_and_stream_stream_joins(
+        bootstrap: str, new_topic: Callable[..., str], tmp_path: Path) -> None:
+    """PlanStreams on the session broker: a FULL table-table join and a LEFT windowed stream-stream join write,
+    byte for byte, what the pure engine writes for the same records (all written before it starts, in time
+    order, so Kafka Streams reads them in that order)."""
+    ta, tb, sa, sb, ot, os_ = (new_topic(name, 1) for name in ("ta", "tb", "sa", "sb", "ot", "os"))
+    plan = plan_text(
+        f"CREATE TABLE A (ID BIGINT PRIMARY KEY, V STRING) WITH (kafka_topic='{ta}', value_format='JSON');\n"
+        f"CREATE TABLE B (ID BIGINT PRIMARY KEY, W STRING) WITH (kafka_topic='{tb}', value_format='JSON');\n"
+        f"CREATE STREAM SA (ID BIGINT KEY, V STRING) WITH (kafka_topic='{sa}', value_format='JSON');\n"
+        f"CREATE STREAM SB (ID BIGINT KEY, W STRING) WITH (kafka_topic='{sb}', value_format='JSON');\n"
+        f"CREATE TABLE OT WITH (kafka_topic='{ot}') AS SELECT ROWKEY AS K, V, W FROM A FULL JOIN B ON A.ID = B.ID;\n"
+        f"CREATE STREAM OS WITH (kafka_topic='{os_}') AS SELECT SA.ID, V, W FROM SA LEFT JOIN SB WITHIN 1 SECOND "
+        "ON SA.ID = SB.ID;\n")
+    rows = [(ta, 1, {"V": "a1"}), (tb, 1, {"W": "b1"}), (tb, 2, {"W": "b2"}), (ta, 1, None), (tb, 2, None),
+            (sa, 1, {"V": "s1"}), (sb, 1, {"W": "t1"}), (sa, 2, {"V": "s2"}), (sb, 1, {"W": "t1x"})]
+    inputs = [runner.TestRecord(topic, key, value, 1000 * (i + 1), i) for i, (topic, key, value) in enumerate(rows)]
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for record in runner.encode_inputs(plan, inputs, "inputs"):
+        producer.produce(record.topic, value=record.value, key=record.key, timestamp=record.timestamp, partition=0)
+    assert producer.flush(30) == 0
+    expected = runner.run(plan, inputs).actual
+    assert {t: len(v) for t, v in expected.items()} == {ot: 5, os_: 3}
+    program = _plan_streams(plan, tmp_path, bootstrap)
+    try:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"qtt-{uuid.uuid4().hex[:8]}",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([ot, os_])
+        codecs = {plan.source(q.sink).topic: Codec(plan.source(q.sink)) for q in plan.queries}
+        got: dict[str, list[runner.TestRecord]] = {ot: [], os_: []}
+        deadline = time.monotonic() + 120
+        settled = None  # a few seconds more once all are in: a record too many would show then
+        while time.monotonic() < (settled or deadline) and program.poll() is None:
+            if settled is None and sum(map(len, got.values())) >= 8:
+                settled = time.monotonic() + 3
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read = got[message.topic()]
+                record = Record(message.topic(), message.key(), message.value(), message.timestamp()[1])
+                read.append(runner.read_back(codecs[message.topic()], record, len(read)))
+        consumer.close()
+        assert {t: [r.shown() for r in v] for t, v in got.items()} == \
+            {t: [r.shown() for r in v] for t, v in expected.items()}
+    finally:
+        os.killpg(program.pid, signal.SIGTERM)
+        program.wait(30)
