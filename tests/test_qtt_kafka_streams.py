@@ -1,8 +1,7 @@
 """ksqlDB's QTT join cases through Kafka Streams: the plan's topologies under its own TopologyTestDriver.
 
 Only the cases whose plans hold the query kinds the Java program builds (``streams_runner.KINDS``): the docs'
-table says "not yet" for any other (the pure engine runs it, ``tests/test_qtt.py``), and "not yet: <what>" for a
-case whose expressions the JVM refuses.  A case where Kafka Streams itself writes other records than ksqlDB expects is a finding:
+table says "not yet" for any other (the pure engine runs it, ``tests/test_qtt.py``).  A case where Kafka Streams itself writes other records than ksqlDB expects is a finding:
 the table's cell says why ("differs: ..."), and the test holds that the records do differ.
 
 The same converted cases as ``tests/test_qtt.py`` (which runs them through the pure engine),
@@ -218,20 +217,16 @@ def test_every_positive_case_has_ksqldbs_wiring_written_down() -> None:
 
 def test_the_cases_left_out_are_the_ones_the_table_says_kafka_streams_does_not_run_yet() -> None:
     """Every positive case is run here or listed as "not yet" in the Kafka Streams column, never both; a case run
-    here "passes", "differs: <why>" or is refused by the JVM: "not yet: <what>"."""
+    here "passes" or "differs: <why>"."""
     for case in ALL_POSITIVE:
         cell = _cell(case)
         assert (cell == "not yet") == (case not in POSITIVE), (case.name, cell)
-        assert case not in POSITIVE or cell == "passes" or cell.startswith(("differs: ", "not yet: ")), (case.name, cell)
+        assert case not in POSITIVE or cell == "passes" or cell.startswith("differs: "), (case.name, cell)
 
 
 @pytest.mark.parametrize("case", POSITIVE, ids=lambda d: d.name)
 def test_positive_case_through_kafka_streams(case: Path, streams: TopologyTestRunner) -> None:
     properties = json.loads((case / "case.json").read_text(encoding="utf-8"))["properties"]
-    if _cell(case).startswith("not yet: "):  # an expression the JVM does not compute yet: refused, in one line
-        with pytest.raises(StreamsRunnerError, match="is not supported by the Kafka Streams program yet$"):
-            run_files(case / "statements.sql", case / "input.json", None, streams, properties)
-        return
     plan, result = run_files(case / "statements.sql", case / "input.json", None, streams, properties)
     expected = read_records(case / "output.json", "outputs")
     assert result.topologies == {plan.queries[-1].name: KSQLDB_WIRING[case.name]}
@@ -479,3 +474,14 @@ def test_the_broker_program_runs_table_table_and_stream_stream_joins(
     finally:
         os.killpg(program.pid, signal.SIGTERM)
         program.wait(30)
+
+
+def test_an_expression_the_jvm_does_not_compute_is_refused_in_one_line(streams: TopologyTestRunner) -> None:
+    plan = _stream_join("INNER", WINDOWS[0])
+    query = plan.queries[0]
+    odd = p.Projection("X", "INT", p.Apply("LN", (p.ColumnOf(p.LEFT_SIDE, "ID"),)))
+    plan = p.Plan(plan.sources, (dataclasses.replace(query, projection=(*query.projection, odd)),))
+    with pytest.raises(StreamsRunnerError) as raised:
+        streams.run(plan, _stream_inputs(), "case.json")
+    assert str(raised.value) == ("case.json: Kafka Streams: plan: LN (an ON or SELECT expression) is not supported "
+                                 "by the Kafka Streams program yet")
