@@ -6,6 +6,7 @@ lazy import cannot hide a dependency that points up.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,17 @@ def test_no_module_imports_one_above_it() -> None:
 ])
 def test_the_rule_itself(source: str, target: str, allowed: bool) -> None:
     assert (layer_of(target) <= layer_of(source)) is allowed
+
+
+#: The demo's columns: they live in its statements (streamapp/sql/seed.sql), the tests and the docs only.
+DEMO_COLUMNS = re.compile(r"\b(product_id|unit_price|channel|age)\b", re.IGNORECASE)
+
+
+def test_no_module_of_the_product_names_a_demo_column() -> None:
+    """Every join-running part takes its columns from the declared plan (issue 33): none knows the demo's."""
+    root = PACKAGE.parent
+    named = [f"{path.relative_to(root)}:{n}" for part in ("streamapp", "agents", "spark_batch")
+             for path in sorted((root / part).rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if DEMO_COLUMNS.search(line)]
+    assert named == []
+    assert DEMO_COLUMNS.search((root / "streamapp" / "sql" / "seed.sql").read_text(encoding="utf-8"))

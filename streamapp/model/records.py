@@ -1,4 +1,4 @@
-"""Decode the two input records, users (``demo_user``) and orders (``demo_user_orders``), as ksqlDB's JSON format does.
+"""Read JSON values as ksqlDB's JSON format does: the rules the plan's decoders (``streamapp.sql.formats``) use.
 
 Every rule is one of ksqlDB's Jackson reader (``KsqlJsonDeserializer``, ``JsonSerdeUtils.toLong/toDouble``
 in the ksql repository). A record that cannot be read raises :class:`RecordError`, whose ``reason``
@@ -13,7 +13,6 @@ import math
 import re
 import unicodedata
 from array import array
-from dataclasses import dataclass
 from decimal import Decimal
 from itertools import accumulate
 from typing import Any, Callable
@@ -42,34 +41,6 @@ class RecordError(StreamappError, ValueError):
         super().__init__(reason)
         self.reason = reason
         self.field = field
-
-
-@dataclass(frozen=True, slots=True)
-class User:
-    """A row of ksqlDB's ``DEMO_USER``: every column nullable."""
-
-    user_id: str
-    name: str | None
-    age: int | None
-
-    def to_table_value(self) -> dict[str, Any]:
-        return {"name": self.name, "age": self.age}
-
-
-@dataclass(frozen=True, slots=True)
-class Order:
-    """A row of ``demo_user_orders``: ``ts`` is its record timestamp, so it is set; the rest nullable.
-
-    ``user_id`` is None for a record with a null key (joined with NULL user columns, see :func:`decode_order`).
-    ``unit_price`` may be NaN or infinite (read from ``"NaN"``, ``"Infinity"`` or a number too large).
-    """
-
-    user_id: str | None
-    ts: int
-    product_id: int | None
-    qty: int | None
-    unit_price: float | None
-    channel: str | None
 
 
 def _quote(value: Any) -> str:
@@ -111,21 +82,6 @@ def has_lone_surrogate(text: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
-
-
-def decode_key(key: bytes | None) -> str:
-    """The user id: ksqlDB's KAFKA STRING key, the raw UTF-8 bytes (empty bytes are the id ``""``, as in ksqlDB).
-
-    A null key is refused here, for a user: a table row needs a key (Kafka Streams' ``KTableSource``
-    skips a null-key record, "Skipping record due to null key"; ksqlDB's docs: a NULL PRIMARY KEY is
-    ignored).  An order's null key is read as NULL by :func:`decode_order` instead.
-    """
-    if key is None:
-        raise RecordError("key is null: a table row needs a user id (ksqlDB ignores a null-key table record)", "key")
-    try:
-        return key.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RecordError(f"key {_quote(key)} is not UTF-8 ({exc.reason} at byte {exc.start})", "key") from None
 
 
 # -- Jackson's reading of the JSON text ----------------------------------------------------------
@@ -415,114 +371,3 @@ def _plain(node: Any) -> Any:
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= QUOTE_LIMIT * 2 else text[: QUOTE_LIMIT * 2 - 3] + "..."
-
-
-def _unexpected(exc: Exception) -> RecordError:
-    """Last resort, so that a decoder raises nothing but RecordError: the record is dead-lettered, not fatal."""
-    return RecordError(f"value could not be decoded ({type(exc).__name__}: {_one_line(exc)})", "value")
-
-
-# -- the two records ---------------------------------------------------------------------------
-
-
-def decode_user(key: bytes | None, value: bytes | None) -> User | None:
-    """A user, or None for a tombstone (a null value or JSON ``null`` deletes the user, as in a ksqlDB table).
-
-    The common record (``{"name": <text>, "age": <integer>}``) takes a fast path of exact type checks.
-    """
-    found = _plain_object(key, value)
-    if found is not None and len(found[1]) == 2:
-        user_id, obj = found
-        name, age = obj.get("name", obj), obj.get("age", obj)
-        if (type(name) is str and (name.isascii() or not has_lone_surrogate(name))
-                and type(age) is int and BIGINT_MIN <= age <= BIGINT_MAX):
-            return User(user_id, name, age)
-    return _checked(_checked_user, key, value)
-
-
-def _plain_object(key: bytes | None, value: bytes | None) -> tuple[str, dict[str, Any]] | None:
-    """The fast paths' start: the user id and the JSON object of a plain UTF-8 record, else None (check it fully)."""
-    if not key or value is None or value.count(b"[") + value.count(b"{") > MAX_NESTING:
-        return None
-    try:
-        obj = json.loads(value.decode("utf-8"))
-        user_id = key.decode("utf-8")
-    except (ValueError, RecursionError):
-        return None
-    return (user_id, obj) if type(obj) is dict else None
-
-
-def _checked_user(key: bytes | None, value: bytes | None) -> User | None:
-    user_id = decode_key(key)
-    obj = decode_object(value)
-    if obj is None:
-        return None
-    return User(user_id, varchar(column(obj, "NAME"), "name"), bigint(column(obj, "AGE"), "age"))
-
-
-#: The order's fields, as the fast path finds them.
-_ORDER_FIELDS = frozenset(("ts", "product_id", "qty", "unit_price", "channel"))
-
-
-def decode_order(key: bytes | None, value: bytes | None) -> Order:
-    """An order; its ``ts`` becomes the output record's timestamp, so it must be a valid one.
-
-    A null key is read as NULL (``user_id`` None), not refused: ksqlDB's KAFKA key format reads it
-    as null, and its stream-table LEFT JOIN is Kafka Streams' ``leftJoin``, which since Kafka 3.7
-    (KIP-962, ``KStreamKTableJoinProcessor.maybeDropRecord``) joins such a record with no table row.
-
-    The common valid record (the five fields in lower case, of their own types) takes a fast
-    path of exact type checks; anything else goes through ksqlDB's rules field by field
-    (:func:`_checked_order`), which give the same answer.  A value with many brackets always
-    takes the checked path, which measures its nesting first.
-    """
-    found = _plain_object(key, value)
-    if found is not None and found[1].keys() == _ORDER_FIELDS:
-        user_id, obj = found
-        ts, product_id, qty = obj["ts"], obj["product_id"], obj["qty"]
-        unit_price, channel = obj["unit_price"], obj["channel"]
-        if (type(ts) is int and 0 <= ts <= MAX_TIMESTAMP_MS
-                and type(channel) is str and (channel.isascii() or not has_lone_surrogate(channel))
-                and type(product_id) is int and BIGINT_MIN <= product_id <= BIGINT_MAX
-                and type(qty) is int and BIGINT_MIN <= qty <= BIGINT_MAX
-                and ((type(unit_price) is float and math.isfinite(unit_price) and unit_price != 0.0)
-                     or (type(unit_price) is int and BIGINT_MIN <= unit_price <= BIGINT_MAX))):
-            return Order(user_id, ts, product_id, qty, float(unit_price), channel)
-    return _checked_order(key, value)
-
-
-def _checked(decode: Callable[[bytes | None, bytes | None], Any], key: bytes | None, value: bytes | None) -> Any:
-    try:
-        return decode(key, value)
-    except RecordError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any other failure is this record's, not the worker's
-        raise _unexpected(exc) from None
-
-
-def _checked_order(key: bytes | None, value: bytes | None) -> Order:
-    return _checked(_checked_order_fields, key, value)
-
-
-def _checked_order_fields(key: bytes | None, value: bytes | None) -> Order:
-    user_id = None if key is None else decode_key(key)
-    obj = decode_object(value)
-    if obj is None:
-        raise RecordError("value is null: an order needs a value (ksqlDB ignores a null stream record)", "value")
-    node = column(obj, "TS")
-    ts = bigint(node, "ts")
-    if ts is None:
-        raise RecordError("field 'ts' is missing or null: an order's ts is its record timestamp "
-                          "(Kafka Streams drops an order without one)", "ts")
-    if ts < 0:
-        shown = node if node == ts else f"{_quote(_plain(node))}, read as {ts}"
-        raise RecordError(f"field 'ts' is {shown}, expected epoch milliseconds >= 0 "
-                          f"(Kafka Streams drops a negative timestamp)", "ts")
-    return Order(
-        user_id=user_id,
-        ts=ts,
-        product_id=bigint(column(obj, "PRODUCT_ID"), "product_id"),
-        qty=bigint(column(obj, "QTY"), "qty"),
-        unit_price=double(column(obj, "UNIT_PRICE"), "unit_price"),
-        channel=varchar(column(obj, "CHANNEL"), "channel"),
-    )

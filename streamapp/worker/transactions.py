@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 #: Seconds an open transaction may run before it is committed (see the module's docstring).
 COMMIT_INTERVAL = 0.25
-#: Orders after which a transaction is committed whatever its age (bounds the work a crash redoes).
+#: Orders after which a transaction is committed however long it has been open (bounds the work a crash redoes).
 MAX_ORDERS = 20_000
 #: The broker aborts a transaction left open this long (a worker that stalls is fenced, not waited for).
 TRANSACTION_TIMEOUT_MS = 15_000
@@ -61,9 +61,9 @@ def transaction_counts(transactions: Mapping[str, "Transactions"]) -> dict[str, 
     return totals
 
 
-def is_due(age: float, orders: int, interval: float = COMMIT_INTERVAL, max_orders: int = MAX_ORDERS) -> bool:
-    """Whether a transaction ``age`` seconds old holding ``orders`` orders is committed now."""
-    return orders > 0 and (age >= interval or orders >= max_orders)
+def is_due(open_for: float, orders: int, interval: float = COMMIT_INTERVAL, max_orders: int = MAX_ORDERS) -> bool:
+    """Whether a transaction open for ``open_for`` seconds holding ``orders`` orders is committed now."""
+    return orders > 0 and (open_for >= interval or orders >= max_orders)
 
 
 def producer_factory(settings: Settings) -> MakeProducer:
