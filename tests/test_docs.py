@@ -301,9 +301,12 @@ async def test_a_browser_reaches_each_task_from_the_readme(served: str, page: Pa
 
     await page.send("Page.navigate", url=f"{served}/")
     await page.wait("document.readyState === 'complete' && document.querySelector('article') !== null")
+    home = json.dumps(f"{served}/")
     for words, doc, shown in TASKS:
         await page.send("Page.navigate", url=f"{served}/")
-        await page.wait("document.readyState === 'complete' && document.querySelector('article a') !== null")
+        # the home page itself, not the page the last click left (navigating takes a moment to start)
+        await page.wait(f"location.href === {home} && document.readyState === 'complete' "
+                        "&& document.querySelector('article a') !== null")
         href = site_url("", doc).lstrip("/")
         clicked = await page.eval(
             f"(() => {{ const a = [...document.querySelectorAll('article a')]"
