@@ -31,7 +31,7 @@ from ..kafka.jvm import JvmError, classpath, java
 from ..kafka.security import java_properties
 from ..settings import Settings
 from ..sql.plan import Plan
-from ..sql.topology import topology
+from ..sql.topology import load_plan, seed_renames
 
 MODULE = "ksql-equivalent"
 #: The program that runs a declared plan's queries, one Kafka Streams application each.
@@ -89,9 +89,9 @@ def create_missing_topics(settings: Settings, wanted: dict[str, int]) -> list[st
 def cluster_plan(settings: Settings) -> Plan:
     """The declared plan (``settings.statements``, else the seed's) with each source at its topic on the cluster:
     ksqlDB's topics, which this program reads and writes as ksqlDB would (the worker writes its own beside them)."""
-    joins = topology(settings)
-    return dataclasses.replace(joins.declared, sources=tuple(
-        dataclasses.replace(source, topic=joins.ksqldb_topics[source.name]) for source in joins.declared.sources))
+    plan, renames = load_plan(settings), seed_renames(settings)
+    return dataclasses.replace(plan, sources=tuple(
+        dataclasses.replace(source, topic=renames.get(source.topic, source.topic)) for source in plan.sources))
 
 
 def plan_topics(settings: Settings, plan: Plan) -> tuple[dict[str, str], dict[str, int]]:

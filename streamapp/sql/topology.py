@@ -43,7 +43,7 @@ def load_plan(settings: Settings) -> p.Plan:
     return plan_text(seed_text(), "the seed's statements (streamapp/sql/seed.sql)")
 
 
-def _renames(settings: Settings) -> dict[str, str]:
+def seed_renames(settings: Settings) -> dict[str, str]:
     """Seed topic -> the topic a seed topic setting names instead (only without a ``statements`` file)."""
     if settings.statements:
         return {}
@@ -58,6 +58,8 @@ class Table:
 
     source: p.Source
     topic: str
+    #: Its rows keep their event time (:data:`ROWTIME`): a table-table join's output takes the later of two rows'.
+    timestamped: bool = False
 
     @property
     def name(self) -> str:
@@ -74,8 +76,9 @@ class Output:
     source_topic: str
     #: The worker's output topic.
     output: str
-    #: ksqlDB's output topic of the same query.
-    ksqldb_output: str
+    #: ksqlDB's output topic of the same query; None for the worker's internal copies (a re-keyed table's), which
+    #: ksqlDB writes to an internal topic of its own.
+    ksqldb_output: str | None
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,23 @@ class Join(Output):
     def table_topic(self) -> str:
         return self.table.topic
 
+
+@dataclass(frozen=True)
+class TableTableJoin(Output):
+    """A table-table join on the primary key: its two tables, each updated from its topic (``source_topic`` is the
+    left's), and each update joined with the other side's row of the key in the same partition."""
+
+    left: Table
+    right: Table
+
+    @property
+    def pair(self) -> str:
+        return self.query.name.lower()
+
+    @property
+    def sides(self) -> tuple[tuple[str, Table, Table], ...]:
+        """(side, its table, the other side's table) for the left, then the right."""
+        return ((p.LEFT_SIDE, self.left, self.right), (p.RIGHT_SIDE, self.right, self.left))
 
 
 #: The value column that carries a re-keyed stream record's event time through its repartition topic.
@@ -130,14 +150,15 @@ RIGHT_REKEYED = "RightSourceKeyed"
 def rekey_tables(plan: p.Plan, app_id: str) -> p.Plan:
     """The plan the worker runs: a join that re-keys its table (``repartition_right``) joins a copy of it.
 
-    A key-to-key join of two key formats: ksqlDB re-writes the table with its keys in the stream's key
-    format, through ``<query>-RightSourceKeyed-SelectKey-repartition`` (partitioned as the stream's keys
-    are), and joins that.  Here the copy is one more ``CREATE TABLE ... AS SELECT`` the worker runs, into
-    the app's ``<app_id>-<QUERY>-RightSourceKeyed-SelectKey-repartition`` topic, as a stream re-key's.
+    A key-to-key join of two key formats (a stream-table or a table-table join): ksqlDB re-writes the right
+    table with its keys in the left side's key format, through ``<query>-RightSourceKeyed-SelectKey-repartition``
+    (partitioned as the left side's keys are), and joins that.  Here the copy is one more ``CREATE TABLE ... AS
+    SELECT`` the worker runs, into the app's ``<app_id>-<QUERY>-RightSourceKeyed-SelectKey-repartition`` topic,
+    as a stream re-key's.
     """
     sources, queries = list(plan.sources), []
     for query in plan.queries:
-        if query.kind != p.STREAM_TABLE_JOIN or not query.repartition_right:
+        if query.kind not in (p.STREAM_TABLE_JOIN, p.TABLE_TABLE_JOIN) or not query.repartition_right:
             queries.append(query)
             continue
         assert query.right is not None
@@ -158,8 +179,9 @@ def rekey_tables(plan: p.Plan, app_id: str) -> p.Plan:
 def worker_refusal(plan: p.Plan) -> str | None:
     """Why the worker cannot run ``plan`` (one line naming the statement), or None: it runs every other plan.
 
-    Table-table and stream-stream joins run in the pure engine (``streamapp test-runner``) only, so far: the
-    worker has no agent for them yet (a windowed join needs its window stores in RocksDB).
+    Asked by the worker's start only (``create_app``): the guard, the doctor and the Kafka Streams program
+    take every plan the planner makes.  Stream-stream joins run in the pure engine and Kafka Streams only,
+    so far: the worker has no agent for them yet (a windowed join needs its window stores in RocksDB).
     """
     query = next((q for q in plan.queries if q.kind in _NOT_IN_THE_WORKER), None)
     if query is None:
@@ -178,15 +200,12 @@ class Topology:
     """The worker's view of a plan under ``settings`` (see the module)."""
 
     def __init__(self, plan: p.Plan, settings: Settings) -> None:
-        refusal = worker_refusal(plan)
-        if refusal is not None:  # before anything is built: the worker refuses it at start
-            raise PlanError(refusal)
         #: The plan as declared (what ksqlDB and the Kafka Streams program run).
         self.declared = plan
         #: The plan the worker runs: the declared one, with each table a join re-keys copied (:func:`rekey_tables`).
         self.plan = plan = rekey_tables(plan, settings.app_id)
         self.settings = settings
-        renames = _renames(settings)
+        renames = seed_renames(settings)
         declared = {s.name for s in self.declared.sources}
         written = {q.sink for q in plan.queries}
         #: Each declared source's topic as ksqlDB reads and writes it (the seed's renamed by its settings).
@@ -199,13 +218,22 @@ class Topology:
             if s.name in written else self.ksqldb_topics[s.name]
             for s in plan.sources}
         tables: dict[str, Table] = {}
-        joins, copies = [], []
+        timestamped = {name for q in plan.queries if q.kind == p.TABLE_TABLE_JOIN for name in (q.left, q.right)}
+
+        def table_of(name: str) -> Table:
+            return tables.setdefault(name, Table(plan.source(name), self.topics[name], name in timestamped))
+
+        joins, copies, table_joins = [], [], []
         for query in plan.queries:
             left = self.topics[query.left]
-            output, ksqldb = self.topics[query.sink], self.ksqldb_topics.get(query.sink, self.topics[query.sink])
-            if query.kind == p.STREAM_TABLE_JOIN:
+            output, ksqldb = self.topics[query.sink], self.ksqldb_topics.get(query.sink)  # None: an internal copy
+            if query.kind == p.TABLE_TABLE_JOIN:
                 assert query.right is not None
-                table = tables.setdefault(query.right, Table(plan.source(query.right), self.topics[query.right]))
+                table_joins.append(TableTableJoin(query, left, output, ksqldb, table_of(query.left),
+                                                  table_of(query.right)))
+            elif query.kind == p.STREAM_TABLE_JOIN:
+                assert query.right is not None and ksqldb is not None
+                table = table_of(query.right)
                 if query.repartition and not query.repartition_right:
                     topic = f"{settings.app_id}-{query.name}-Join-repartition"  # internal: the app's, as a changelog
                     rekeyed = rekeyed_source(query, plan.source(query.left), table.source, topic)
@@ -217,6 +245,8 @@ class Topology:
         #: The tables, one per source a join looks up, in the order the joins name them.
         self.tables: tuple[Table, ...] = tuple(tables.values())
         self.joins: tuple[Join, ...] = tuple(joins)
+        #: The table-table joins, each of two of :attr:`tables` (both timestamped).
+        self.table_joins: tuple[TableTableJoin, ...] = tuple(table_joins)
         #: The queries that copy a source to another topic (``CREATE TABLE ... AS SELECT``).
         self.copies: tuple[Output, ...] = tuple(copies)
 
@@ -234,7 +264,7 @@ class Topology:
     def outputs(self) -> tuple[str, ...]:
         """The topics the worker's queries write: copies, joins and the repartition topics of re-keyed streams."""
         rekeyed = tuple(j.source_topic for j in self.joins if j.rekeyed_from is not None)
-        return tuple(o.output for o in self.copies + self.joins) + rekeyed  # type: ignore[operator]
+        return tuple(o.output for o in (*self.copies, *self.joins, *self.table_joins)) + rekeyed
 
     @cached_property
     def rekeyed_topics(self) -> tuple[str, ...]:
@@ -264,5 +294,5 @@ def topology(settings: Settings) -> Topology:
     return Topology(load_plan(settings), settings)
 
 
-__all__ = ["PlanError", "Topology", "Join", "Table", "Output", "topology", "load_plan", "rekey_tables", "seed_text",
-           "worker_refusal"]
+__all__ = ["PlanError", "Topology", "Join", "TableTableJoin", "Table", "Output", "topology", "load_plan", "seed_renames",
+           "rekey_tables", "seed_text", "worker_refusal"]

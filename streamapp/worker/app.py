@@ -26,7 +26,7 @@ from ..kafka.admin import describe, ensure_topics
 from ..kafka.security import check_access_once, faust_credentials
 from ..partitioners.adapters import client_partitioner
 from ..settings import Settings
-from ..sql.topology import Topology, topology
+from ..sql.topology import PlanError, Topology, topology, worker_refusal
 from . import health
 from .counters import Counters
 from .flow_control import FlowControl
@@ -214,9 +214,12 @@ def create_app(settings: Settings, agents: str = AGENTS) -> StreamappApp:
     """A worker app for ``settings``: its tables, agents, web views and Kafka monitor; nothing started.
 
     The joins come from the statements (``settings.statements``, else the seed's): a file that cannot be
-    planned is a StreamappError (one line) before anything starts.
+    planned, or whose joins the worker does not run (:func:`worker_refusal`), is a StreamappError (one line) before
+    anything starts.
     """
     joins = topology(settings)
+    if (refusal := worker_refusal(joins.declared)) is not None:
+        raise PlanError(refusal)
     app = StreamappApp(settings, joins)
     install_agents(app, agents)
     views.install(app)
