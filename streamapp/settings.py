@@ -173,6 +173,18 @@ class Settings:
         "so a supervisor restarts it; 0 = never.",
         default=300.0,
     )
+    output_failure_exit: float = _doc(
+        "Seconds a topic the worker writes may stay unwritable (deleted, not authorized, refused) before the worker "
+        "exits with status 4, so a supervisor restarts it and it re-creates its topics; `/health` answers 503 "
+        "after a few seconds of it. 0 = never (it waits for the topic).",
+        default=180.0,
+    )
+    stop_timeout: float = _doc(
+        "Seconds a stopping worker (SIGTERM) may take to finish its batch, commit and flush; past it, it leaves "
+        "at once with status 5 (what was not committed is processed again after a restart). Keep it below the "
+        "supervisor's grace period before SIGKILL (Kubernetes: 30 s).",
+        default=25.0,
+    )
     app_id: str = _doc("Faust application id (consumer group and changelog prefix).", default="streamapp")
     processing_guarantee: str = _doc(
         "The join outputs' delivery: `at_least_once` (a crash may repeat records) or `exactly_once` (Kafka "
@@ -242,6 +254,10 @@ class Settings:
                 f"kafka_unreachable_exit={self.kafka_unreachable_exit}: must be 0 (never) or at least "
                 f"kafka_unreachable_timeout ({self.kafka_unreachable_timeout})"
             )
+        if not self.output_failure_exit >= 0:  # also refuses nan
+            raise SettingsError(f"output_failure_exit={self.output_failure_exit}: must be 0 (never) or more seconds")
+        if not 0 < self.stop_timeout < float("inf"):
+            raise SettingsError(f"stop_timeout={self.stop_timeout}: must be above 0 seconds")
         self._check_security()
 
     def _check_security(self) -> None:
