@@ -5,7 +5,8 @@ the packaged seed, exactly as the worker reads them; the topics are the plan's, 
 and ksqlDB name them (``streamapp.sql.topology``), so the job and the worker agree.  The seed's
 topics can be renamed by the seed topic flags (``--users-topic`` ...: the settings that rename them
 for the worker too); a statements file names its own topics.  A bad option is a one-line message
-naming it, exit code 2.
+naming it, exit code 2.  A window that is not over is refused, or read as partial with ``--allow-partial``
+(``window.over_or_partial``, against ``Options.clock``).
 """
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import argparse
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Callable, NoReturn, Sequence
 
 from streamapp.settings import KafkaAccess, Settings
 from streamapp.sql.topology import topology
@@ -24,7 +25,7 @@ from .errors import ReconcileError
 from .kafka_source import READERS
 from .offsets import LOOKUPS
 from .roles import PlanShapeError, Roles
-from .window import TimeWindow, window_for
+from .window import Partial, TimeWindow, grace_for, over_or_partial, wall_clock_ms, window_for
 
 SOURCES = ("kafka", "files")
 #: Spark's master URLs (SparkSubmit accepts yarn and what starts with spark, k8s or local; SparkContext then
@@ -71,6 +72,17 @@ class Options:
     re_resolve: bool
     #: Start Spark first, read nothing until a line arrives on standard input (``main``).
     start_then_wait: bool = False
+    #: Read a window that is not over yet, reported as partial, its offsets not kept.
+    allow_partial: bool = False
+    #: The options that named the window, as given (for messages).
+    given_window: str = "the window"
+    #: Now, in ms since 1970: whether the window is over is a function of it.
+    clock: Callable[[], int] = field(default=wall_clock_ms, compare=False, repr=False)
+
+    def partial(self) -> Partial | None:
+        """``None`` when the window is over now; a :class:`Partial` (``--allow-partial``) when it is open; else
+        the one-line error."""
+        return over_or_partial(self.window, self.grace_ms, self.clock(), self.allow_partial, self.given_window)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -120,6 +132,10 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
                         "from STREAMAPP_PARTITIONER)")
     parser.add_argument("--partitions", type=int, default=settings.partitions,
                         help="--source files: partition count of the streams' topics (default: %(default)s)")
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="reconcile a window that is not over yet (its end plus the grace still to come): the "
+                        "report says partial and up to when; its offsets are not kept, so a later run reads the whole "
+                        "window (without it, such a window is refused, exit 2)")
     parser.add_argument("--re-resolve", action="store_true",
                         help="resolve offsets again instead of reusing the date's offsets.json")
     parser.add_argument("--start-then-wait", action="store_true",
@@ -156,14 +172,15 @@ def check_output(output: Path) -> None:
         raise ReconcileError(f"--output={str(output)!r}: {str(existing)!r} is not writable")
 
 
-def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Options:
+def parse(argv: Sequence[str] | None, settings: Settings | None = None,
+          clock: Callable[[], int] = wall_clock_ms) -> Options:
+    """The options of ``argv``; ``clock`` says what time it is (whether the window is over)."""
     settings = settings or Settings.from_env()
     args = build_parser(settings).parse_args(argv)
     window = window_for(args.date, args.start, args.end)
     if not 0.0 <= args.max_mismatch_rate <= 1.0:
         raise ReconcileError(f"--max-mismatch-rate={args.max_mismatch_rate}: expected a share between 0 and 1")
-    if args.grace_minutes < 0:
-        raise ReconcileError(f"--grace-minutes={args.grace_minutes}: must not be negative")
+    grace = grace_for(args.grace_minutes, window)
     if args.partitions < 1:
         raise ReconcileError(f"--partitions={args.partitions}: must be at least 1")
     check_master(args.master)
@@ -180,9 +197,10 @@ def parse(argv: Sequence[str] | None, settings: Settings | None = None) -> Optio
         window=window, roles=roles, topics=topics, flags=flags, bootstrap=settings.kafka.with_servers(args.bootstrap),
         source=args.source, input_dir=input_dir, output=Path(args.output), master=args.master,
         max_mismatch_rate=args.max_mismatch_rate, detail=args.detail, kafka_reader=args.kafka_reader,
-        offset_lookup=args.offset_lookup, grace_ms=int(args.grace_minutes * 60_000), partitions=args.partitions,
+        offset_lookup=args.offset_lookup, grace_ms=grace, partitions=args.partitions,
         partitioner=args.partitioner,
-        re_resolve=args.re_resolve, start_then_wait=args.start_then_wait,
+        re_resolve=args.re_resolve, start_then_wait=args.start_then_wait, allow_partial=args.allow_partial,
+        given_window=f"--date={args.date!r}" if args.date else f"--from={args.start!r} --to={args.end!r}", clock=clock,
     )
 
 

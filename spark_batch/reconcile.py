@@ -3,7 +3,8 @@
 Run as ``python -m spark_batch.reconcile --date YYYY-MM-DD [--statements FILE] ...`` or
 ``spark-submit spark_batch/reconcile.py ...``.  Every stream-table join query of the declared
 statements (the seed's by default) is one pair of outputs (``spark_batch.roles``).  Exit codes: 0 within the
-threshold, 1 threshold breached, 2 error (one line naming the option/topic).
+threshold, 1 threshold breached, 2 error (one line naming the option/topic), a window not over included
+(``--allow-partial`` reads it as partial and keeps no offsets).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -42,7 +43,7 @@ from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import Options, parse
 from spark_batch.roles import SIDES, Roles
 from spark_batch.summary import InputRecords, OutputRecords, PairTotals, Sample, Summary, Threshold
-from spark_batch.window import OffsetPlan
+from spark_batch.window import OffsetPlan, Partial, iso, wall_clock_ms, written_after_close
 
 PLAN_FILE = "offsets.json"
 READER_NAMES = {"spark": "Spark's kafka source", "python": "the Python DataSource (confluent-kafka)"}
@@ -131,6 +132,23 @@ def _event_time(roles: Roles, role: str) -> str | None:
     return None
 
 
+def _reusable_plan(options: Options, path: Path) -> OffsetPlan | None:
+    """The date's recorded plan when a rerun may read it again: same window and topics, and written once the
+    window was over (a plan pinned earlier, by a job before that check, misses the records written since)."""
+    if not path.is_file() or options.re_resolve:
+        return None
+    plan = OffsetPlan.read(path)
+    if not plan.matches(options.window, options.topics):
+        console.print(f"{path} was resolved for another window or topics: resolving again")
+        return None
+    written = int(path.stat().st_mtime * 1000)
+    if not written_after_close(written, options.window, options.grace_ms):
+        console.print(f"{path} was written at {iso(written)}, before the window closed at "
+                      f"{iso(options.window.end_ms + options.grace_ms)}: it misses the records written since, resolving again")
+        return None
+    return plan
+
+
 def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> Inputs:
     """The run's inputs from exported files or from Kafka (the offset plan resolved, or reused for a rerun)."""
     roles, plan_of = options.roles, options.roles.topology.declared
@@ -155,10 +173,7 @@ def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> Inputs:
         return Inputs(outputs, streams, tables, observations, None, dict.fromkeys(roles.streams, options.partitions))
     counts = partition_counts(options.bootstrap, options.topics, options.flags)
     previous = out_dir / PLAN_FILE
-    plan = OffsetPlan.read(previous) if previous.is_file() and not options.re_resolve else None
-    if plan is not None and not plan.matches(options.window, options.topics):
-        console.print(f"{previous} was resolved for another window or topics: resolving again")
-        plan = None
+    plan = _reusable_plan(options, previous)
     if plan is None:
         started = time.monotonic()
         plan = resolve_plan(options.bootstrap, options.topics, options.window, options.grace_ms, roles.timed)
@@ -252,7 +267,16 @@ def _versions(spark: SparkSession) -> dict[str, str]:
 
 
 def reconcile(spark: SparkSession, options: Options) -> Summary:
-    """Run the job; returns the summary (also written to OUTPUT/dt=.../summary.json)."""
+    """Run the job; returns the summary (also written to OUTPUT/dt=.../summary.json).
+
+    A window that is not over is refused (``ReconcileError``), or with ``--allow-partial`` read as it is now:
+    the summary says partial, and its offsets are not written, so no later run reads them again.
+    """
+    partial = options.partial()
+    if partial is not None:
+        shown = partial.to_dict()
+        console.print(f"PARTIAL: the window is not over until {shown['closes']}; reading what the topics hold at "
+                      f"{shown['as_of']}; its offsets are not kept")
     roles = options.roles
     label = options.window.label
     out_dir = options.output / f"dt={label}"
@@ -287,11 +311,12 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
             with ThreadPoolExecutor(1) as thread:  # two small queries, each mostly waiting on its stages: together
                 sampled = thread.submit(inheritable_thread_target(spark)(_samples), roles, detail)
-                summary = _summary(options, inputs, detail, counts, output_records, input_records, _versions(spark))
+                summary = _summary(options, inputs, detail, counts, output_records, input_records, _versions(spark),
+                                   partial)
             samples = sampled.result()
         report.write_summary(staging / "summary.json", summary)
         (staging / "report.html").write_text(report.render_html(summary, samples))
-        if inputs.plan is not None:
+        if inputs.plan is not None and partial is None:  # a partial run's offsets are never read again
             inputs.plan.write(staging / PLAN_FILE)
         _replace(staging, out_dir)
     finally:
@@ -363,7 +388,8 @@ def describe(roles: Roles) -> dict[str, dict[str, Any]]:
 
 
 def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[str, dict[str, int]],
-             records: dict[str, OutputRecords], input_records: dict[str, InputRecords], versions: dict[str, str]) -> Summary:
+             records: dict[str, OutputRecords], input_records: dict[str, InputRecords], versions: dict[str, str],
+             partial: Partial | None = None) -> Summary:
     """Counts by status (``compare.status_counts``) and by cause and partition pair (from the detail rows).
 
     What was read, not how: the Kafka reader is left out (it is printed), so both readers give the same bytes.
@@ -377,6 +403,7 @@ def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[s
         stream_partitions=dict(inputs.partitions), offsets=inputs.plan, output_records=records,
         input_records=input_records, statuses=counts, totals=totals, causes=by_cause, by_partition_pair=cells,
         threshold=Threshold(options.max_mismatch_rate, breached), detail=options.detail, versions=versions,
+        partial=partial,
     )
 
 
@@ -416,6 +443,9 @@ def print_summary(summary: Summary) -> None:
     for pair, total in summary.totals.items():
         console.print(f"Mismatch rate {pair}: {total.mismatch_rate * 100:.2f}% of {total.orders} rows "
                       f"(threshold {limit * 100:.2f}%)")
+    if summary.partial is not None:
+        shown = summary.partial.to_dict()
+        console.print(f"PARTIAL: records up to {shown['as_of']} only; the window closes at {shown['closes']}")
 
 
 def preflight(options: Options) -> None:
@@ -447,16 +477,19 @@ def wait_for_go() -> None:
         raise ReconcileError("--start-then-wait: standard input closed before the line that starts the reading")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, clock: Callable[[], int] = wall_clock_ms) -> int:
+    """The command: exit 0 within the threshold, 1 breached, 2 error; ``clock`` is now in ms (tests give theirs)."""
     try:
-        options = parse(argv)
+        options = parse(argv, clock=clock)
         if not options.start_then_wait:
+            options.partial()  # a window not over, without --allow-partial: one line before Spark starts
             preflight(options)
         spark, owned = spark_session(options)
         try:
             if options.start_then_wait:  # the topics may not exist yet: checked once the caller says go
                 warm_up(spark, options.output / f".warm-up-{uuid.uuid4().hex[:8]}", options.roles)
                 wait_for_go()
+                options.partial()
                 preflight(options)
             started = time.monotonic()
             summary = reconcile(spark, options)

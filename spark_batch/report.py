@@ -112,6 +112,7 @@ def render_html(summary: Summary, samples: Sequence[Sample]) -> str:
     return _ENV.get_template(TEMPLATE).render(
         summary=summary,
         window=summary.window.to_dict(),
+        partial=None if summary.partial is None else summary.partial.to_dict(),
         pairs=pairs,
         totals=[[p, t.orders, t.mismatches, f"{t.mismatch_rate * 100:.2f}%"] for p, t in summary.totals.items()],
         statuses=statuses,

@@ -2,13 +2,14 @@
 
 ``Summary.to_dict()`` is exactly what ``summary.json`` holds (schedulers and tests
 read that file); the job, its console table and ``report.html`` read the values.
+``partial`` is set when the window was not over: the counts are what was there up to ``as_of``.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from .window import OffsetPlan, TimeWindow
+from .window import OffsetPlan, Partial, TimeWindow
 
 
 def mismatch_rate(statuses: Mapping[str, int]) -> float:
@@ -120,6 +121,8 @@ class Summary:
     threshold: Threshold
     detail: str
     versions: dict[str, str]
+    #: Set when the window was read before it was over (``--allow-partial``): up to when, and when it closes.
+    partial: Partial | None = None
 
     @property
     def date(self) -> str:
@@ -129,6 +132,7 @@ class Summary:
         return {
             "date": self.date,
             "window": self.window.to_dict(),
+            "partial": None if self.partial is None else self.partial.to_dict(),
             "source": self.source,
             "topics": dict(self.topics),
             "pairs": self.pairs,
