@@ -245,8 +245,9 @@ def test_spark_and_python_readers_give_byte_identical_summaries(spark, bootstrap
         sc.produce_in_transactions(bootstrap, topics[role], scenario.records[role][:5], commit=False)
         sc.produce_in_transactions(bootstrap, topics[role], scenario.records[role], commit=True)
     # a transaction marker is stamped when it is written (now, days after the scenario's records; in
-    # production, within seconds of them): the grace reaches past now, so no marker ends a planned range
-    grace = max(0, int(time.time() * 1000) - window_for(sc.DAY, None, None).end_ms) // 60_000 + 60
+    # production, within seconds of them): the grace reaches to now, past every marker, so none ends a planned
+    # range; no further, since a window whose end plus the grace is still to come is not over (refused)
+    grace = (int(time.time() * 1000) - window_for(sc.DAY, None, None).end_ms) / 60_000
     runs = {}
     for reader in ("spark", "python"):
         output = tmp_path / reader
