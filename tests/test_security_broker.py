@@ -99,7 +99,7 @@ def full_run(secured_broker: EmbeddedBroker, spark, tmp_path_factory: pytest.Tem
         command("topics create", "topics", "create", "secured_extra", "--partitions", "2")
         command("topics list", "topics", "list")
         command("topics describe", "topics", "describe", settings.users_topic)
-        command("topics delete", "topics", "delete", "secured_extra")
+        command("topics delete", "topics", "delete", "secured_extra", "--yes")
         command("fingerprint --json", "fingerprint", "--topic", settings.users_topic, "--json")
         command("guard --json", "guard", "--json")
         command("doctor --json", "doctor", "--json", "--html", str(tmp / "doctor.html"))

@@ -98,7 +98,7 @@ def test_create_list_describe_delete_round_trip(bootstrap: str, capsys) -> None:
     code, out, _ = cli(capsys, bootstrap, "describe", topic)
     assert f"{topic}: 3 partitions, 30 records; configs: cleanup.policy=compact" in out
 
-    code, out, _ = cli(capsys, bootstrap, "delete", topic)
+    code, out, _ = cli(capsys, bootstrap, "delete", topic, "--yes")
     assert code == 0 and f"Deleted topics: {topic}" in out
     assert topic not in describe(bootstrap, [topic])
 
@@ -193,7 +193,7 @@ def test_add_partitions_dry_run_with_given_partitioner_as_json(bootstrap: str, c
         (["add-partitions", "{t}", "--count", "2"], "count=2: topic {t} has 3 partitions; Kafka can only add partitions"),
         (["create", "{t}"], "topic {t} already exists on {b}"),
         (["create", "other_{t}", "--config", "nonsense"], "--config 'nonsense': expected KEY=VALUE, e.g. cleanup.policy=compact"),
-        (["delete", "missing_{t}"], "topic missing_{t} does not exist on {b}"),
+        (["delete", "missing_{t}", "--yes"], "topic missing_{t} does not exist on {b}"),
         (["add-partitions", "{t}", "--count", "4", "--partitioner", "nope"], "unknown partitioner 'nope'"),
         (["create", "bad name"], "topic='bad name': contains ' '; a topic name may contain only ASCII letters, "
                                  "digits, '.', '_' and '-'"),

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
-from typing import Sequence
+from typing import Any, NoReturn, Sequence
 
 from ..errors import StreamappError
+from ..kafka import CLIENT_LOGGER
 from ..settings import FLAGS_DEFAULT, Settings, documentation_table
 
 #: Sub-command modules; each defines ``add_parser(subparsers)`` that sets ``func(args, settings) -> int``.
@@ -25,13 +27,38 @@ COMMANDS = (
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """A parser whose errors are one line naming the argument, exit 2, as every other bad input
+    (argparse's own prints the whole usage first); the usage is ``--help``'s. Sub-commands inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """As argparse's, but an unknown argument is reported by the sub-command it was given to."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _chosen(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost sub-command parser ``parsed`` went through."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            name = getattr(parsed, subs[0].dest, None) if subs else None
+            if name is None:
+                return parser
+            parser = subs[0].choices[name]
+
+
 def build_parser() -> argparse.ArgumentParser:
     return build_commands()[0]
 
 
 def build_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The ``streamapp`` parser and each sub-command's own parser, by name."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="streamapp",
         description="Where each Kafka client puts a key, and joins that stay co-partitioned.",
     )
@@ -62,6 +89,10 @@ def settings_table() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # librdkafka's connection retries (hundreds of FAIL lines against a broker that is down) stay out of a
+    # command's output: its error is the one line below; with no handler, Python would print each to stderr
+    if not CLIENT_LOGGER.handlers:
+        CLIENT_LOGGER.addHandler(logging.NullHandler())
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from ..copartition.fingerprint import Fingerprint, fingerprint_topic
+from ..kafka.admin import describe
 from ..partitioners import clients_of
 from ..settings import Settings, add_arguments
 from .partition import wide_console
@@ -34,6 +35,9 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    # brokers that do not answer: one line after the admin client's timeout, as every other command (the
+    # sample's reader would wait its longer read timeout for the same answer)
+    describe(settings.kafka, [args.topic])
     result = fingerprint_topic(settings.kafka, args.topic, args.sample, args.extra_partitioners)
     if args.json:
         print(json.dumps({"topic": args.topic, **result.to_dict()}))

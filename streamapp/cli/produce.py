@@ -50,7 +50,9 @@ def add_parser(sub: Any) -> None:
 def settings_for(args: argparse.Namespace, settings: Settings) -> Settings:
     """Apply the demo's underscored flags; ``--topic foo`` means orders in ``foo_orders`` too."""
     changes: dict[str, Any] = {}
-    if args.bootstrap_server:
+    if args.bootstrap_server is not None:  # given: an empty value is a mistake, never the default in disguise
+        if not args.bootstrap_server.strip(" ,"):
+            raise ProduceError(f"--bootstrap_server={args.bootstrap_server!r} is empty: give host:port[,host:port]")
         changes["bootstrap_servers"] = args.bootstrap_server
     if args.users_topic:
         changes.update(users_topic=args.users_topic, orders_topic=f"{args.users_topic}_orders")

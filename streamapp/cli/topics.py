@@ -3,12 +3,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+import sys
+from typing import Any, Iterable, TextIO
+
+from confluent_kafka import KafkaException, TopicCollection
 
 from rich.table import Table
 
 from ..copartition.impact import PartitionImpact, add_partitions_impact
-from ..kafka.admin import TopicError, add_partitions, check_new_count, create_topic, delete_topic, describe_topic, list_topics
+from ..kafka.admin import (
+    ADMIN_TIMEOUT, TopicError, add_partitions, admin_client, check_new_count, create_topic, delete_topic, describe,
+    describe_topic, list_topics,
+)
 from ..settings import Settings, add_arguments
 from .produce import people_console
 
@@ -32,8 +38,13 @@ def add_parser(sub: Any) -> None:
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config, repeatable")
     create.set_defaults(func=run_create)
 
-    delete = actions.add_parser("delete", help="delete topics (their data is gone)")
+    delete = actions.add_parser(
+        "delete", help="delete topics (their data is gone); asks first, and refuses Kafka's internal topics")
     delete.add_argument("topics", nargs="+", metavar="topic")
+    delete.add_argument("--yes", "-y", action="store_true",
+                        help="do not ask for confirmation (required when standard input is not a terminal)")
+    delete.add_argument("--include-internal", action="store_true",
+                        help="also delete Kafka's internal topics (__consumer_offsets: every group's offsets)")
     delete.set_defaults(func=run_delete)
 
     grow = actions.add_parser("add-partitions", help="print which keys would move, then add partitions")
@@ -101,10 +112,67 @@ def run_create(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+#: What deleting an internal topic costs, said in the refusal.
+INTERNAL_LOSS = ("an internal topic of Kafka (deleting __consumer_offsets loses every group's committed offsets, "
+                 "__transaction_state every open transaction)")
+
+
+def internal_topics(topics: Iterable[str], marked: Iterable[str] = ()) -> list[str]:
+    """The topics Kafka keeps for itself: named ``__...`` (as ``kafka-topics --delete`` refuses), or ``marked``
+    internal by the broker."""
+    marked = set(marked)
+    return [topic for topic in topics if topic.startswith("__") or topic in marked]
+
+
+def refuse_internal(topics: Iterable[str], marked: Iterable[str] = ()) -> None:
+    """One line naming the first internal topic and the flag that deletes it anyway."""
+    internal = internal_topics(topics, marked)
+    if internal:
+        raise TopicError(f"topic {internal[0]}: {INTERNAL_LOSS}; nothing deleted (--include-internal deletes it "
+                         f"anyway)")
+
+
+def broker_internal(bootstrap: Any, topics: list[str]) -> set[str]:
+    """The topics among ``topics`` that the broker marks internal (a topic it cannot describe is left out)."""
+    futures = admin_client(bootstrap).describe_topics(TopicCollection(topics), request_timeout=ADMIN_TIMEOUT)
+    marked = set()
+    for name, future in futures.items():
+        try:
+            if future.result(ADMIN_TIMEOUT).is_internal:
+                marked.add(name)
+        except KafkaException:
+            continue
+    return marked
+
+
+def confirmed(question: str, stdin: TextIO, stderr: TextIO) -> bool:
+    """Ask on the terminal; only ``y`` or ``yes`` is a yes."""
+    stderr.write(f"{question} [y/N] ")
+    stderr.flush()
+    return stdin.readline().strip().lower() in ("y", "yes")
+
+
 def run_delete(args: argparse.Namespace, settings: Settings) -> int:
-    for topic in args.topics:
+    topics = list(dict.fromkeys(args.topics))
+    if not args.include_internal:
+        refuse_internal(topics)
+    if not args.yes and not sys.stdin.isatty():
+        raise TopicError(f"deleting {', '.join(topics)} loses their records: give --yes to confirm (standard input "
+                         f"is not a terminal, so there is no one to ask); nothing deleted")
+    existing = describe(settings.kafka, topics)
+    missing = [topic for topic in topics if topic not in existing]
+    if missing:
+        raise TopicError(f"topic {missing[0]} does not exist on {settings.bootstrap_servers}; nothing deleted")
+    if not args.include_internal:
+        refuse_internal(topics, broker_internal(settings.kafka, topics))
+    shown = ", ".join(f"{t} ({existing[t].partitions} partitions)" for t in topics)
+    if not args.yes and not confirmed(f"Delete {shown} on {settings.bootstrap_servers}? Their records are gone "
+                                      f"for good.", sys.stdin, sys.stderr):
+        print("Nothing deleted.", file=sys.stderr)
+        return 1
+    for topic in topics:
         delete_topic(settings.kafka, topic)
-    _emit(args, {"deleted": args.topics}, f"Deleted topics: {', '.join(args.topics)}")
+    _emit(args, {"deleted": topics}, f"Deleted topics: {', '.join(topics)}")
     return 0
 
 
