@@ -190,7 +190,7 @@ class Rechecks:
             report, doctor, error = await loop.run_in_executor(
                 None, _check, app.settings, app.join_tables.key_serializers())
             matrix = None
-            if doctor is not None:
+            if doctor is not None and app.topology.joins:  # table-table joins only: no stream-table picture
                 by_name = {t.name: t for t in doctor.topics}
                 first = app.topology.joins[0]  # the page's picture: the first declared join's stream and table
                 matrix = placement_matrix(by_name.get(first.stream), by_name.get(first.table_topic))
