@@ -148,7 +148,8 @@ class Settings:
     )
     metrics: bool = _doc(
         "Serve Prometheus metrics at `/metrics`, and measure what only they need (batch times, misplaced keys, "
-        "commit times, the cause of each join miss); false: `/metrics` is not served and none of it runs.",
+        "commit times, the cause of each join miss); false: `/metrics` is not served and none of it runs, so the "
+        "co-partitioning verdict no longer follows misplaced keys as they arrive (only partition count changes).",
         default=True,
     )
     data_dir: str = _doc("Directory for the worker's RocksDB tables.", default="./data")

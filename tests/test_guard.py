@@ -73,8 +73,21 @@ def test_partition_count_mismatch_names_both_topics_and_counts() -> None:
 
 def test_missing_topic_is_a_problem() -> None:
     s = Settings()
-    report = evaluate(s, {s.users_topic: TopicFacts(N), s.orders_topic: TopicFacts(N)})
-    assert any("streamapp_demo_user_repartition does not exist" in p for p in report.problems)
+    report = evaluate(s, {s.users_topic: TopicFacts(N)})
+    assert any("demo_user_orders does not exist: create it" in p for p in report.problems)
+
+
+def test_a_missing_topic_the_worker_creates_is_judged_by_the_count_it_creates_it_with() -> None:
+    """Custom users and orders topics: the worker's repartition topic does not exist yet, and that is no problem."""
+    s = Settings(users_topic="my_users", orders_topic="my_orders")
+    present = {s.users_topic: TopicFacts(N), s.orders_topic: TopicFacts(N)}
+    [check] = [c for c in evaluate(s, present).checks if s.users_repartition_topic in c.name]
+    assert check.ok is True
+    assert check.message == (f"{s.users_repartition_topic} does not exist yet: the worker creates it with {N} "
+                             f"partitions, as my_orders has")
+    [problem] = evaluate(s.replace(partitions=4), present).problems
+    assert problem == (f"{s.users_repartition_topic} does not exist yet and the worker would create it with 4 "
+                       f"partitions (partitions=4), but my_orders has {N}: set partitions={N}")
 
 
 def test_json_quoted_keys_and_quoting_serializers_are_problems() -> None:

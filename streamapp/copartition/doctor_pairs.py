@@ -12,9 +12,10 @@ replayed by a local server, and the parsing is pure.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import httpx
@@ -22,8 +23,12 @@ import httpx
 from ..kafka.admin import describe
 from ..kafka.security import ksqldb_http_options
 from ..settings import Settings
+from ..partitioners import get_partitioner
 from ..sql.topology import topology
-from .doctor import DEFAULT_SAMPLE, DoctorError, DoctorReport, JoinedPair, diagnose_reports, examine_topics
+from .doctor import (DEFAULT_SAMPLE, DoctorError, DoctorReport, JoinedPair, PairDiagnosis, diagnose_reports,
+                     examine_topics)
+from .drift import LivePlacement, live_message
+from .guard import Check
 
 #: ksqlDB's REST media type (``/ksql``).
 KSQL_MEDIA_TYPE = "application/vnd.ksql.v1+json"
@@ -102,9 +107,27 @@ def pairs_from_ksqldb(settings: Settings, timeout: float = 10.0) -> tuple[list[J
     return pairs_from_listing(data)
 
 
-def diagnose_worker(settings: Settings, sample: int = DEFAULT_SAMPLE) -> DoctorReport:
-    """The doctor's findings for streamapp's own joins alone (what the worker's page shows beside the guard)."""
+def diagnose_worker(settings: Settings, sample: int = DEFAULT_SAMPLE,
+                    live: Mapping[str, LivePlacement] | None = None) -> DoctorReport:
+    """The doctor's findings for streamapp's own joins alone (what the worker's page shows beside the guard).
+
+    ``live``: what the running worker read (:mod:`.drift`); a joined pair with a topic whose keys it found
+    misplaced is broken whatever the samples say, as the guard's partitioner check then is.
+    """
     pairs = pairs_from_worker(settings)
     existing = set(describe(settings.kafka, {t for p in pairs for t in (p.left, p.right)}))
     topics = sorted(existing)
-    return diagnose_reports(examine_topics(settings.kafka, topics, sample), pairs, {"worker": f"{len(pairs)} joins"})
+    report = diagnose_reports(examine_topics(settings.kafka, topics, sample), pairs, {"worker": f"{len(pairs)} joins"})
+    return with_live(report, live or {}, get_partitioner(settings.partitioner).name)
+
+
+def with_live(report: DoctorReport, live: Mapping[str, LivePlacement], partitioner: str) -> DoctorReport:
+    """``report`` with a failed "placement seen by the worker" check on each joined pair of a misplaced topic; pure."""
+    def judged(pair: PairDiagnosis) -> PairDiagnosis:
+        seen = [live[t] for t in (pair.left, pair.right) if t in live and live[t].misplaced]
+        if not pair.joined or not seen:
+            return pair
+        checks = [Check("placement seen by the worker", False, live_message(fact, partitioner)) for fact in seen]
+        return replace(pair, checks=(*pair.checks, *checks))
+
+    return replace(report, pairs=tuple(judged(pair) for pair in report.pairs))

@@ -21,6 +21,7 @@ from ..kafka.admin import describe
 from ..partitioners import get_partitioner
 from ..settings import Settings
 from ..sql.topology import Topology, topology
+from .drift import LivePlacement, live_message
 from .fingerprint import Fingerprint, fingerprint_topic
 
 logger = logging.getLogger(__name__)
@@ -102,10 +103,14 @@ def miss_cost(topic: str, joins: Topology, n: int) -> str:
                    "; declare a copy of it (CREATE TABLE ... AS SELECT) and join that instead.")
 
 
-def partition_count_check(stream: str, table: str, counts: Mapping[str, int | None]) -> Check:
+def partition_count_check(stream: str, table: str, counts: Mapping[str, int | None],
+                          created: Mapping[str, int] | None = None) -> Check:
+    """Both topics' counts must match; ``created``: the worker's own topics, with the count it creates them with."""
     name = f"partitions {stream} × {table}"
     left, right = counts.get(stream), counts.get(table)
     missing = [topic for topic, count in ((stream, left), (table, right)) if count is None]
+    if missing and all(topic in (created or {}) for topic in missing):
+        return _to_be_created(name, {stream: left, table: right}, created or {})
     if missing:
         return Check(name, False, f"{' and '.join(missing)} does not exist: create it with the configured count")
     if left != right:
@@ -114,6 +119,20 @@ def partition_count_check(stream: str, table: str, counts: Mapping[str, int | No
             f"{stream} has {left} partitions, {table} has {right}. Repartition one of them so the counts match."
         ))
     return Check(name, True, f"{stream} and {table} both have {left} partitions")
+
+
+def _to_be_created(name: str, counts: Mapping[str, int | None], created: Mapping[str, int]) -> Check:
+    """A pair whose missing topics the worker creates at start (its copies): judged by the count it creates them with."""
+    planned = {topic: created[topic] if count is None else count for topic, count in counts.items()}
+    missing = " and ".join(topic for topic, count in counts.items() if count is None)
+    existing = [topic for topic, count in counts.items() if count is not None]
+    (_, count), (other, other_count) = sorted(planned.items(), key=lambda item: item[0] in existing)
+    if count == other_count:
+        return Check(name, True, f"{missing} does not exist yet: the worker creates it with {count} partitions"
+                                 + (f", as {existing[0]} has" if existing else ""))
+    return Check(name, False, f"{missing} does not exist yet and the worker would create it with {count} "
+                              f"partitions (partitions={count}), but {other} has {other_count}: set "
+                              f"partitions={other_count}")
 
 
 def key_serialization_check(topic: str, serializers: Mapping[str, str] | None, facts: TopicFacts) -> Check:
@@ -137,16 +156,27 @@ def key_serialization_check(topic: str, serializers: Mapping[str, str] | None, f
         f"; {topic} keys are not JSON-quoted" if fp is not None and fp.keyed else ""))
 
 
-def partitioner_check(topic: str, partitioner: str, facts: TopicFacts, joins: Topology) -> Check:
-    """Was ``topic`` written with the join's partitioner?  Says what a mismatch costs."""
+def partitioner_check(topic: str, partitioner: str, facts: TopicFacts, joins: Topology,
+                      live: LivePlacement | None = None) -> Check:
+    """Was ``topic`` written with the join's partitioner?  Says what a mismatch costs.
+
+    ``live``: what the worker has read of it since it started (:mod:`.drift`); a key it found misplaced
+    fails the check whatever the sample says, as the sample may predate the producer's change.
+    """
     name = f"partitioner of {topic}"
     fp = facts.fingerprint
+    if live is not None and live.misplaced:
+        n = fp.num_partitions if fp is not None else (facts.partitions or live.partitions)
+        return Check(name, False, f"{topic} is not written with {partitioner} only: {live_message(live, partitioner)}. "
+                                  f"{miss_cost(topic, joins, n)}")
     if fp is None:
         return Check(name, None, f"fingerprint not available ({facts.fingerprint_error or 'not read'})")
     if fp.keyed == 0:
         return Check(name, None, f"{topic} has no keyed records yet, so its partitioner cannot be checked")
     if partitioner not in fp.stored.scored:
         return Check(name, None, f"{partitioner} is not a known partitioner, so the fingerprint cannot judge it")
+    if fp.ambiguous and fp.num_partitions > 1:  # "Sample too small" or "Ambiguous": no partitioner is proven
+        return Check(name, None, f"{topic}: {fp.verdict}")
     if partitioner in fp.stored.explaining:
         return Check(name, True, f"{topic} was written with {partitioner}, the join's partitioner: {fp.verdict}")
     n = fp.num_partitions
@@ -161,17 +191,19 @@ def evaluate(
     facts: Mapping[str, TopicFacts],
     key_serializers: Mapping[str, str] | None = None,
     joins: Topology | None = None,
+    live: Mapping[str, LivePlacement] | None = None,
 ) -> CopartitionReport:
-    """The report for the gathered facts; pure."""
+    """The report for the gathered facts (``live``: what a running worker read, :mod:`.drift`); pure."""
     joins = joins or topology(settings)
     partitioner = get_partitioner(settings.partitioner).name
     counts = {topic: f.partitions for topic, f in facts.items()}
-    checks = [partition_count_check(stream, table, counts) for stream, table in joined_pairs(joins)]
+    created = dict.fromkeys(joins.outputs, settings.partitions)
+    checks = [partition_count_check(stream, table, counts, created) for stream, table in joined_pairs(joins)]
     for topic in written_topics(joins):
         topic_facts = facts.get(topic, TopicFacts(None))
         if topic not in joins.stream_topics:
             checks.append(key_serialization_check(topic, key_serializers, topic_facts))
-        checks.append(partitioner_check(topic, partitioner, topic_facts, joins))
+        checks.append(partitioner_check(topic, partitioner, topic_facts, joins, (live or {}).get(topic)))
     return CopartitionReport(settings.guard_policy, partitioner, checks)
 
 
@@ -195,11 +227,12 @@ def gather(settings: Settings, sample: int = SAMPLE, joins: Topology | None = No
 
 
 def check_copartitioning(
-    settings: Settings, key_serializers: Mapping[str, str] | None = None, sample: int = SAMPLE
+    settings: Settings, key_serializers: Mapping[str, str] | None = None, sample: int = SAMPLE,
+    live: Mapping[str, LivePlacement] | None = None,
 ) -> CopartitionReport:
-    """Run every check now against the broker in ``settings``."""
+    """Run every check now against the broker in ``settings`` (``live``: what a running worker read)."""
     joins = topology(settings)
-    report = evaluate(settings, gather(settings, sample, joins), key_serializers, joins)
+    report = evaluate(settings, gather(settings, sample, joins), key_serializers, joins, live)
     _latest[0] = report
     return report
 

@@ -49,6 +49,10 @@ GUARD_EXIT_CODE = 2
 AGENTS = "agents"
 
 
+#: How old the consumer's metadata may get: partitions added to a joined topic are noticed within it (one
+#: Metadata request per period, see :mod:`streamapp.worker.web.rechecks`).
+METADATA_MAX_AGE_MS = 30_000
+
 #: Bind addresses that mean "every interface": no other worker can reach this one there.
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 
@@ -83,6 +87,8 @@ def faust_config(settings: Settings) -> dict[str, Any]:
         "broker_session_timeout": settings.broker_session_timeout,
         "table_cleanup_interval": 30.0,
         "producer_partitioner": client_partitioner(settings.partitioner),
+        # A joined topic's new partition count reaches the rechecks within this (Kafka's default: 5 minutes).
+        "consumer_metadata_max_age_ms": METADATA_MAX_AGE_MS,
     }
 
 

@@ -25,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
+from ..copartition.drift import Placement
 from .faust_internals import partition_db
 from .transactions import transaction_counts
 from .transport import Handler
@@ -80,19 +81,6 @@ def _le(bound: float) -> str:
     return repr(float(bound))
 
 
-@dataclass
-class Placement:
-    """Keyed records checked and misplaced, per topic and arrival partition."""
-
-    checked: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
-    misplaced: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
-
-    def count(self, topic: str, partition: int, placed: list[int]) -> None:
-        """``placed``: where the declared partitioner puts each keyed record that arrived on ``partition``."""
-        self.checked[topic][partition] += len(placed)
-        self.misplaced[topic][partition] += len(placed) - placed.count(partition)
-
-
 class Instruments:
     """The batch times, the placement check and the commit counts of one app (see the module's docstring).
 
@@ -140,7 +128,7 @@ class Instruments:
             n = counts.get(tp.topic)
             keys = list(filter(None, map(_KEY, records)))  # a null or empty key: some partitioners pick at random
             if n and keys:
-                self.placement.count(tp.topic, tp.partition, self.partition_batch(keys, n))
+                self.placement.count(tp.topic, tp.partition, keys, self.partition_batch(keys, n))
 
 
 class _Handlers(dict):  # type: ignore[type-arg]

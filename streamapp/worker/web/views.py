@@ -286,12 +286,13 @@ def copartition_body(app: StreamappApp) -> dict[str, Any]:
     checks: rechecks.Rechecks = app.rechecks
     latest, report = checks.latest, checks.guard_report()
     body: dict[str, Any]
+    doctor = latest.doctor if latest else None
     if report is None:
         body = {"available": False, "verdict": "The co-partitioning guard has not reported yet."}
-    else:
-        body = {"available": True, **report, "verdict": copartition_verdict(report)}
-    doctor = latest.doctor if latest else None
-    body["doctor"] = None if doctor is None else {**doctor, "verdict": doctor_verdict(doctor)}
+    else:  # one verdict: the guard's checks and the doctor's joined pairs of the same run, never two answers
+        body = {"available": True, **report, "verdict": copartition_verdict(report, doctor),
+                "ok": report["ok"] and not broken_pairs(doctor)}
+    body["doctor"] = None if doctor is None else {**doctor, "verdict": doctor_verdict(doctor, report)}
     body["runs"] = {
         "count": checks.runs,
         "running": checks.running is not None,
@@ -302,28 +303,46 @@ def copartition_body(app: StreamappApp) -> dict[str, Any]:
     return body
 
 
-def doctor_verdict(doctor: dict[str, Any]) -> str:
-    """One sentence over the doctor's joined pairs, for the page."""
+def broken_pairs(doctor: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The doctor's joined pairs it found broken."""
+    return [p for p in (doctor or {}).get("pairs", []) if p["joined_by"] and p["status"] == "broken"]
+
+
+def _pair_text(pair: dict[str, Any]) -> str:
+    """A broken pair, with what makes it broken: the worker's own reading, else the doctor's predicted miss rate."""
+    live = any(c["ok"] is False and c["name"] == "placement seen by the worker" for c in pair["checks"])
+    rate = pair["miss_rate"]
+    why = ("the worker found misplaced keys" if live else
+           f"predicted miss rate {rate:.0%}" if rate is not None else "")
+    return f"{pair['left']} × {pair['right']}" + (f" ({why})" if why else "")
+
+
+def doctor_verdict(doctor: dict[str, Any], guard: dict[str, Any] | None = None) -> str:
+    """One sentence over the doctor's joined pairs, for the page; never "sound" while the guard's checks fail."""
     joined = [p for p in doctor["pairs"] if p["joined_by"]]
-    broken = [p for p in joined if p["status"] == "broken"]
+    broken = broken_pairs(doctor)
     unknown = [p for p in joined if p["status"] == "unknown"]
     if broken:
-        worst = ", ".join(f"{p['left']} × {p['right']}"
-                          + (f" (predicted miss rate {p['miss_rate']:.0%})" if p["miss_rate"] is not None else "")
-                          for p in broken)
-        return f"Doctor: {len(broken)} of {len(joined)} joined pairs broken: {worst}."
+        return f"Doctor: {len(broken)} of {len(joined)} joined pairs broken: {', '.join(map(_pair_text, broken))}."
+    if guard is not None and guard.get("problems"):
+        return (f"Doctor: no joined pair broken in its sample of {len(joined)}, but the guard's checks above fail: "
+                f"not co-partitioned.")
     if unknown:
         return f"Doctor: {len(joined) - len(unknown)} of {len(joined)} joined pairs sound, {len(unknown)} not decided yet."
     return f"Doctor: all {len(joined)} joined pairs sound."
 
 
-def copartition_verdict(report: dict[str, Any]) -> str:
-    """One sentence over the guard's checks, for the page."""
+def copartition_verdict(report: dict[str, Any], doctor: dict[str, Any] | None = None) -> str:
+    """One sentence over the guard's checks and the doctor's joined pairs of the same run, for the page."""
     checks = report.get("checks", [])
     skipped = sum(1 for check in checks if check.get("ok") is None)
     note = f" ({skipped} could not run yet)" if skipped else ""
+    broken = broken_pairs(doctor)
     if report.get("problems"):
         return "Not co-partitioned: " + " ".join(p if p.endswith(".") else p + "." for p in report["problems"])
+    if broken:
+        return ("Not co-partitioned: the doctor finds " + ", ".join(map(_pair_text, broken))
+                + f" broken, though the guard's {len(checks) - skipped} of {len(checks)} checks passed{note}.")
     return f"Co-partitioned: {len(checks) - skipped} of {len(checks)} checks passed{note}."
 
 
