@@ -4,7 +4,9 @@ One ``send`` per record costs the join more than building the record, so a fetch
 are appended to aiokafka's batch builders and queued with one ``send_batch`` each, through
 Faust's producer (so the next commit covers them). A refused batch hands its records to
 ``on_failure``, and every topic is tracked by the producer's metadata first (:func:`track_topics`),
-or a batch for it can wait without a word.
+or a batch for it can wait without a word. A topic the producer cannot send to (deleted, not
+authorized) is waited for here, and that, a batch the cluster refused and a batch delivered are
+told to the listeners (:func:`listen`: the worker's health), so a stalled output is never silent.
 See docs/explanation/worker-internals.md#sending-whole-batches.
 """
 from __future__ import annotations
@@ -12,11 +14,82 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
-from typing import Any, Callable, Generic, Iterable, TypeVar
+from typing import Any, Callable, Generic, Iterable, Protocol, TypeVar
+
+from aiokafka import errors as kafka_errors
 
 from ..partitioners import KeyPartitioner
 
 logger = logging.getLogger(__name__)
+
+#: Refusals caused by a batch's records themselves (their size), or by an exactly-once producer's transaction (a
+#: fenced producer fails every queued batch): the topic can still be written.
+NOT_THE_TOPIC = (kafka_errors.MessageSizeTooLargeError, kafka_errors.RecordListTooLargeError,
+                 kafka_errors.ProducerFenced, kafka_errors.IllegalOperation, kafka_errors.OutOfOrderSequenceNumber,
+                 kafka_errors.InvalidProducerEpoch, kafka_errors.TransactionalIdAuthorizationFailed)
+#: What a topic's refusal means to the person reading the worker's line.
+MEANINGS: dict[type, str] = {
+    kafka_errors.UnknownTopicOrPartitionError: "the cluster does not have it (deleted?)",
+    kafka_errors.TopicAuthorizationFailedError: "not authorized",
+}
+#: Seconds between two looks at the producer's metadata while a topic cannot be written (:func:`wait_writable`).
+WAIT_INTERVAL = 1.0
+
+
+class OutputListener(Protocol):
+    """Told what the batches find out about the topics they go to (the worker's :class:`~.health.KafkaMonitor`)."""
+
+    def unwritable(self, topic: str, reason: str) -> None: ...
+
+    def written_to(self, topic: str) -> None: ...
+
+
+_listeners: set[OutputListener] = set()
+
+
+def listen(listener: OutputListener) -> None:
+    """Tell ``listener`` of every topic found unwritable and every batch delivered, by any sender of the process."""
+    _listeners.add(listener)
+
+
+def unlisten(listener: OutputListener) -> None:
+    _listeners.discard(listener)
+
+
+def refusal(error: type | BaseException) -> str:
+    """``UnknownTopicOrPartitionError (the cluster does not have it (deleted?))``: the error as the worker says it."""
+    kind = error if isinstance(error, type) else type(error)
+    meaning = MEANINGS.get(kind)
+    return f"{kind.__name__} ({meaning})" if meaning else kind.__name__
+
+
+def unwritable(producer: Any, topics: Iterable[str]) -> dict[str, str]:
+    """The ``topics`` the producer's metadata says it cannot send to, with why: not authorized, or not there."""
+    cluster = producer.client.cluster
+    found = {}
+    for topic in topics:
+        if topic in cluster.unauthorized_topics:
+            found[topic] = refusal(kafka_errors.TopicAuthorizationFailedError)
+        elif cluster.partitions_for_topic(topic) is None:
+            found[topic] = refusal(kafka_errors.UnknownTopicOrPartitionError)
+    return found
+
+
+async def wait_writable(producer: Any, topics: Iterable[str]) -> None:
+    """Until the producer's metadata has every one of ``topics``, each miss told to the listeners.
+
+    aiokafka's own wait (in ``send_batch``) lasts up to the producer's request timeout (Faust's:
+    20 minutes), then raises: the worker would be stuck as long without a word, then crash or, under
+    exactly_once, fence and retry for ever.  Here it waits as long as the topic is missing, and the
+    worker's health decides when to give up (``output_failure_exit``).
+    """
+    wanted = list(topics)
+    while missing := unwritable(producer, wanted):
+        for topic, reason in missing.items():
+            for listener in list(_listeners):
+                listener.unwritable(topic, reason)
+        await asyncio.sleep(WAIT_INTERVAL)
+        await asyncio.wait([producer.client.force_metadata_update()], timeout=WAIT_INTERVAL * 10)
 
 #: Where a record came from (the worker passes the input message); handed back if its batch fails.
 S = TypeVar("S")
@@ -71,7 +144,9 @@ class BatchSender(Generic[S]):
         """Queue every collected batch with the producer (not waiting for the broker's acknowledgement)."""
         batches = self._full + [(topic, partition, *entry) for (topic, partition), entry in self._open.items()]
         self._full, self._open = [], {}
-        await track_topics(self._producer, {batch[0] for batch in batches})
+        topics = {batch[0] for batch in batches}
+        await track_topics(self._producer, topics)
+        await wait_writable(self._producer, topics)
         for topic, partition, builder, sources in batches:
             builder.close()
             future = await self._producer.send_batch(builder, topic, partition=partition)
@@ -84,9 +159,14 @@ class BatchSender(Generic[S]):
             metadata = future.result()
             if self._on_sent is not None and metadata is not None:
                 self._on_sent(topic, partition, metadata.offset + len(sources) - 1)
+            for listener in list(_listeners):
+                listener.written_to(topic)
             return
         error = future.exception()
         assert error is not None
         logger.error("The broker refused a batch of %d records for %s[%d]: %r", len(sources), topic, partition, error)
+        if not isinstance(error, NOT_THE_TOPIC):
+            for listener in list(_listeners):
+                listener.unwritable(topic, refusal(error))
         if self._on_failure is not None:
             self._on_failure(topic, partition, [s for s in sources if s is not None], error)

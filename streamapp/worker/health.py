@@ -1,9 +1,13 @@
-"""Whether the worker can reach Kafka, said once to people, to a supervisor through ``/health``, and by exiting.
+"""Whether the worker can reach Kafka and write its topics, said once to people, to a supervisor through ``/health``,
+and by exiting.
 
-Without this a worker whose brokers are gone retries for ever, logs thousands of lines a minute
-and looks alive. A Metadata probe every few seconds decides; ``/health`` turns 503 after
-``kafka_unreachable_timeout``, and the worker exits with :data:`UNREACHABLE_EXIT_CODE` after
-``kafka_unreachable_exit``; :class:`RepeatFilter` quiets aiokafka's loggers.
+Without this a worker whose brokers are gone, or one of whose output topics was deleted, retries for
+ever, logs thousands of lines a minute and looks alive. A Metadata probe of the topics it writes every
+few seconds decides, with what the batches say (:mod:`streamapp.worker.batch_sender`); ``/health``
+turns 503 after ``kafka_unreachable_timeout`` (:class:`Reachability`) or :data:`OUTPUT_GRACE`
+(:class:`OutputWatch`), the worker exits after ``kafka_unreachable_exit`` or ``output_failure_exit``,
+a stop leaves at once while either holds and never takes longer than ``stop_timeout``;
+:class:`RepeatFilter` quiets the loggers that flood.
 See docs/explanation/worker-internals.md#whether-kafka-is-reachable.
 """
 from __future__ import annotations
@@ -13,21 +17,31 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
 
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka import errors as kafka_errors
+from aiokafka.client import AIOKafkaClient
+from aiokafka.protocol.metadata import MetadataRequest
 
 from ..kafka.security import aiokafka_options
 from ..settings import Settings
+from . import batch_sender
 
 logger = logging.getLogger(__name__)
 
 #: Exit status of a worker that gave up on Kafka (1 is a crash, 2 the co-partitioning guard).
 UNREACHABLE_EXIT_CODE = 3
-#: How often the "unreachable" line, and each form of aiokafka message, may be repeated.
+#: Exit status of a worker that could not write a topic for ``output_failure_exit``, or was stopped meanwhile.
+OUTPUT_FAILURE_EXIT_CODE = 4
+#: Exit status of a stop that took longer than ``stop_timeout``.
+STOP_TIMEOUT_EXIT_CODE = 5
+#: How often the "unreachable" and "cannot write" lines, and each form of aiokafka message, may be repeated.
 REPEAT_SECONDS = 60.0
+#: Seconds a topic may fail before it is a state (503, the line): a moment is a leader moving, not a deleted topic.
+OUTPUT_GRACE = 5.0
 
 
 def probe_interval(timeout: float) -> float:
@@ -99,6 +113,107 @@ class Reachability:
 
 
 @dataclass
+class Failure:
+    """One topic failing one way (``probe``: the cluster's Metadata; ``produce``: the producer's view, its batches)."""
+
+    since: float
+    reason: str
+    count: int = 1
+
+
+@dataclass
+class OutputWatch:
+    """Which topics the worker cannot write, since when, and what to say or do about it; pure, fed the loop's clock.
+
+    A topic fails from the first sign (the probe finds it missing or not authorized, the producer
+    does not know it, a batch to it is refused) until the same source says otherwise: the probe
+    clears what the probe said, a batch delivered to the topic clears everything.
+    """
+
+    exit_after: float  # 0: never exit
+    grace: float = OUTPUT_GRACE
+    repeat: float = REPEAT_SECONDS
+    failing: dict[tuple[str, str], Failure] = field(default_factory=dict)
+    reported_at: float | None = None
+
+    def unwritable(self, topic: str, reason: str, now: float, source: str = "produce") -> None:
+        failure = self.failing.get((topic, source))
+        if failure is None:
+            self.failing[(topic, source)] = Failure(now, reason)
+        else:
+            failure.reason, failure.count = reason, failure.count + 1
+
+    def writable(self, topic: str, now: float, source: str | None = None) -> str | None:
+        """``topic`` answered (``source`` None: a batch was delivered to it): the line to log if that heals a report."""
+        ended = [key for key in self.failing if key[0] == topic and source in (None, key[1])]
+        if not ended:
+            return None
+        since = min(self.failing[key].since for key in ended)
+        for key in ended:
+            del self.failing[key]
+        if self.reported_at is None or self.failing:
+            return None
+        self.reported_at = None
+        return f"Topic {topic} can be written again after {now - since:.0f} s; /health answers 200"
+
+    def failing_for(self, now: float) -> float:
+        return max((now - f.since for f in self.failing.values()), default=0.0)
+
+    def healthy(self, now: float) -> bool:
+        return self.failing_for(now) < self.grace
+
+    def topics(self) -> list[str]:
+        return sorted({topic for topic, _ in self.failing})
+
+    def reason(self, now: float) -> str:
+        """One sentence: the topic failing longest, why, and how many others fail."""
+        (topic, _), worst = max(self.failing.items(), key=lambda item: now - item[1].since)
+        others = [other for other in self.topics() if other != topic]
+        more = f" (and {len(others)} more: {', '.join(others)})" if others else ""
+        times = "once" if worst.count == 1 else f"{worst.count:,} times"
+        return f"cannot write topic {topic} for {now - worst.since:.0f} s: {worst.reason} (seen {times}){more}"
+
+    def line(self, now: float) -> str | None:
+        """The line to log while unhealthy: at once, then at most once per ``repeat``."""
+        if self.healthy(now) or (self.reported_at is not None and now - self.reported_at < self.repeat):
+            return None
+        self.reported_at = now
+        until = (f"the worker exits at {self.exit_after:.0f} s (output_failure_exit) so that a supervisor restarts it "
+                 f"and it re-creates its topics" if self.exit_after
+                 else "the worker waits for it (output_failure_exit=0)")
+        return f"The worker {self.reason(now)}; /health answers 503; {until}"
+
+    def must_exit(self, now: float) -> bool:
+        return bool(self.exit_after) and bool(self.failing) and self.failing_for(now) >= self.exit_after
+
+    def status(self, now: float) -> dict[str, Any]:
+        """For ``/health`` and ``/stats``: JSON-ready."""
+        return {
+            "healthy": self.healthy(now),
+            "failing": [{"topic": topic, "source": source, "reason": f.reason, "times": f.count,
+                         "seconds": round(now - f.since, 1)}
+                        for (topic, source), f in sorted(self.failing.items())],
+            "failure_exit": self.exit_after,
+        }
+
+
+def health_status(reach: Reachability, outputs: OutputWatch, now: float) -> dict[str, Any]:
+    """``/health``'s body: healthy while Kafka answers and every topic can be written, else why not."""
+    status = reach.status(now)
+    written = outputs.status(now)
+    status["outputs"] = written
+    reasons = []
+    if not status["healthy"]:
+        reasons.append(f"Kafka unreachable for {reach.silent_for(now):.0f} s ({reach.last_error})")
+    if not written["healthy"]:
+        reasons.append(f"the worker {outputs.reason(now)}")
+    status["healthy"] = not reasons
+    if reasons:
+        status["reason"] = "; ".join(reasons)
+    return status
+
+
+@dataclass
 class _Seen:
     since: float
     left_out: int = 0
@@ -146,21 +261,30 @@ def describe_error(exc: BaseException) -> str:
 
 
 class KafkaMonitor:
-    """Probes Kafka from the worker's event loop, logs, answers ``status()``, exits past the limit."""
+    """Probes Kafka and the topics the worker writes, from its event loop; logs, answers ``status()``, exits past a
+    limit.
 
-    def __init__(self, settings: Settings, repeat_filter: RepeatFilter | None = None) -> None:
+    ``written`` names the topics to probe (none until the worker has created them all).
+    """
+
+    def __init__(self, settings: Settings, repeat_filter: RepeatFilter | None = None,
+                 written: Callable[[], Sequence[str]] = tuple) -> None:
         self.servers = settings.bootstrap_list
         self.access = settings.kafka
         self.interval = probe_interval(settings.kafka_unreachable_timeout)
         self.probe_timeout = probe_timeout(settings.kafka_unreachable_timeout)
+        self.stop_timeout = settings.stop_timeout
         self.state = Reachability(settings.kafka_unreachable_timeout, settings.kafka_unreachable_exit,
                                   last_answer=time.monotonic(), servers=",".join(self.servers))
+        self.outputs = OutputWatch(settings.output_failure_exit)
+        self.written = written
         self.repeat_filter = repeat_filter or RepeatFilter()
-        self._admin: AIOKafkaAdminClient | None = None
+        self._client: AIOKafkaClient | None = None
         self._running = False
+        self._stopping: threading.Timer | None = None
 
     def status(self) -> dict[str, Any]:
-        return self.state.status(time.monotonic())
+        return health_status(self.state, self.outputs, time.monotonic())
 
     async def run(self) -> None:
         """The probe loop (a Faust app task: it starts once the worker is ready)."""
@@ -168,16 +292,19 @@ class KafkaMonitor:
             return
         self._running = True
         quiet_aiokafka(self.repeat_filter)
+        batch_sender.listen(self)
         try:
             while True:
                 await self.probe_once()
                 await asyncio.sleep(self.interval)
         finally:
+            batch_sender.unlisten(self)
             await self.close()
 
     async def probe_once(self) -> None:
+        topics = list(self.written())
         try:
-            await asyncio.wait_for(self._ask(), self.probe_timeout)
+            answer = await asyncio.wait_for(self._ask(topics), self.probe_timeout)
         except Exception as exc:  # noqa: BLE001 - any failure to get an answer is "no answer"
             await self.close()  # the next probe bootstraps afresh from the configured servers
             error = describe_error(exc)
@@ -189,22 +316,58 @@ class KafkaMonitor:
             line = self.state.answered(time.monotonic())
             if line:
                 logger.warning(line)
-        if self.state.must_exit(time.monotonic()):
+            self.probed(answer)
+        now = time.monotonic()
+        line = self.outputs.line(now)
+        if line:
+            logger.error(line)
+        if self.state.must_exit(now):
             self.exit()
+        if self.outputs.must_exit(now):
+            self.exit_outputs()
 
-    async def _ask(self) -> None:
-        if self._admin is None:
-            admin = AIOKafkaAdminClient(**aiokafka_options(self.access), client_id="streamapp-health",
-                                        request_timeout_ms=int(self.probe_timeout * 1000))
-            self._admin = admin
-            await admin.start()  # a Metadata request to the bootstrap servers
-        await self._admin.describe_topics([])  # Metadata, no topics: the cheapest answer a broker gives
+    def probed(self, answer: Iterable[tuple[str, int]]) -> None:
+        """The Metadata answer's (topic, error code) pairs, told to the output watch."""
+        now = time.monotonic()
+        for topic, code in answer:
+            if code == 0:
+                self._healed(self.outputs.writable(topic, now, "probe"))
+            else:
+                self.outputs.unwritable(topic, batch_sender.refusal(kafka_errors.for_code(code)), now, "probe")
+
+    # -- what the batches say (batch_sender.listen) -------------------------------------------------
+
+    def unwritable(self, topic: str, reason: str) -> None:
+        self.outputs.unwritable(topic, reason, time.monotonic())
+
+    def written_to(self, topic: str) -> None:
+        if self.outputs.failing:  # a dict lookup per delivered batch otherwise
+            self._healed(self.outputs.writable(topic, time.monotonic()))
+
+    @staticmethod
+    def _healed(line: str | None) -> None:
+        if line:
+            logger.warning(line)
+
+    async def _ask(self, topics: list[str]) -> list[tuple[str, int]]:
+        """One Metadata request for ``topics``, never creating one (a broker that auto-creates topics would give
+        a deleted output its own partition count); the first one bootstraps the client."""
+        if self._client is None:
+            client = AIOKafkaClient(**aiokafka_options(self.access), client_id="streamapp-health",
+                                    request_timeout_ms=int(self.probe_timeout * 1000))
+            self._client = client
+            await client.bootstrap()  # a Metadata request to the bootstrap servers
+        node = self._client.get_random_node()
+        if node is None:
+            raise kafka_errors.KafkaConnectionError("no broker known")
+        response = await self._client.send(node, MetadataRequest(topics, allow_auto_topic_creation=False))
+        return [(entry["topic"], entry["error_code"]) for entry in response.to_object()["topics"]]
 
     async def close(self) -> None:
-        admin, self._admin = self._admin, None
-        if admin is not None:
+        client, self._client = self._client, None
+        if client is not None:
             try:
-                await asyncio.wait_for(admin.close(), self.probe_timeout)
+                await asyncio.wait_for(client.close(), self.probe_timeout)
             except Exception:  # noqa: BLE001 - closing sockets to a dead broker may fail; they are dropped
                 pass
 
@@ -215,30 +378,76 @@ class KafkaMonitor:
             "supervisor restarts the worker; what was not committed is processed again then",
             self.state.silent_for(time.monotonic()), UNREACHABLE_EXIT_CODE,
         )
-        self._leave()
+        self._leave(UNREACHABLE_EXIT_CODE)
+
+    def exit_outputs(self) -> None:
+        """Log why and leave at once with :data:`OUTPUT_FAILURE_EXIT_CODE`: a clean stop would flush batches that
+        wait for the topic, for ever."""
+        logger.critical(
+            "The worker %s, the output_failure_exit limit: exiting with status %d so that a supervisor restarts it; "
+            "it re-creates its topics at start, and what was not committed is processed again then",
+            self.outputs.reason(time.monotonic()), OUTPUT_FAILURE_EXIT_CODE,
+        )
+        self._leave(OUTPUT_FAILURE_EXIT_CODE)
 
     def before_stop(self) -> None:
-        """At the start of the app's stop: when Kafka is unreachable, log why and leave at once (module docstring)."""
+        """At the start of the app's stop: with Kafka unreachable, or a topic failing, log why and leave at once
+        (module docstring); otherwise leave at once should the stop outlast ``stop_timeout``."""
         now = time.monotonic()
-        if self.state.healthy(now):
-            return
-        logger.critical(
-            "Stopping while Kafka has been unreachable for %.0f s: leaving at once with status %d instead of "
-            "committing and flushing to brokers that are gone; what was not committed is processed again after a "
-            "restart", self.state.silent_for(now), UNREACHABLE_EXIT_CODE,
-        )
-        self._leave()
+        if not self.state.healthy(now):
+            logger.critical(
+                "Stopping while Kafka has been unreachable for %.0f s: leaving at once with status %d instead of "
+                "committing and flushing to brokers that are gone; what was not committed is processed again after "
+                "a restart", self.state.silent_for(now), UNREACHABLE_EXIT_CODE,
+            )
+            self._leave(UNREACHABLE_EXIT_CODE)
+        if self.outputs.failing:
+            logger.critical(
+                "Stopping while the worker %s: leaving at once with status %d instead of flushing batches that wait "
+                "for it; what was not committed is processed again after a restart",
+                self.outputs.reason(now), OUTPUT_FAILURE_EXIT_CODE,
+            )
+            self._leave(OUTPUT_FAILURE_EXIT_CODE)
+        if self._stopping is None:
+            self._stopping = threading.Timer(self.stop_timeout, self._stop_overdue)
+            self._stopping.daemon = True
+            self._stopping.start()
 
-    def _leave(self) -> None:
+    def _stop_overdue(self) -> None:
+        """From the stop's timer thread: the stop is stuck (a commit, a flush, a batch): leave at once."""
+        logger.critical(
+            "The stop has taken stop_timeout=%.0f s: leaving at once with status %d; what was not committed is "
+            "processed again after a restart", self.stop_timeout, STOP_TIMEOUT_EXIT_CODE,
+        )
+        self._leave(STOP_TIMEOUT_EXIT_CODE)
+
+    @staticmethod
+    def _leave(code: int) -> None:
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(UNREACHABLE_EXIT_CODE)
+        os._exit(code)
+
+
+def written_topics(app: Any) -> Callable[[], Sequence[str]]:
+    """The topics ``app`` writes (its outputs, dead letters, changelogs), once it has been ready: all exist then."""
+    topics: list[str] = []
+
+    def written() -> Sequence[str]:
+        if not topics and app.ready:
+            topics.extend(sorted({*app.topology.outputs, app.settings.dead_letter_topic,
+                                  *app.join_tables.changelog_topics()}))
+        return topics
+    return written
 
 
 def install(app: Any, settings: Settings) -> KafkaMonitor:
-    """Run a :class:`KafkaMonitor` as a task of ``app`` and quiet aiokafka's loggers now (imported by then)."""
-    monitor = KafkaMonitor(settings)
+    """Run a :class:`KafkaMonitor` as a task of ``app`` and quiet aiokafka's loggers now (imported by then), and the
+    batches' refusals (one line per refused batch)."""
+    monitor = KafkaMonitor(settings, written=written_topics(app))
     quiet_aiokafka(monitor.repeat_filter)
+    own = logging.getLogger(batch_sender.__name__)
+    if not any(isinstance(f, RepeatFilter) for f in own.filters):
+        own.addFilter(RepeatFilter())
     app.task(monitor.run)
     return monitor

@@ -96,6 +96,22 @@ class WorkerProcess:
         self._log.close()
         return proc.returncode
 
+    def wait_exit(self, timeout: float) -> int:
+        """Until the worker exits by itself (a limit it keeps, such as ``output_failure_exit``): its exit status.
+
+        WorkerError, with its last log lines, when it is still running after ``timeout`` seconds (it is left running).
+        """
+        proc = self.proc
+        if proc is None:
+            raise WorkerError("the worker was not started")
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise WorkerError(f"the worker was still running after {timeout:.0f}s: {self.tail()}") from None
+        self.proc = None
+        self._log.close()
+        return code
+
     def kill(self) -> None:
         """kill -9: no clean shutdown, as in a crash."""
         if self.proc is not None:
