@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 from typing import Mapping
+from urllib.parse import unquote_to_bytes
 
 from ...errors import StreamappError
 from ...model.records import RecordError
@@ -68,6 +69,20 @@ def table(raw: str, names: list[str]) -> str:
     if raw not in names:
         raise WebInputError("table", f"table={raw!r}: expected one of {', '.join(names)}")
     return raw
+
+
+def path_key(raw_path: str, field: str = "key") -> str:
+    """The last segment of a path as the client sent it (``request.raw_path``), its percent escapes undone as UTF-8.
+
+    The router's own decoding cannot be used: it keeps an escape that is not UTF-8 as
+    its text, so ``%ff`` and ``%25ff`` would look up the same key; invalid escapes are a 400 here.
+    """
+    segment = raw_path.split("?", 1)[0].rsplit("/", 1)[-1]
+    try:
+        return unquote_to_bytes(segment).decode("utf-8")
+    except UnicodeDecodeError:
+        raise WebInputError(field, f"{field}={segment[:80]!r}: its percent escapes are not UTF-8 text; give the "
+                                   f"key's bytes in hex with encoding=hex") from None
 
 
 def key(raw: str, encoding: str | None = None, field: str = "key") -> bytes:

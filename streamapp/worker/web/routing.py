@@ -50,9 +50,14 @@ SETTLE_MARGIN = 15.0
 STOPPING = "this worker is stopping; ask another worker of the group"
 
 
+def raw_path(request: web.Request) -> str:
+    """The request's path as the client sent it, escapes kept (a key's ``%2F`` stays in its segment)."""
+    return request.raw_path.split("?", 1)[0]
+
+
 async def forward(app: AppT, request: web.Request, owner: str) -> web.Response:
     """Ask ``owner`` the same question and return its answer unchanged."""
-    target = URL(owner).with_path(request.path).with_query(request.query)
+    target = URL(owner).with_path(raw_path(request), encoded=True).with_query(request.query)
     if app.should_stop:  # Faust closes its HTTP client as it stops
         raise web.HTTPServiceUnavailable(reason=STOPPING)
     try:
@@ -99,7 +104,7 @@ async def route(app: AppT, request: web.Request, owner_of: Callable[[], str | No
 
 
 async def _ask(app: AppT, request: web.Request, url: str, path: str, query: dict[str, str]) -> tuple[str, Any]:
-    target = URL(url).with_path(path).with_query(query)
+    target = URL(url).with_path(path, encoded=True).with_query(query)
     try:
         async with app.http_client.get(target, headers=_headers(app, request), timeout=FORWARD_TIMEOUT) as response:
             if response.status != 200:
@@ -110,7 +115,8 @@ async def _ask(app: AppT, request: web.Request, url: str, path: str, query: dict
 
 
 async def gather(app: AppT, request: web.Request, urls: Iterable[str], path: str, query: dict[str, str]) -> dict[str, Any]:
-    """``GET path?query`` on each of ``urls`` at once; a worker that fails answers ``{"error": ...}``."""
+    """``GET path?query`` on each of ``urls`` at once (``path`` escaped, as :func:`raw_path`); a worker that fails
+    answers ``{"error": ...}``."""
     answers = await asyncio.gather(*(_ask(app, request, url, path, query) for url in urls))
     return dict(answers)
 

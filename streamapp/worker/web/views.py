@@ -10,6 +10,7 @@ answered by the worker that owns the key (Faust's table routing).
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -123,7 +124,7 @@ async def describe_key(app: StreamappApp, request: aioweb.Request, name: str, te
     others = routing.other_workers(app)
     unreachable = []
     if others and not all(copies.values()):
-        answers = await routing.gather(app, request, others, request.path, {"scope": "local"})
+        answers = await routing.gather(app, request, others, routing.raw_path(request), {"scope": "local"})
         for url, answer in answers.items():
             if "error" in answer:
                 unreachable.append({"worker": url, "error": answer["error"]})
@@ -173,6 +174,7 @@ class TableKeyView(web.View):
 
     async def get(self, request: web.Request, table: str, key: str) -> web.Response:
         app: StreamappApp = self.app  # type: ignore[assignment]
+        key = params.path_key(request.raw_path)  # any key: `{`, `}`, `/`, `%` too; escapes that are not UTF-8: 400
         name = params.table(table, list(tables(app)))
         data = params.table_key(key, request.query.get("encoding"), declared(app, name).source)
         if request.query.get("scope") == "local":
@@ -238,6 +240,7 @@ class UserView(web.View):
     async def get(self, request: web.Request, user_id: str) -> web.Response:
         app: StreamappApp = self.app  # type: ignore[assignment]
         first = app.topology.tables[0].name
+        user_id = params.path_key(request.raw_path, "user_id")
         raise aioweb.HTTPTemporaryRedirect(_moved(request, f"/tables/{first}/{quote(user_id, safe='')}"))
 
 
@@ -260,7 +263,7 @@ class PartitionView(web.View):
     """``GET /partition/{key}?partitions=N[&encoding=hex]``: every client's partition for a key."""
 
     async def get(self, request: web.Request, key: str) -> web.Response:
-        data = params.key(key, request.query.get("encoding"))
+        data = params.key(params.path_key(request.raw_path), request.query.get("encoding"))
         n = params.partitions(request.query.get("partitions"))
         return self.json(place(data, n).to_dict())
 
@@ -429,6 +432,11 @@ ROUTES = (
 )
 
 
+def any_segment(path: str) -> str:
+    """The route's pattern: each ``{name}`` matches any one segment (aiohttp's default refuses ``{`` and ``}``)."""
+    return re.sub(r"\{(\w+)\}", r"{\1:[^/]+}", path)
+
+
 def install(app: StreamappApp) -> None:
     """Register every route on ``app`` (its web server replaces Faust's ``/`` placeholder with the page)."""
     app.topic_counts = TopicCounts(app.settings.kafka)
@@ -436,4 +444,4 @@ def install(app: StreamappApp) -> None:
     for path, name, view in ROUTES:
         if view is MetricsView and not app.settings.metrics:
             continue  # metrics off: no route, no instruments (streamapp.worker.metrics)
-        app.page(path, name=name)(view)
+        app.page(any_segment(path), name=name)(view)
