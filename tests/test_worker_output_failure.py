@@ -9,6 +9,8 @@ restart re-creates the output, and every order reaches both outputs (exactly_onc
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -22,7 +24,7 @@ from streamapp.partitioners import get_partitioner
 from streamapp.settings import Settings, SettingsError
 from streamapp.worker.batch_sender import BatchSender, listen, unlisten
 from streamapp.worker.health import (
-    OUTPUT_FAILURE_EXIT_CODE, KafkaMonitor, OutputWatch, Reachability, health_status,
+    OUTPUT_FAILURE_EXIT_CODE, STOP_TIMEOUT_EXIT_CODE, KafkaMonitor, OutputWatch, Reachability, health_status,
 )
 from streamapp.worker.process import WorkerProcess
 
@@ -272,3 +274,22 @@ def test_a_deleted_output_is_reported_the_worker_stops_and_a_restart_loses_nothi
     finally:
         for worker in workers:
             worker.stop()
+
+
+def test_a_stop_that_outlasts_stop_timeout_leaves_with_status_5(tmp_path: Path) -> None:
+    """Whatever holds a stop up (a flush waiting on a batch nobody can deliver), the worker is gone at stop_timeout.
+
+    The monitor's own stop hook in a child process that then hangs, as a stuck stop would.
+    """
+    script = tmp_path / "stuck_stop.py"
+    script.write_text(
+        "import time\n"
+        "from streamapp.settings import Settings\n"
+        "from streamapp.worker.health import KafkaMonitor\n"
+        "monitor = KafkaMonitor(Settings(stop_timeout=0.5))\n"
+        "monitor.before_stop()  # Kafka answers, no topic fails: the stop goes on, under the watch\n"
+        "time.sleep(120)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == STOP_TIMEOUT_EXIT_CODE, done.stderr
+    assert "The stop has taken stop_timeout=0.5 s: leaving at once with status 5" in done.stderr

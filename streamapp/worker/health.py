@@ -416,7 +416,7 @@ class KafkaMonitor:
     def _stop_overdue(self) -> None:
         """From the stop's timer thread: the stop is stuck (a commit, a flush, a batch): leave at once."""
         logger.critical(
-            "The stop has taken stop_timeout=%.0f s: leaving at once with status %d; what was not committed is "
+            "The stop has taken stop_timeout=%g s: leaving at once with status %d; what was not committed is "
             "processed again after a restart", self.stop_timeout, STOP_TIMEOUT_EXIT_CODE,
         )
         self._leave(STOP_TIMEOUT_EXIT_CODE)
