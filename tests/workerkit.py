@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -156,26 +157,28 @@ class BackgroundProducer(threading.Thread):
 
     With ``hold_at`` it stops after that many records until :meth:`resume`, so the
     rest of the stream is certainly produced after the crash, however slow the
-    machine is.
+    machine is.  ``pause`` may be changed while it runs (e.g. to 0 once what the
+    slow pace was for, a worker joining, is done).
     """
 
     def __init__(self, bootstrap: str, topic: str, records: Sequence[tuple[bytes, bytes, int]],
                  chunk: int, pause: float, hold_at: int | None = None) -> None:
         super().__init__(daemon=True)
-        self.args = (bootstrap, topic, records, chunk, pause)
+        self.args = (bootstrap, topic, records, chunk)
+        self.pause = pause
         self.hold_at = hold_at
         self.released = threading.Event()
         self.produced = 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        bootstrap, topic, records, chunk, pause = self.args
+        bootstrap, topic, records, chunk = self.args
         try:
             for start in range(0, len(records), chunk):
                 if self.hold_at is not None and self.produced >= self.hold_at:
                     self.released.wait(600)
                 self.produced += produce(bootstrap, topic, records[start:start + chunk])
-                time.sleep(pause)
+                time.sleep(self.pause)
         except BaseException as exc:  # reported by finish()
             self.error = exc
 
@@ -295,6 +298,15 @@ def wait_for_outputs(tails: Sequence[TopicTail], dataset: Dataset, workers: Sequ
     have = [len(wanted & s) for s in seen]
     logs = "\n---\n".join(w.tail(10) for w in workers)
     raise AssertionError(f"after {timeout:.0f}s the outputs hold {have} of {len(wanted)} orders\n{logs}")
+
+
+def start_together(*children: Any, timeout: float = 120.0) -> None:
+    """Start workers (or a Kafka Streams program: anything with ``start(timeout=)``) side by side, each in a thread,
+    and return once every one is ready: a child's start is mostly its own imports and JVM, which need not wait
+    for another's; the first failure is raised."""
+    with ThreadPoolExecutor(len(children)) as pool:
+        for started in [pool.submit(child.start, timeout=timeout) for child in children]:
+            started.result()
 
 
 def worker_settings(settings: Settings, tmp_path: Path, name: str) -> Settings:
