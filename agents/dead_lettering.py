@@ -30,10 +30,16 @@ from streamapp.model.records import RecordError
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.batch_sender import BatchSender, OnFailure, OnSent, track_topics
 from streamapp.worker.faust_internals import ack_all, aiokafka_producer
+from streamapp.worker.health import RepeatFilter
 from streamapp.worker.tables import RowWrites
 from streamapp.worker.transport import Record
 
 logger = logging.getLogger(__name__)
+#: Each dead letter written: a burst of bad records is one WARNING per reason a minute, noting how many more were
+#: not logged (the counters line and ``streamapp_dead_letters_total`` count every one), as aiokafka's repeated
+#: errors are. A letter that could not be written is never summarised (``logger``: its line is its last trace).
+written_logger = logging.getLogger(f"{__name__}.written")
+written_logger.addFilter(RepeatFilter())
 
 #: Kafka errors that a record causes by itself (its size); every other Kafka error is the cluster's.
 RECORD_KAFKA_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError)
@@ -179,19 +185,25 @@ class DeadLettering:
         aiokafka producer to send it with instead of Faust's (exactly_once: the source partition's transaction).
         """
         reason, field = reason_of(error)
-        letter = DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, reason, field)
+        letter = letter_of(msg, reason, field)
         topic = self.app.settings.dead_letter_topic
-        limit, _ = (await self.size_limits()).limit(topic)
+        limits = await self.size_limits()
+        limit, _ = limits.limit(topic)
+        stamp = letter.timestamp  # the record's own, as Kafka Connect's; the broker's now where the topic refuses it
+        if stamp is not None and limits.bad_timestamp(topic, stamp) is not None:
+            stamp = None
         for attempt in (letter.fitted(limit, record_size), letter.fitted(0, record_size)):
             key, value = attempt.payload()  # a record with neither key nor value: an empty value (and a header)
+            headers = attempt.record_headers()
             try:  # Faust's producer, flushed before every commit (or the transaction's, checked before its commit)
                 if producer is None:
-                    future = await self.app.join_tables.send_raw(topic, key, value, headers=attempt.headers())
+                    future = await self.app.join_tables.send_raw(
+                        topic, key, value, stamp, headers)  # type: ignore[arg-type]  # Faust takes pairs too
                 else:
                     partition = self.app.join_tables.partitioner(key, self.app.partition_counts[topic])
                     await track_topics(producer, [topic])
-                    future = await producer.send(topic, value, key=key, partition=partition,
-                                                 headers=list(attempt.headers().items()))
+                    future = await producer.send(topic, value, key=key, partition=partition, timestamp_ms=stamp,
+                                                 headers=headers)
             except Exception as exc:  # noqa: BLE001 - decided just below
                 if not is_record_fault(exc):
                     raise
@@ -200,7 +212,9 @@ class DeadLettering:
             self.app.counters.record_dead_letter(msg.topic, msg.partition, reason_kind(error))
             cut = f" (dead letter cut to fit: {', '.join(attempt.truncated)} kept as prefix + SHA-256)" \
                 if attempt.truncated else ""
-            logger.warning("Dead letter from %s[%d]@%d: %s%s", msg.topic, msg.partition, msg.offset, reason, cut)
+            # one message form per reason kind: the repeat filter summarises each kind apart
+            written_logger.warning(f"Dead letter from %s[%d]@%d ({reason_kind(error)}): %s%s", msg.topic,
+                                   msg.partition, msg.offset, reason, cut)
             return
         _log_lost(letter, "the producer refused it even without payload")
 
@@ -223,8 +237,14 @@ class DeadLettering:
             try:
                 await self.send(msg, error, producer)
             except Exception as exc:  # noqa: BLE001 - a callback's task: log, never lose silently
-                _log_lost(DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, error.reason, "value"),
-                          f"sending failed ({exc!r})")
+                _log_lost(letter_of(msg, error.reason, "value"), f"sending failed ({exc!r})")
+
+
+def letter_of(msg: Record, reason: str, field: str | None) -> DeadLetter:
+    """The whole record as a dead letter: key, value, headers and timestamp (-1 when it had none)."""
+    return DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, reason, field,
+                      original_headers=tuple(msg.headers or ()),
+                      timestamp=msg.timestamp if msg.timestamp >= 0 else None)
 
 
 def _refused_error(topic: str, partition: int, error: BaseException) -> RecordError:
