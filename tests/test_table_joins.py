@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from streamapp.errors import StreamappError
 from streamapp.model.records import RecordError
 from streamapp.sql import plan as p
 from streamapp.sql.engine import Record
@@ -213,13 +212,13 @@ def test_only_table_table_plans_carry_the_new_fields_and_they_round_trip() -> No
     assert p.Plan.from_json(plan.to_json()) == plan
 
 
-def test_the_worker_refuses_a_table_table_join_at_start_in_one_line(tmp_path: Any) -> None:
+def test_the_worker_runs_a_table_table_join_from_the_agents_of_its_two_table_topics(tmp_path: Any) -> None:
+    """The worker's side of it is checked on the broker (``tests/test_worker_table_join_broker.py``)."""
     from streamapp.settings import Settings
     from streamapp.worker.app import create_app
 
     statements = tmp_path / "joins.sql"
     statements.write_text(TABLES + "CREATE TABLE O AS SELECT L.ID, R.V FROM L JOIN R ON L.ID = R.ID;\n")
-    with pytest.raises(StreamappError) as raised:
-        create_app(Settings(statements=str(statements)))
-    assert str(raised.value) == (f"{statements}: line 4 (CREATE TABLE O AS SELECT ... JOIN): not supported by the "
-                                 "worker yet: table-table joins; `streamapp test-runner` runs them")
+    app = create_app(Settings(statements=str(statements), data_dir=str(tmp_path)))
+    assert sorted(app.batch_handlers) == ["l", "r"] and sorted(app.join_tables.by_name) == ["l", "r"]
+    assert [j.output for j in app.topology.table_joins] == ["streamapp_O"]

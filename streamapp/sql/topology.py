@@ -192,8 +192,7 @@ def worker_refusal(plan: p.Plan) -> str | None:
 
 
 #: The query kinds the worker refuses at start: (what the statement creates, what the refusal calls them).
-_NOT_IN_THE_WORKER = {p.TABLE_TABLE_JOIN: ("TABLE", "table-table joins"),
-                      p.STREAM_STREAM_JOIN: ("STREAM", "stream-stream joins")}
+_NOT_IN_THE_WORKER = {p.STREAM_STREAM_JOIN: ("STREAM", "stream-stream joins")}
 
 
 class Topology:

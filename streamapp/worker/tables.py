@@ -23,7 +23,7 @@ from ..model.records import column
 from ..sql import plan as p
 from ..sql.engine import Row
 from ..sql.formats import Codec, json_text
-from ..sql.topology import Topology
+from ..sql.topology import ROWTIME, Topology
 from . import faust_internals
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
@@ -198,9 +198,13 @@ class WrittenRows:
         return None
 
 
-def table_row(columns: dict[str, Any], source: p.Source) -> dict[str, Any]:
-    """The row a table stores for a decoded record: its value columns (the key is the RocksDB key)."""
-    return {c.name: columns[c.name] for c in source.value_columns}
+def table_row(columns: dict[str, Any], source: p.Source, timestamp: int | None = None) -> dict[str, Any]:
+    """The row a table stores for a decoded record: its value columns (the key is the RocksDB key), and in a
+    timestamped table (a table-table join's side) its event time as :data:`ROWTIME`, a name no column takes."""
+    row = {c.name: columns[c.name] for c in source.value_columns}
+    if timestamp is not None:
+        row[ROWTIME] = timestamp
+    return row
 
 
 #: Why a lookup found no row, as the metrics count it (``streamapp_join_misses_total``'s ``cause``): a null key
@@ -225,7 +229,8 @@ class RowLookup:
     """A table's rows as the join engine reads them, from one partition's RocksDB database at a time.
 
     Rows are stored as JSON objects of their value columns, as declared; a row stored by an
-    older streamapp (lower-case field names) is read by ksqlDB's case-insensitive rule.
+    older streamapp (lower-case field names) is read by ksqlDB's case-insensitive rule.  A timestamped
+    table's row carries its event time (:func:`table_row`), the row's time here; other rows' is 0.
     """
 
     def __init__(self, table: faust.Table, source: p.Source, with_key: bool) -> None:
@@ -252,13 +257,14 @@ class RowLookup:
         if found is not None:
             return found
         row = self._loads(raw)
+        timestamp = row.pop(ROWTIME, 0)
         if not self._all_names <= row.keys():
             row = {name: column(row, name.upper()) if name not in row else row[name] for name in self._names}
         if self._key is not None:
             row[self._key[0]] = self._key[1].decode_key(key)
         if len(self._decoded) >= DECODED_ROWS:
             self._decoded.clear()
-        found = self._decoded[cached] = (row, 0)
+        found = self._decoded[cached] = (row, timestamp)
         return found
 
     def miss_cause(self, partition: int, key: bytes | None) -> str:

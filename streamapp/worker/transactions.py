@@ -143,6 +143,9 @@ class Transactions:
         self._tasks: set[asyncio.Task[None]] = set()
         #: Told each committed transaction's duration (flush, offsets, commit): the metrics' commit latency.
         self.on_committed: Callable[[float], None] | None = None
+        #: Told (partition, True) when a transaction holding work is committed, (partition, False) when its work is
+        #: dropped (aborted, fenced): a table-table join's side undoes its RocksDB rows then (agents/tables.py).
+        self.on_ended: Callable[[int, bool], None] | None = None
 
     # -- ownership ---------------------------------------------------------------------------------
 
@@ -276,6 +279,8 @@ class Transactions:
             self.counts["committed"] += 1
             if self.on_committed is not None:
                 self.on_committed(time.perf_counter() - began)
+            if self.on_ended is not None:
+                self.on_ended(txn.partition, True)
             txn.base_offset = txn.next_offset
             txn.orders = 0
             if begin_next:
@@ -283,6 +288,8 @@ class Transactions:
         txn.started = time.monotonic()
 
     async def _abort(self, txn: OpenTransaction) -> bool:
+        if self.on_ended is not None:  # its work is dropped, whether the broker hears the abort or times it out
+            self.on_ended(txn.partition, False)
         try:
             await asyncio.wait_for(txn.producer.abort_transaction(), FENCE_TIMEOUT)
             self.counts["aborted"] += 1
@@ -312,6 +319,8 @@ class Transactions:
         committed offset; otherwise the rebalance's seek fences it if it comes back.
         """
         self.counts["producer_fenced"] += 1
+        if self.on_ended is not None:
+            self.on_ended(txn.partition, False)
         self.open.pop(txn.partition, None)
         logger.warning("Producer of %s[%d] fenced: its open work is dropped (read again by the partition's owner)",
                        self.topic, txn.partition)

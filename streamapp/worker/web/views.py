@@ -51,6 +51,12 @@ def declared(app: StreamappApp, name: str) -> Table:
     return app.topology.table(name)
 
 
+def joined_by(app: StreamappApp, name: str) -> list[str]:
+    """The outputs of the joins that read table ``name``: stream-table joins' lookups, then table-table joins."""
+    return ([j.output for j in app.topology.joins if j.table.name == name]
+            + [j.output for j in app.topology.table_joins if name in (j.left.name, j.right.name)])
+
+
 class NotReady(aioweb.HTTPServiceUnavailable):
     """The worker has no assignment (or no topic metadata) yet; the client should retry."""
 
@@ -135,7 +141,7 @@ async def describe_key(app: StreamappApp, request: aioweb.Request, name: str, te
     placement = place(key, n_partitions)
     located = {n: _located(app, n, copies[n], lookup.owners(app, shown[n])) for n in names}
     join_partition = expected_partition(settings.partitioner, key, n_partitions)
-    joined = [j.output for j in app.topology.joins if j.table.name == name]
+    joined = joined_by(app, name)
     return {
         "table": name,
         "key": text,
@@ -164,8 +170,7 @@ class TablesView(web.View):
         return self.json({"tables": [
             {"table": t.name, "source": t.source.name, "topic": t.topic,
              "key": [{"name": c.name, "type": c.type} for c in t.source.key_columns],
-             "key_format": t.source.key_format, "joined_by": [j.output for j in app.topology.joins
-                                                              if j.table.name == t.name]}
+             "key_format": t.source.key_format, "joined_by": joined_by(app, t.name)}
             for t in app.topology.tables]})
 
 

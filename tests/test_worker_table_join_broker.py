@@ -1,0 +1,178 @@
+"""A table-table join declared only in SQL, run by the worker on the real broker (issue 37's proof, ring R2).
+
+customers × accounts on their primary key, a LEFT and a FULL join: the customers written by the Java client's
+partitioner (murmur2), the accounts by librdkafka's default (crc32), so some keys sit in different partitions
+of the two topics and do not meet, in either engine (each joins a partition with the same partition of the
+other topic).  The records come in four rounds, one topic each, each round's outputs awaited before the next:
+
+- the worker writes, key by key, what the test runner predicts for each partition's records in order, and
+  exactly what Kafka Streams (PlanStreams, ksqlDB's topology) writes, tombstones included;
+- a worker restarted on an empty data directory restores both tables from their changelogs and joins the
+  last two rounds' updates (deletes included) against the rows of the first two;
+- under exactly_once the worker's outputs are those of its transactions (read committed), once each.
+"""
+from __future__ import annotations
+
+import json
+import struct
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamapp.kafka.admin import ensure_topics
+from streamapp.kafka.broker import free_port
+from streamapp.kafka.reader import Record
+from streamapp.settings import Settings
+from streamapp.sql import engine
+from streamapp.sql.formats import Codec
+from streamapp.sql.planner import plan_file
+from streamapp.sql.plan import Plan
+from streamapp.sql.runner import TestRecord, read_back, run
+from streamapp.worker.process import WorkerProcess
+
+from test_declared_join_broker import crc32_partition
+from workerkit import group_progress, murmur2_partition, produce, read_all, stats, wait_until
+
+STATEMENTS = """
+CREATE TABLE customers (id BIGINT PRIMARY KEY, name STRING) WITH (KAFKA_TOPIC='customers_{tag}', VALUE_FORMAT='JSON');
+CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT) WITH (KAFKA_TOPIC='accounts_{tag}', VALUE_FORMAT='JSON');
+CREATE TABLE customer_accounts WITH (KAFKA_TOPIC='customer_accounts_{tag}') AS
+  SELECT c.id, name, balance FROM customers c LEFT JOIN accounts a ON c.id = a.id EMIT CHANGES;
+CREATE TABLE everyone WITH (KAFKA_TOPIC='everyone_{tag}') AS
+  SELECT ROWKEY AS id, name, balance FROM customers c FULL OUTER JOIN accounts a ON c.id = a.id EMIT CHANGES;
+"""
+IDS = [1000 + 37 * i for i in range(24)]
+T0 = 1_700_000_000_000
+#: (topic, partitioner, [(id index, value: dict, None for a tombstone)]) per round, each key once per round.
+ROUNDS: list[tuple[str, str, list[tuple[int, Any]]]] = [
+    ("customers", "murmur2_random", [(i, {"name": f"c{i}"}) for i in range(16)]),
+    ("accounts", "consistent_random", [(i, {"balance": 10 * i}) for i in range(8, 24)]),
+    ("customers", "murmur2_random", [*((i, {"name": f"c{i}-2"}) for i in range(8, 12)), (12, None), (13, None),
+                                     (20, None), (16, {"name": "c16"}), (17, {"name": "c17"})]),
+    ("accounts", "consistent_random", [(8, None), (9, None), (16, None), (12, {"balance": 1}), (13, {"balance": 2}),
+                                       (0, {"balance": 3}), (1, {"balance": 4})]),
+]
+OUTPUTS = ("customer_accounts", "everyone")
+
+
+def key(i: int) -> bytes:
+    return struct.pack(">q", IDS[i])
+
+
+def partition_of(partitioner: str, raw: bytes, n: int) -> int:
+    return murmur2_partition(raw, n) if partitioner == "murmur2_random" else crc32_partition(raw, n)
+
+
+def round_records(k: int) -> list[tuple[bytes, bytes | None, int]]:
+    """Round ``k``'s records as produced: key, value, timestamp (later rounds later)."""
+    _, _, updates = ROUNDS[k]
+    return [(key(i), None if value is None else json.dumps(value).encode(), T0 + 1000 * k + j)
+            for j, (i, value) in enumerate(updates)]
+
+
+def predicted(plan: Plan, tag: str, rounds: int, n: int) -> dict[tuple[str, int], list[tuple[Any, ...]]]:
+    """The test runner on each partition's records of the first ``rounds`` rounds, in order (what a partition-local
+    join writes): each (output, partition)'s records as (key, value as JSON text, timestamp)."""
+    by_partition: dict[int, list[TestRecord]] = {}
+    for k in range(rounds):
+        topic, partitioner, _ = ROUNDS[k]
+        for raw, value, timestamp in round_records(k):
+            record = TestRecord(f"{topic}_{tag}", struct.unpack(">q", raw)[0],
+                                None if value is None else json.loads(value), timestamp, 0)
+            by_partition.setdefault(partition_of(partitioner, raw, n), []).append(record)
+    return {(name, partition): [(r.key, json.dumps(r.value, sort_keys=True), r.timestamp)
+                                for r in run(plan, records).actual.get(f"{name}_{tag}", [])]
+            for partition, records in by_partition.items() for name in OUTPUTS}
+
+
+def expected_rounds(plan: Plan, tag: str, n: int) -> list[dict[str, list[tuple[Any, ...]]]]:
+    """Per round, each output's new records as the test runner predicts them: a partition's records for the
+    first k rounds begin with those for the first k - 1 (the join reads each partition in order)."""
+    before: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
+    rounds = []
+    for k in range(1, len(ROUNDS) + 1):
+        now = predicted(plan, tag, k, n)
+        new: dict[str, list[tuple[Any, ...]]] = {name: [] for name in OUTPUTS}
+        for (name, partition), records in now.items():
+            assert records[:len(before.get((name, partition), []))] == before.get((name, partition), [])
+            new[name] += records[len(before.get((name, partition), [])):]
+        rounds.append(new)
+        before = now
+    return rounds
+
+
+def by_key(records: list[Any]) -> dict[Any, list[Any]]:
+    """Each key's records in the order written (a key's records all go to one partition)."""
+    keyed: dict[Any, list[Any]] = {}
+    for record in records:
+        keyed.setdefault(record[0], []).append(record)
+    return keyed
+
+
+def shown(codec: Codec, record: Record) -> tuple[Any, ...]:
+    decoded = read_back(codec, engine.Record("out", record.key, record.value, record.timestamp), 0)
+    return decoded.key, json.dumps(decoded.value, sort_keys=True), record.timestamp
+
+
+def written(bootstrap: str, topic: str, n: int, count: int) -> list[Record]:
+    records = read_all(bootstrap, topic, n, count)
+    return sorted(records, key=lambda r: (r.partition, r.offset))
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+def test_a_table_table_join_runs_as_the_test_runner_predicts_and_as_kafka_streams_does_across_a_restart(
+        guarantee: str, broker_settings: Settings, tmp_path: Path) -> None:
+    from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan
+
+    tag = uuid.uuid4().hex[:8]
+    statements = tmp_path / "tables.sql"
+    statements.write_text(STATEMENTS.format(tag=tag), encoding="utf-8")
+    plan = plan_file(statements)
+    settings = broker_settings.replace(statements=str(statements), app_id=f"tt-{tag}", web_port=free_port(),
+                                       dead_letter_topic=f"dead_{tag}", processing_guarantee=guarantee,
+                                       data_dir=str(tmp_path / "worker-1"))
+    bootstrap, n = settings.bootstrap_servers, settings.partitions
+    rounds = expected_rounds(plan, tag, n)
+    expected = {name: by_key([r for new in rounds for r in new[name]]) for name in OUTPUTS}
+    counts = [{name: sum(len(new[name]) for new in rounds[:k + 1]) for name in OUTPUTS} for k in range(len(ROUNDS))]
+    # keys the two partitioners place apart: their customer and account never meet, in either engine
+    apart = [i for i in range(8, 16) if murmur2_partition(key(i), n) != crc32_partition(key(i), n)]
+    assert apart and len(apart) < 8
+    ensure_topics(bootstrap, {f"customers_{tag}": n, f"accounts_{tag}": n})
+    streams = KsqlEquivalent(settings, state_dir=tmp_path / "ks", plan=cluster_plan(settings)).start()
+    worker = WorkerProcess(settings, tmp_path / "worker-1.log").start(timeout=120)
+    try:
+        tables = {t["table"]: t["joined_by"] for t in worker.get("/tables").json()["tables"]}
+        assert tables == {"customers": [f"streamapp_{o}_{tag}" for o in OUTPUTS],
+                          "accounts": [f"streamapp_{o}_{tag}" for o in OUTPUTS]}
+        for k, (topic, partitioner, _) in enumerate(ROUNDS):
+            if k == 2:  # a new worker on an empty data directory: both tables come back from their changelogs
+                assert worker.stop() == 0, worker.tail()
+                settings = settings.replace(data_dir=str(tmp_path / "worker-2"))
+                worker = WorkerProcess(settings, tmp_path / "worker-2.log").start(timeout=120)
+                assert stats(worker)["rows"] == {}  # restored from the changelogs, no source record read again
+            produce(bootstrap, f"{topic}_{tag}", round_records(k), partitioner)
+            for name in OUTPUTS:
+                for prefix in ("streamapp_", ""):
+                    got = written(bootstrap, f"{prefix}{name}_{tag}", n, counts[k][name])
+                    assert len(got) == counts[k][name], (k, prefix, name, len(got), counts[k][name])
+        for name in OUTPUTS:
+            codec = Codec(plan.source(name.upper()))
+            ours = written(bootstrap, f"streamapp_{name}_{tag}", n, counts[-1][name])
+            theirs = written(bootstrap, f"{name}_{tag}", n, counts[-1][name])
+            assert by_key([shown(codec, r) for r in ours]) == expected[name], name
+            assert by_key([(r.key, r.value, r.timestamp, r.partition) for r in ours]) == \
+                by_key([(r.key, r.value, r.timestamp, r.partition) for r in theirs]), name
+            assert all(r.partition == murmur2_partition(r.key, n) for r in ours)
+        for topic in (f"customers_{tag}", f"accounts_{tag}"):  # offsets committed, in transactions or not
+            wait_until(lambda: group_progress(bootstrap, settings.app_id, topic, n)[0], 30,
+                       f"the worker to commit {topic}", [worker])
+    finally:
+        streams.stop()
+        assert worker.stop() == 0, worker.tail()
+    # a customer and an account placed apart never meet; placed together they do
+    balances = {i: [json.loads(text)["BALANCE"] for _, text, _ in expected["customer_accounts"][IDS[i]]
+                    if text != "null"] for i in range(8, 12)}
+    assert all((set(b) == {None}) == (i in apart) for i, b in balances.items()), balances
