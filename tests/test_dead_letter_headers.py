@@ -108,8 +108,11 @@ def settings(broker: EmbeddedBroker, tmp_path: Path) -> Settings:
     return isolated(base, "dlqh")
 
 
-def test_dead_letters_keep_headers_and_timestamp_and_a_burst_is_summarised(settings: Settings,
-                                                                         tmp_path: Path) -> None:
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+def test_dead_letters_keep_headers_and_timestamp_and_a_burst_is_summarised(settings: Settings, tmp_path: Path,
+                                                                         guarantee: str) -> None:
+    """Under exactly_once the letters go through the source partition's transaction: the same record."""
+    settings = settings.replace(processing_guarantee=guarantee)
     n = settings.partitions
     admin = admin_client(settings.bootstrap_servers)
     dead = NewTopic(settings.dead_letter_topic, n, 1,
