@@ -6,6 +6,7 @@ worker on the session's broker holding users whose ids are made of such characte
 """
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any, Iterator
@@ -18,10 +19,13 @@ from yarl import URL
 
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, free_port
+from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 from streamapp.worker.web.params import WebInputError, path_key
 from streamapp.worker.web.views import any_segment
-from test_web_views import DIRECT, REPARTITIONED, TOKEN, Running, unique_settings, wait_for
+from test_web_placement import rdkafka_partition
+from test_web_routing import assignment
+from test_web_views import DIRECT, PARTITIONS, REPARTITIONED, TOKEN, Running, unique_settings, wait_for
 
 #: User ids a router or a decoder could get wrong: braces, a slash, percent signs, a plus, non-ASCII, a space.
 IDS = ("a{b}", "{}", "x/y", "50%", "%ff", "%25", "a+b", "ü-ñ", "a b", "?q=1", "#h")
@@ -48,17 +52,22 @@ async def fetch(url: URL, allow_redirects: bool = True) -> tuple[int, Any, str]:
             return r.status, body, r.headers.get("Location", "")
 
 
+def produce_ids(settings: Settings) -> None:
+    """A user for each of :data:`IDS`, placed by crc32 (a librdkafka client), so many sit where murmur2 does not."""
+    topics = (settings.users_topic, settings.orders_topic, settings.users_repartition_topic,
+              settings.merged_topic, settings.merged_repartition_topic, settings.dead_letter_topic)
+    ensure_topics(settings.bootstrap_servers, {t: settings.partitions for t in topics})
+    producer = Producer({"bootstrap.servers": settings.bootstrap_servers, "partitioner": "consistent"})
+    for i, key in enumerate(IDS):
+        producer.produce(settings.users_topic, key=key.encode(), value=json.dumps({"name": f"U{i}", "age": i}).encode())
+    producer.flush(30)
+
+
 @pytest.fixture(scope="module")
 def keys_worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     tmp = tmp_path_factory.mktemp("web_keys")
     settings = unique_settings(broker, tmp, TOKEN).replace(web_port=free_port())
-    topics = (settings.users_topic, settings.orders_topic, settings.users_repartition_topic,
-              settings.merged_topic, settings.merged_repartition_topic, settings.dead_letter_topic)
-    ensure_topics(settings.bootstrap_servers, {t: settings.partitions for t in topics})
-    producer = Producer({"bootstrap.servers": settings.bootstrap_servers, "partitioner": "murmur2"})
-    for i, key in enumerate(IDS):
-        producer.produce(settings.users_topic, key=key.encode(), value=json.dumps({"name": f"U{i}", "age": i}).encode())
-    producer.flush(30)
+    produce_ids(settings)
     worker = WorkerProcess(settings, tmp / "worker.log").start(timeout=120)
     try:
         yield Running(settings, [worker], {})
@@ -95,3 +104,42 @@ async def test_escapes_that_are_not_utf8_are_a_400_naming_the_value(keys_worker:
     value = path.rsplit("/", 1)[1].split("?")[0]
     assert status == 400, body
     assert body["error"].startswith(f"{field}={value!r}: its percent escapes are not UTF-8 text"), body
+
+
+async def found_at(base: str, key: str) -> Any:
+    """The lookup's answer once ``key`` is in both tables (None before)."""
+    status, body, _ = await fetch(URL(f"{base}/tables/{REPARTITIONED}/{quote(key, safe='')}", encoded=True))
+    return body if status == 200 and all(t["found"] for t in body["tables"].values()) else None
+
+
+def test_two_workers_forward_and_gather_any_key(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    """A lookup sent to the worker that does not own the key is forwarded with its escapes (``x/y``, ``%ff``),
+    and the other table's row is gathered from the other worker the same way."""
+    base = unique_settings(broker, tmp_path, TOKEN)
+    produce_ids(base)
+    workers: list[WorkerProcess] = []
+    try:
+        for name in ("a", "b"):
+            settings = base.replace(web_port=free_port(), data_dir=str(tmp_path / name))
+            worker = WorkerProcess(settings, tmp_path / f"{name}.log", extra_env={"TABLE_STANDBY_REPLICAS": "0"})
+            workers.append(worker.start(timeout=120))
+        asyncio.run(_forward_and_gather(Running(base, workers, {})))
+    finally:
+        codes = [(w.stop(), w.tail()) for w in workers]
+    assert all(code == 0 for code, _ in codes), codes
+
+
+async def _forward_and_gather(running: Running) -> None:
+    rep_owners = await assignment(running, REPARTITIONED)
+    direct_owners = await assignment(running, DIRECT)
+    urls = [running.url(0), running.url(1)]
+    forwarded = gathered = 0
+    for i, key in enumerate(IDS):
+        owner = rep_owners[rdkafka_partition("murmur2", key.encode(), PARTITIONS)]
+        other = urls[1 - urls.index(owner)]
+        body = await wait_for(lambda: found_at(other, key), f"user {key!r} in both tables, asked at {other}")
+        assert (body["key"], body["answered_by"], body["routed_from"]) == (key, owner, other)
+        assert body["tables"][DIRECT]["row"]["NAME"] == f"U{i}" and body["unreachable"] == []
+        forwarded += 1
+        gathered += direct_owners[body["tables"][DIRECT]["partition"]] != owner
+    assert forwarded == len(IDS) and gathered > 0
