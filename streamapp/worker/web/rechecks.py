@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ...copartition import guard
 from ...copartition.doctor import DoctorReport, TopicReport
@@ -182,6 +182,8 @@ class Rechecks:
     #: The checks whose failure has been said (logged, the policy applied), so a run says only what is new.
     said: set[str] | None = None
     stopping: asyncio.Future[None] | None = None
+    #: The automatic run under way and what follows it (the timer does not wait for it: a tick stays short).
+    automatic: asyncio.Future[None] | None = None
 
     def guard_report(self) -> dict[str, Any] | None:
         if self.latest is not None and self.latest.guard is not None:
@@ -205,7 +207,7 @@ class Rechecks:
 
     async def tick(self) -> None:
         """Run again if the data changed under the verdict, or keyed records arrived for a check that could not decide."""
-        if self.running is not None or self.stopping is not None:
+        if self.running is not None or self.stopping is not None or (self.automatic and not self.automatic.done()):
             return
         now = time.monotonic()
         if self.said is None and self.guard_report() is not None:
@@ -222,9 +224,8 @@ class Rechecks:
                 logger.warning("Partitions of %s changed from %d to %d while the worker runs: its joins no longer "
                                "find keys where they were; the co-partitioning checks run again", topic, before, after)
             self.counts_then.update({topic: after for topic, (_, after) in changed.items()})
-            run = await self.run(drift)
-            self.drift_allowed = time.monotonic() + FIRST_WAIT_SECONDS
-            self.judge(run)
+            self.automatic = asyncio.ensure_future(self._automatic(drift, lambda run: None))
+            self.drift_allowed = now + FIRST_WAIT_SECONDS
             return
         if now < self.next_allowed:
             return
@@ -232,11 +233,23 @@ class Rechecks:
         doctor = self.latest.doctor if self.latest else None
         reason = recheck_reason(self.guard_report(), doctor, keyed, self.keyed_then)
         if reason is not None:
+            def then(run: Run) -> None:
+                undecided = undecided_topics(run.guard, run.doctor, list(keyed))
+                self.wait = min(self.wait * 2, MAX_WAIT_SECONDS) if undecided else FIRST_WAIT_SECONDS
+                self.next_allowed = time.monotonic() + self.wait
+
+            self.automatic = asyncio.ensure_future(self._automatic(reason, then))
+
+    async def _automatic(self, reason: str, then: Callable[[Run], None]) -> None:
+        """An automatic run, then ``then`` and :meth:`judge` (a task of its own: see :attr:`automatic`)."""
+        try:
             run = await self.run(reason)
-            undecided = undecided_topics(run.guard, run.doctor, list(keyed))
-            self.wait = min(self.wait * 2, MAX_WAIT_SECONDS) if undecided else FIRST_WAIT_SECONDS
-            self.next_allowed = time.monotonic() + self.wait
-            self.judge(run)
+        except Exception:  # noqa: BLE001 - a broken run must not end the rechecks; the next tick tries again
+            logger.exception("Co-partitioning checks could not run (%s)", reason)
+            self.next_allowed = time.monotonic() + FIRST_WAIT_SECONDS
+            return
+        then(run)
+        self.judge(run)
 
     def judge(self, run: Run) -> None:
         """Say what an automatic run found that is new, and apply ``guard_policy`` to it (``fail``: stop, status 2)."""
