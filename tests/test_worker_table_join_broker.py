@@ -5,21 +5,20 @@ partitioner (murmur2), the accounts by librdkafka's default (crc32), so some key
 of the two topics and do not meet, in either engine (each joins a partition with the same partition of the
 other topic).  The records come in four rounds, one topic each, each round's outputs awaited before the next:
 
-- the worker writes, key by key, what the test runner predicts for each partition's records in order, and
-  exactly what Kafka Streams (PlanStreams, ksqlDB's topology) writes, tombstones included;
-- a worker restarted on an empty data directory restores both tables from their changelogs and joins the
-  last two rounds' updates (deletes included) against the rows of the first two;
-- under exactly_once the worker's outputs are those of its transactions (read committed), once each.
+- a worker under at_least_once and one under exactly_once, side by side (each its own app and output prefix),
+  write, key by key, what the test runner predicts for each partition's records in order, and exactly what
+  Kafka Streams (PlanStreams, ksqlDB's topology) writes, tombstones included, each record once;
+- workers restarted on empty data directories restore both tables from their changelogs and join the last
+  two rounds' updates (deletes included) against the rows of the first two.
 """
 from __future__ import annotations
 
 import json
 import struct
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import free_port
@@ -121,19 +120,29 @@ def written(bootstrap: str, topic: str, n: int, count: int) -> list[Record]:
     return sorted(records, key=lambda r: (r.partition, r.offset))
 
 
-@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+#: The two workers run side by side on the same topics, each writing its outputs under its own prefix.
+GUARANTEES = {"at_least_once": "streamapp_", "exactly_once": "eos_"}
+
+
+def start_all(workers: list[WorkerProcess]) -> list[WorkerProcess]:
+    """Start the workers at once (each waits for its own readiness)."""
+    with ThreadPoolExecutor(len(workers)) as pool:
+        return list(pool.map(lambda w: w.start(timeout=120), workers))
+
+
 def test_a_table_table_join_runs_as_the_test_runner_predicts_and_as_kafka_streams_does_across_a_restart(
-        guarantee: str, broker_settings: Settings, tmp_path: Path) -> None:
+        broker_settings: Settings, tmp_path: Path) -> None:
     from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan
 
     tag = uuid.uuid4().hex[:8]
     statements = tmp_path / "tables.sql"
     statements.write_text(STATEMENTS.format(tag=tag), encoding="utf-8")
     plan = plan_file(statements)
-    settings = broker_settings.replace(statements=str(statements), app_id=f"tt-{tag}", web_port=free_port(),
-                                       dead_letter_topic=f"dead_{tag}", processing_guarantee=guarantee,
-                                       data_dir=str(tmp_path / "worker-1"))
-    bootstrap, n = settings.bootstrap_servers, settings.partitions
+    base = broker_settings.replace(statements=str(statements), dead_letter_topic=f"dead_{tag}")
+    settings = {guarantee: base.replace(app_id=f"tt-{guarantee}-{tag}", web_port=free_port(), output_prefix=prefix,
+                                        processing_guarantee=guarantee, data_dir=str(tmp_path / f"{guarantee}-1"))
+                for guarantee, prefix in GUARANTEES.items()}
+    bootstrap, n = base.bootstrap_servers, base.partitions
     rounds = expected_rounds(plan, tag, n)
     expected = {name: by_key([r for new in rounds for r in new[name]]) for name in OUTPUTS}
     counts = [{name: sum(len(new[name]) for new in rounds[:k + 1]) for name in OUTPUTS} for k in range(len(ROUNDS))]
@@ -141,37 +150,43 @@ def test_a_table_table_join_runs_as_the_test_runner_predicts_and_as_kafka_stream
     apart = [i for i in range(8, 16) if murmur2_partition(key(i), n) != crc32_partition(key(i), n)]
     assert apart and len(apart) < 8
     ensure_topics(bootstrap, {f"customers_{tag}": n, f"accounts_{tag}": n})
-    streams = KsqlEquivalent(settings, state_dir=tmp_path / "ks", plan=cluster_plan(settings)).start()
-    worker = WorkerProcess(settings, tmp_path / "worker-1.log").start(timeout=120)
+    streams = KsqlEquivalent(base, state_dir=tmp_path / "ks", plan=cluster_plan(base)).start()
+    workers = start_all([WorkerProcess(s, tmp_path / f"{g}-1.log") for g, s in settings.items()])
     try:
-        tables = {t["table"]: t["joined_by"] for t in worker.get("/tables").json()["tables"]}
-        assert tables == {"customers": [f"streamapp_{o}_{tag}" for o in OUTPUTS],
-                          "accounts": [f"streamapp_{o}_{tag}" for o in OUTPUTS]}
+        for worker in workers:
+            tables = {t["table"]: t["joined_by"] for t in worker.get("/tables").json()["tables"]}
+            prefix = worker.settings.output_prefix
+            assert tables == {"customers": [f"{prefix}{o}_{tag}" for o in OUTPUTS],
+                              "accounts": [f"{prefix}{o}_{tag}" for o in OUTPUTS]}
         for k, (topic, partitioner, _) in enumerate(ROUNDS):
-            if k == 2:  # a new worker on an empty data directory: both tables come back from their changelogs
-                assert worker.stop() == 0, worker.tail()
-                settings = settings.replace(data_dir=str(tmp_path / "worker-2"))
-                worker = WorkerProcess(settings, tmp_path / "worker-2.log").start(timeout=120)
-                assert stats(worker)["rows"] == {}  # restored from the changelogs, no source record read again
+            if k == 2:  # new workers on empty data directories: both tables come back from their changelogs
+                for worker in workers:
+                    assert worker.stop() == 0, worker.tail()
+                workers = start_all([WorkerProcess(w.settings.replace(data_dir=str(tmp_path / f"{g}-2")),
+                                                   tmp_path / f"{g}-2.log") for g, w in zip(GUARANTEES, workers)])
+                for worker in workers:
+                    assert stats(worker)["rows"] == {}  # restored from the changelogs, no source record read again
             produce(bootstrap, f"{topic}_{tag}", round_records(k), partitioner)
             for name in OUTPUTS:
-                for prefix in ("streamapp_", ""):
+                for prefix in (*GUARANTEES.values(), ""):
                     got = written(bootstrap, f"{prefix}{name}_{tag}", n, counts[k][name])
                     assert len(got) == counts[k][name], (k, prefix, name, len(got), counts[k][name])
         for name in OUTPUTS:
             codec = Codec(plan.source(name.upper()))
-            ours = written(bootstrap, f"streamapp_{name}_{tag}", n, counts[-1][name])
             theirs = written(bootstrap, f"{name}_{tag}", n, counts[-1][name])
-            assert by_key([shown(codec, r) for r in ours]) == expected[name], name
-            assert by_key([(r.key, r.value, r.timestamp, r.partition) for r in ours]) == \
-                by_key([(r.key, r.value, r.timestamp, r.partition) for r in theirs]), name
-            assert all(r.partition == murmur2_partition(r.key, n) for r in ours)
-        for topic in (f"customers_{tag}", f"accounts_{tag}"):  # offsets committed, in transactions or not
-            wait_until(lambda: group_progress(bootstrap, settings.app_id, topic, n)[0], 30,
-                       f"the worker to commit {topic}", [worker])
+            for prefix in GUARANTEES.values():
+                ours = written(bootstrap, f"{prefix}{name}_{tag}", n, counts[-1][name])
+                assert by_key([shown(codec, r) for r in ours]) == expected[name], (prefix, name)
+                assert by_key([(r.key, r.value, r.timestamp, r.partition) for r in ours]) == \
+                    by_key([(r.key, r.value, r.timestamp, r.partition) for r in theirs]), (prefix, name)
+                assert all(r.partition == murmur2_partition(r.key, n) for r in ours)
+        for worker in workers:
+            for topic in (f"customers_{tag}", f"accounts_{tag}"):  # offsets committed, in transactions or not
+                wait_until(lambda: group_progress(bootstrap, worker.settings.app_id, topic, n)[0], 30,
+                           f"{worker.settings.app_id} to commit {topic}", [worker])
     finally:
         streams.stop()
-        assert worker.stop() == 0, worker.tail()
+        assert [worker.stop() for worker in workers] == [0, 0], [worker.tail() for worker in workers]
     # a customer and an account placed apart never meet; placed together they do
     balances = {i: [json.loads(text)["BALANCE"] for _, text, _ in expected["customer_accounts"][IDS[i]]
                     if text != "null"] for i in range(8, 12)}
