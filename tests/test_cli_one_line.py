@@ -51,9 +51,10 @@ def test_argparse_errors_are_one_line(capsys: pytest.CaptureFixture[str], argv: 
     assert parse_error(capsys, *argv).startswith(line)
 
 
-def streamapp(*argv: str) -> subprocess.CompletedProcess[str]:
+def streamapp(*argv: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
+    """A real ``streamapp`` process; standard input is not a terminal unless ``stdin`` is one."""
     return subprocess.run([sys.executable, "-m", "streamapp", *argv], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+                          stdin=stdin)
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -10,27 +10,13 @@ from __future__ import annotations
 import os
 import pty
 import subprocess
-import sys
 import uuid
 
 from confluent_kafka import Consumer, TopicPartition
 
 from streamapp.cli.topics import internal_topics
 from streamapp.kafka.admin import describe
-
-OFFLINE = "127.0.0.1:1"  # nothing listens: what is refused before any broker is asked
-
-
-def streamapp(*argv: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streamapp", *argv], capture_output=True, text=True, timeout=120,
-                          stdin=stdin)
-
-
-def one_line(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
+from test_cli_one_line import OFFLINE, one_line, streamapp
 
 
 def test_internal_topics_are_the_double_underscore_ones_and_those_the_broker_marks() -> None:
