@@ -91,3 +91,95 @@ def test_the_guard_and_kafka_streams_take_a_table_table_plan_past_planning(
     assert main(["ksql-equivalent", *cluster]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"input topic missing: L=l_{tag}, R=r_{tag}" in err, err
+
+
+# Updates (topic, key, value or None, timestamp): the documented table's kinds of update and more: a tombstone for a
+# key a side never had, updates of a key in one fetch (a run of one topic), an update older than the other row.
+UPDATES = [("l", 1, None, 1), ("r", 1, None, 2), ("l", 1, {"V": "A"}, 3), ("l", 1, {"V": "B"}, 4),
+           ("r", 1, {"W": "a"}, 5), ("r", 2, {"W": "x"}, 6), ("r", 1, {"W": "b"}, 7), ("l", 1, None, 8),
+           ("l", 1, {"V": "C"}, 9), ("r", 1, None, 10), ("r", 1, {"W": "c"}, 2), ("l", 1, None, 13),
+           ("l", 2, {"V": "y"}, 14), ("r", 2, None, 15), ("r", 1, None, 16), ("l", 2, None, 17)]
+
+
+@pytest.mark.parametrize("where", ["", " WHERE V <> 'B'"])
+@pytest.mark.parametrize("join", ["INNER", "LEFT", "RIGHT", "FULL"])
+def test_each_update_joined_against_rocksdb_writes_what_the_test_runner_writes(
+        join: str, where: str, tmp_path: Path) -> None:
+    """The agent's path without a broker: each run of one topic's updates is one handler call, whose updates are
+    joined (:class:`agents.table_joins.JoinSide`) against the rows in the app's RocksDB tables and the call's own
+    rows so far, then stored as the table agent stores them."""
+    from itertools import groupby
+
+    from aiokafka.structs import ConsumerRecord
+
+    from agents.table_joins import JoinSide
+    from streamapp.sql.engine import Reader
+    from streamapp.sql.formats import Codec
+    from streamapp.sql.runner import TestRecord, run
+    from streamapp.worker.app import create_app
+    from streamapp.worker.tables import RowWrites, table_row
+
+    key = "ROWKEY AS ID" if join == "FULL" else "L.ID"
+    path = tmp_path / "joins.sql"
+    path.write_text(TABLES.format(tag="t", join=join, key_format="").replace(
+        "SELECT L.ID, V, W FROM L", f"SELECT {key}, V, W FROM L").replace(" ON L.ID = R.ID;", f" ON L.ID = R.ID{where};"),
+        encoding="utf-8")
+    app = create_app(Settings(statements=str(path), data_dir=str(tmp_path / "data")))
+    [joined] = app.topology.table_joins
+    sides = {table.topic: (JoinSide(app, joined, side), table) for side, table, _ in joined.sides}
+    written = []
+    for topic, updates in groupby(enumerate(UPDATES), key=lambda update: f"{update[1][0]}_t"):
+        side, table = sides[topic]
+        codec, reader = Codec(table.source), Reader(table.source)
+        writes = RowWrites(app.join_tables.by_name[table.name])
+        for offset, (_, k, value, timestamp) in updates:
+            raw_key, raw_value = codec.encode_key(k), None if value is None else codec.encode_value(value)
+            outputs, _ = side.update(0, ConsumerRecord(topic, 0, offset, timestamp, 0, raw_key, raw_value, None, 0,
+                                                       0, []), k)
+            written += [(out_key, out_value, out_time) for _, out_key, out_value, out_time in outputs]
+            _, row = reader.read(raw_key, raw_value, timestamp)
+            side.wrote(0, raw_key, row)
+            writes.put(0, raw_key, None if row is None else writes.value(table_row(row[0], table.source, row[1])))
+        writes.write()
+        side.stored()
+    result = run(app.topology.plan, [TestRecord(f"{t}_t", k, v, ts, i) for i, (t, k, v, ts) in enumerate(UPDATES)])
+    sink = Codec(app.topology.plan.source("O"))
+    assert written == [(sink.encode_key(r.key), None if r.value is None else sink.encode_value(r.value), r.timestamp)
+                       for r in result.actual["o_t"]]
+
+
+def test_a_dropped_transactions_rows_are_put_back_and_a_committed_ones_stay(tmp_path: Path) -> None:
+    """exactly_once (:class:`agents.table_joins.UndoLog`): the records of a dropped transaction are read again, and
+    must be joined against the rows they were joined against the first time."""
+    from agents.table_joins import UndoLog
+    from streamapp.worker.app import create_app
+    from streamapp.worker.faust_internals import partition_db
+    from streamapp.worker.tables import RowWrites
+
+    app = create_app(tables_plan(tmp_path).replace(data_dir=str(tmp_path / "data")))
+    table = app.join_tables.by_name["l"]
+    undo = UndoLog([table])
+
+    def put(partition: int, rows: dict[bytes, bytes | None]) -> None:
+        writes = RowWrites(table)
+        for key, value in rows.items():
+            undo.touch(partition, key)
+            writes.put(partition, key, value)
+        writes.write()
+
+    def held(partition: int) -> dict[bytes, bytes | None]:
+        return {key: partition_db(table, partition).get(key) for key in (b"a", b"b", b"c")}
+
+    first = RowWrites(table)
+    first.put(1, b"a", b"A0")
+    first.put(1, b"b", b"B0")
+    first.write()
+    put(1, {b"a": b"A1", b"c": b"C1"})  # an open transaction's two fetches
+    put(1, {b"a": b"A2", b"b": None})
+    put(2, {b"a": b"X"})
+    undo.ended(1, False)
+    assert held(1) == {b"a": b"A0", b"b": b"B0", b"c": None}
+    undo.ended(2, True)
+    put(2, {b"b": b"Y"})
+    undo.ended(2, False)  # only what came after the commit goes back
+    assert held(2) == {b"a": b"X", b"b": None, b"c": None}
