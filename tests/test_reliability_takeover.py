@@ -29,8 +29,12 @@ from streamapp.worker.process import WorkerProcess
 from test_metrics import total
 from workerkit import (
     orders_read, BackgroundProducer, TopicTail, check_output, group_progress, holds_at_least, isolated, output_tails,
-    make_dataset, produce, stats, wait_for_outputs, wait_for_users, wait_until, worker_settings,
+    make_dataset, produce, start_together, stats, wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
+
+#: Seconds between two chunks of 20 orders while a restarted worker joins: slow enough that they still stream
+#: when it is ready, however long its start takes; the rest of that third then goes at once.
+JOINING_PAUSE = 0.4
 
 
 def local_orders_by_partition(worker: WorkerProcess) -> dict[str, int]:
@@ -47,8 +51,7 @@ def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float
                         for name in ("survivor", "victim"))
     tails = output_tails(settings)
     try:
-        survivor.start(timeout=120)
-        victim.start(timeout=120)
+        start_together(survivor, victim)
         produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
         wait_for_users([survivor, victim], len(dataset.users), timeout=120)
         stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, dataset.order_records(),
@@ -120,11 +123,12 @@ def test_a_rolling_restart_shows_in_the_metrics_and_loses_and_repeats_nothing(br
     started, tails, lifetimes = time.monotonic(), output_tails(settings), []  # lifetimes: each one's last scrape
     live: list[WorkerProcess] = []
     try:
-        live += [a.start(timeout=120), b.start(timeout=120)]
+        start_together(a, b)
+        live += [a, b]
         produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
         wait_for_users(live, len(dataset.users), timeout=120)
         stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, records[:2 * third],
-                                    chunk=20, pause=0.4, hold_at=third)
+                                    chunk=20, pause=0, hold_at=third)  # the first third at once, to both workers
         stream.start()
         wait_until(lambda: stream.produced >= third, 300, "the first third produced", live)
         survivors = []  # (name, before, after) scrapes of the worker that stays while the other restarts
@@ -136,14 +140,17 @@ def test_a_rolling_restart_shows_in_the_metrics_and_loses_and_repeats_nothing(br
             assert leaving.stop() == 0, leaving.tail()
             live.remove(leaving)
             if rest is None:
+                stream.pause = JOINING_PAUSE
                 stream.resume()  # the next third streams while the restarted worker joins
             else:
                 stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, rest, chunk=20,
-                                            pause=0.4)
+                                            pause=JOINING_PAUSE)
                 stream.start()
             produced_at_join = stream.produced
             live.append(WorkerProcess(own[name], tmp_path / f"{name}.log").start(timeout=120))  # same state, port
             joined_at = stream.produced
+            stream.pause = 0  # joined: the rest of the third at once
+            assert joined_at > produced_at_join, f"no order was produced while {name} restarted: not under a stream"
             stream.finish(300)
             settle(settings, tails, 2 * third if rest is None else len(records), live)
             survivors.append((name, before, scrape(staying), produced_at_join, joined_at))
