@@ -22,9 +22,11 @@ from streamapp.kafka.admin import delete_topic, describe, ensure_topics
 from streamapp.kafka.reader import TopicReader
 from streamapp.partitioners import get_partitioner
 from streamapp.settings import Settings, SettingsError
-from streamapp.worker.batch_sender import BatchSender, listen, unlisten
+from streamapp.worker.app import create_app
+from streamapp.worker.batch_sender import BatchSender, listen, refusal, unlisten, waiting
 from streamapp.worker.health import (
-    OUTPUT_FAILURE_EXIT_CODE, STOP_TIMEOUT_EXIT_CODE, KafkaMonitor, OutputWatch, Reachability, health_status,
+    OUTPUT_FAILURE_EXIT_CODE, REFUSED, STALL_AFTER, STOP_TIMEOUT_EXIT_CODE, KafkaMonitor, OutputWatch, Reachability,
+    health_status,
 )
 from streamapp.worker.process import WorkerProcess
 
@@ -53,9 +55,9 @@ def test_a_failing_topic_is_one_line_past_the_grace_then_once_a_minute_then_the_
     assert not watch.must_exit(1179.9) and watch.must_exit(1180.0)
 
 
-def test_each_source_heals_what_it_said_and_a_delivered_batch_heals_all() -> None:
+def test_each_source_heals_what_it_said() -> None:
     watch = OutputWatch(exit_after=0.0)
-    watch.unwritable("out", "TopicAuthorizationFailedError (not authorized)", 0.0)  # a refused batch
+    watch.unwritable("out", GONE, 0.0)  # a send finds the producer does not know it
     watch.unwritable("out", GONE, 1.0, "probe")
     assert "the worker waits for it (output_failure_exit=0)" in (watch.line(10.0) or "")
     assert watch.writable("out", 11.0, "probe") is None  # the batches still say it cannot be written
@@ -69,6 +71,29 @@ def test_a_moment_says_nothing() -> None:
     watch.unwritable("out", GONE, 0.0)
     assert watch.line(4.0) is None
     assert watch.writable("out", 4.5) is None and watch.healthy(5.0)
+
+
+def test_a_refused_batch_holds_the_commits_until_the_worker_exits() -> None:
+    """Its records were acked: a commit would skip them, so none is made, and only a restart reads them again."""
+    watch = OutputWatch(exit_after=180.0)
+    watch.unwritable("out", "a batch refused, TopicAuthorizationFailedError (not authorized)", 0.0, REFUSED)
+    assert watch.commits_held()
+    assert watch.writable("out", 1.0) is None and watch.writable("out", 2.0, "probe") is None  # later batches went
+    assert watch.commits_held() and not watch.healthy(5.0)
+    assert (watch.line(5.0) or "").endswith(
+        "(seen once); no offset is committed any more; /health answers 503; the worker exits at 180 s "
+        "(output_failure_exit) so that a supervisor restarts it and it re-creates its topics")
+    assert watch.must_exit(180.0)
+
+
+def test_a_batch_without_an_answer_for_30_s_fails_its_topic_while_kafka_answers() -> None:
+    """A passing refusal aiokafka retries (NOT_ENOUGH_REPLICAS, a leader moving) leaves only this sign."""
+    monitor = KafkaMonitor(Settings())
+    monitor.stalled({"out": STALL_AFTER + 1, "in": 2.0})
+    assert [(key, f.reason) for key, f in monitor.outputs.failing.items()] == [
+        (("out", "stalled"), "its batches get no answer from the broker (the oldest for 31 s)")]
+    monitor.stalled({"in": 2.0})
+    assert monitor.outputs.failing == {}
 
 
 def test_health_names_every_reason() -> None:
@@ -103,11 +128,15 @@ class Heard:
     """What the batch senders tell their listeners (the worker's monitor is one)."""
 
     def __init__(self) -> None:
-        self.refused: list[tuple[str, str]] = []
+        self.unknown: list[tuple[str, str]] = []
+        self.refusals: list[tuple[str, str]] = []
         self.written: list[str] = []
 
     def unwritable(self, topic: str, reason: str) -> None:
-        self.refused.append((topic, reason))
+        self.unknown.append((topic, reason))
+
+    def refused(self, topic: str, reason: str) -> None:
+        self.refusals.append((topic, reason))
 
     def written_to(self, topic: str) -> None:
         self.written.append(topic)
@@ -145,25 +174,63 @@ async def test_a_send_to_a_deleted_topic_waits_says_so_and_goes_once_it_is_back(
         sender.add(topic, b"before", b"v", 1_700_000_000_000)
         await sender.send()
         await asyncio.wait_for(producer.flush(), 30)
-        assert heard.written == [topic] and heard.refused == []
+        assert heard.written == [topic] and heard.unknown == []
         delete_topic(bootstrap, topic)
         deadline = time.monotonic() + 30
         while producer.client.cluster.partitions_for_topic(topic) is not None and time.monotonic() < deadline:
             await producer.client.force_metadata_update()
         sender.add(topic, b"after", b"v", 1_700_000_000_000)
         sending = asyncio.ensure_future(sender.send())
-        while not heard.refused and time.monotonic() < deadline:
+        while not heard.unknown and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-        assert heard.refused[0] == (topic, GONE) and not sending.done()
+        assert heard.unknown[0] == (topic, GONE) and not sending.done()
         ensure_topics(bootstrap, {topic: 2})
         await asyncio.wait_for(sending, 30)
         await asyncio.wait_for(producer.flush(), 30)
-        assert heard.written == [topic, topic]
+        assert heard.written == [topic, topic] and heard.refusals == []
     finally:
         unlisten(heard)
         await producer.stop()
     with TopicReader(bootstrap, topic, range(2)) as reader:
         assert [record.key for record in reader.read_to_end()] == [b"after"]
+
+
+async def test_a_batch_the_cluster_refuses_is_told_to_the_listeners_and_to_on_failure(bootstrap: str,
+                                                                                      new_topic) -> None:
+    """The topic deleted after the producer last read its metadata: the batch is queued, then refused when it expires
+    without a leader (a producer whose requests time out in 2 s)."""
+    topic = new_topic("refusing", partitions=2)
+    heard, failed = Heard(), []
+    listen(heard)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=2_000)
+    await producer.start()
+    try:
+        sender = BatchSender(producer, get_partitioner("murmur2"), {topic: 2},
+                             on_failure=lambda *refused: failed.append(refused))
+        sender.add_to(topic, 1, b"k", b"before", 1_700_000_000_000, source="order 6")
+        await sender.send()
+        await asyncio.wait_for(producer.flush(), 30)
+        delete_topic(bootstrap, topic)  # the producer's metadata still lists it
+        sender.add_to(topic, 1, b"k", b"after", 1_700_000_000_000, source="order 7")
+        await sender.send()
+        assert 0 <= waiting(time.monotonic())[topic] < 2  # queued, waiting for the broker's answer
+        await asyncio.wait_for(producer.flush(), 30)
+        assert topic not in waiting(time.monotonic())
+        await asyncio.sleep(0)  # the delivery callbacks
+    finally:
+        unlisten(heard)
+        await producer.stop()
+    assert heard.written == [topic] and [t for t, _ in heard.refusals] == [topic], heard.refusals
+    assert [(t, p, sources) for t, p, sources, _ in failed] == [(topic, 1, ["order 7"])]
+    assert heard.refusals[0][1] == refusal(failed[0][3])  # the error the broker's answer or the expiry gave
+
+
+async def test_the_worker_commits_nothing_once_a_batch_was_refused(tmp_path: Path) -> None:
+    from faust.types import TP
+
+    app = create_app(Settings(data_dir=str(tmp_path / "data")))
+    app.kafka_monitor.outputs.unwritable("out", "a batch refused, NotEnoughReplicasError", 0.0, REFUSED)
+    assert await app.consumer._commit({TP("demo_user_orders", 0): 10}) is False  # the group is not even asked
 
 
 # -- the worker -------------------------------------------------------------------------------------------------------

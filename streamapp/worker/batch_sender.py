@@ -12,7 +12,9 @@ See docs/explanation/worker-internals.md#sending-whole-batches.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import time
 from functools import partial
 from typing import Any, Callable, Generic, Iterable, Protocol, TypeVar
 
@@ -22,9 +24,10 @@ from ..partitioners import KeyPartitioner
 
 logger = logging.getLogger(__name__)
 
-#: Refusals caused by a batch's records themselves (their size), or by an exactly-once producer's transaction (a
-#: fenced producer fails every queued batch): the topic can still be written.
+#: Refusals caused by a batch's records themselves (their size, their timestamps, their bytes), or by an
+#: exactly-once producer's transaction (a fenced producer fails every queued batch): the topic can still be written.
 NOT_THE_TOPIC = (kafka_errors.MessageSizeTooLargeError, kafka_errors.RecordListTooLargeError,
+                 kafka_errors.InvalidTimestampError, kafka_errors.CorruptRecordException,
                  kafka_errors.ProducerFenced, kafka_errors.IllegalOperation, kafka_errors.OutOfOrderSequenceNumber,
                  kafka_errors.InvalidProducerEpoch, kafka_errors.TransactionalIdAuthorizationFailed)
 #: What a topic's refusal means to the person reading the worker's line.
@@ -37,14 +40,21 @@ WAIT_INTERVAL = 1.0
 
 
 class OutputListener(Protocol):
-    """Told what the batches find out about the topics they go to (the worker's :class:`~.health.KafkaMonitor`)."""
+    """Told what the batches find out about the topics they go to (the worker's :class:`~.health.KafkaMonitor`):
+    a topic the producer cannot send to (nothing sent), a batch the cluster refused (its records not written,
+    though acked), a batch delivered."""
 
     def unwritable(self, topic: str, reason: str) -> None: ...
+
+    def refused(self, topic: str, reason: str) -> None: ...
 
     def written_to(self, topic: str) -> None: ...
 
 
 _listeners: set[OutputListener] = set()
+#: Batches queued and not answered yet: topic -> batch number -> when it was queued (:func:`waiting`).
+_queued: dict[str, dict[int, float]] = {}
+_numbers = itertools.count()
 
 
 def listen(listener: OutputListener) -> None:
@@ -54,6 +64,16 @@ def listen(listener: OutputListener) -> None:
 
 def unlisten(listener: OutputListener) -> None:
     _listeners.discard(listener)
+
+
+def waiting(now: float, since: float = float("-inf")) -> dict[str, float]:
+    """Seconds the oldest batch of each topic has waited for the broker's answer, counted from ``since`` at most.
+
+    aiokafka retries a refusal it deems passing (``NOT_ENOUGH_REPLICAS``, a leader moving,
+    a timeout) until the batch expires (Faust's producer: after 20 minutes): a batch that
+    waits long is the one sign of such a stall.
+    """
+    return {topic: now - max(min(batches.values()), since) for topic, batches in _queued.items() if batches}
 
 
 def refusal(error: type | BaseException) -> str:
@@ -150,9 +170,13 @@ class BatchSender(Generic[S]):
         for topic, partition, builder, sources in batches:
             builder.close()
             future = await self._producer.send_batch(builder, topic, partition=partition)
-            future.add_done_callback(partial(self._delivered, topic, partition, sources))
+            number = next(_numbers)
+            _queued.setdefault(topic, {})[number] = time.monotonic()
+            future.add_done_callback(partial(self._delivered, topic, partition, sources, number))
 
-    def _delivered(self, topic: str, partition: int, sources: list[S | None], future: asyncio.Future[Any]) -> None:
+    def _delivered(self, topic: str, partition: int, sources: list[S | None], number: int,
+                   future: asyncio.Future[Any]) -> None:
+        _queued[topic].pop(number, None)
         if future.cancelled():
             return
         if future.exception() is None:
@@ -167,6 +191,6 @@ class BatchSender(Generic[S]):
         logger.error("The broker refused a batch of %d records for %s[%d]: %r", len(sources), topic, partition, error)
         if not isinstance(error, NOT_THE_TOPIC):
             for listener in list(_listeners):
-                listener.unwritable(topic, refusal(error))
+                listener.refused(topic, refusal(error))
         if self._on_failure is not None:
             self._on_failure(topic, partition, [s for s in sources if s is not None], error)

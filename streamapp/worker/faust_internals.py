@@ -43,6 +43,8 @@ PRIVATE_NAMES = (
     ("faust.transport.consumer:Consumer", "on_partitions_revoked"),
     ("faust.transport.consumer:Consumer", "perform_seek"),
     ("faust.transport.consumer:Consumer", "wait_empty"),
+    # The commit to the group after Faust's producer flush: held once a batch was refused (streamapp.worker.health).
+    ("faust.transport.consumer:ThreadDelegateConsumer", "_commit"),
     # exactly_once (streamapp.worker.transactions): the fence's hook, and the consumer's isolation level.
     ("faust.transport.consumer:ThreadDelegateConsumer", "seek_to_committed"),
     ("faust.transport.consumer:ThreadDelegateConsumer", "_new_consumer_thread"),

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from aiokafka import errors as kafka_errors
 from aiokafka.client import AIOKafkaClient
@@ -42,6 +42,8 @@ STOP_TIMEOUT_EXIT_CODE = 5
 REPEAT_SECONDS = 60.0
 #: Seconds a topic may fail before it is a state (503, the line): a moment is a leader moving, not a deleted topic.
 OUTPUT_GRACE = 5.0
+#: Seconds a batch may wait for the broker's answer, Kafka answering the probe, before its topic counts as failing.
+STALL_AFTER = 30.0
 
 
 def probe_interval(timeout: float) -> float:
@@ -112,9 +114,14 @@ class Reachability:
         }
 
 
+#: Where a topic's failure was seen: the probe's Metadata, the producer's metadata (a send waits), a refused batch,
+#: a batch waiting for the broker's answer for :data:`STALL_AFTER`.
+PROBE, PRODUCE, REFUSED, STALLED = "probe", "produce", "refused", "stalled"
+
+
 @dataclass
 class Failure:
-    """One topic failing one way (``probe``: the cluster's Metadata; ``produce``: the producer's view, its batches)."""
+    """One topic failing one way (:data:`PROBE`, :data:`PRODUCE`, :data:`REFUSED` or :data:`STALLED`)."""
 
     since: float
     reason: str
@@ -126,8 +133,10 @@ class OutputWatch:
     """Which topics the worker cannot write, since when, and what to say or do about it; pure, fed the loop's clock.
 
     A topic fails from the first sign (the probe finds it missing or not authorized, the producer
-    does not know it, a batch to it is refused) until the same source says otherwise: the probe
-    clears what the probe said, a batch delivered to the topic clears everything.
+    does not know it, a batch to it is refused or waits) until the same source says otherwise: the
+    probe what the probe said, a batch delivered what the producer said, and so on. A refused
+    batch is never cleared: its records were acked, so nothing may be committed after it
+    (:meth:`commits_held`) and only a restart processes them again.
     """
 
     exit_after: float  # 0: never exit
@@ -136,16 +145,17 @@ class OutputWatch:
     failing: dict[tuple[str, str], Failure] = field(default_factory=dict)
     reported_at: float | None = None
 
-    def unwritable(self, topic: str, reason: str, now: float, source: str = "produce") -> None:
+    def unwritable(self, topic: str, reason: str, now: float, source: str = PRODUCE) -> None:
         failure = self.failing.get((topic, source))
         if failure is None:
             self.failing[(topic, source)] = Failure(now, reason)
         else:
             failure.reason, failure.count = reason, failure.count + 1
 
-    def writable(self, topic: str, now: float, source: str | None = None) -> str | None:
-        """``topic`` answered (``source`` None: a batch was delivered to it): the line to log if that heals a report."""
-        ended = [key for key in self.failing if key[0] == topic and source in (None, key[1])]
+    def writable(self, topic: str, now: float, source: str = PRODUCE) -> str | None:
+        """``source`` finds ``topic`` writable (:data:`PRODUCE`: a batch was delivered to it): the line to log if that
+        heals a report."""
+        ended = [key for key in self.failing if key == (topic, source) and source != REFUSED]
         if not ended:
             return None
         since = min(self.failing[key].since for key in ended)
@@ -155,6 +165,15 @@ class OutputWatch:
             return None
         self.reported_at = None
         return f"Topic {topic} can be written again after {now - since:.0f} s; /health answers 200"
+
+    def forget(self, source: str) -> None:
+        """Drop what ``source`` said, without a line (it cannot tell now)."""
+        for key in [key for key in self.failing if key[1] == source]:
+            del self.failing[key]
+
+    def commits_held(self) -> bool:
+        """Whether a batch was refused: the offsets of the records acked with it must not be committed."""
+        return any(source == REFUSED for _, source in self.failing)
 
     def failing_for(self, now: float) -> float:
         return max((now - f.since for f in self.failing.values()), default=0.0)
@@ -181,7 +200,8 @@ class OutputWatch:
         until = (f"the worker exits at {self.exit_after:.0f} s (output_failure_exit) so that a supervisor restarts it "
                  f"and it re-creates its topics" if self.exit_after
                  else "the worker waits for it (output_failure_exit=0)")
-        return f"The worker {self.reason(now)}; /health answers 503; {until}"
+        held = "; no offset is committed any more" if self.commits_held() else ""
+        return f"The worker {self.reason(now)}{held}; /health answers 503; {until}"
 
     def must_exit(self, now: float) -> bool:
         return bool(self.exit_after) and bool(self.failing) and self.failing_for(now) >= self.exit_after
@@ -282,6 +302,8 @@ class KafkaMonitor:
         self._client: AIOKafkaClient | None = None
         self._running = False
         self._stopping: threading.Timer | None = None
+        #: Since when Kafka answers the probe: a batch's wait for the broker counts from then at most.
+        self._answering_since = time.monotonic()
 
     def status(self) -> dict[str, Any]:
         return health_status(self.state, self.outputs, time.monotonic())
@@ -313,10 +335,16 @@ class KafkaMonitor:
                 logger.error("%s; %s repeated aiokafka log lines left out so far",
                              line, f"{self.repeat_filter.left_out:,}")
         else:
+            if self.state.failures:
+                self._answering_since = time.monotonic()
             line = self.state.answered(time.monotonic())
             if line:
                 logger.warning(line)
             self.probed(answer)
+        if self.state.failures:  # Kafka does not answer: that is said apart, and is no topic's fault
+            self.outputs.forget(STALLED)
+        else:
+            self.stalled(batch_sender.waiting(time.monotonic(), self._answering_since))
         now = time.monotonic()
         line = self.outputs.line(now)
         if line:
@@ -331,14 +359,27 @@ class KafkaMonitor:
         now = time.monotonic()
         for topic, code in answer:
             if code == 0:
-                self._healed(self.outputs.writable(topic, now, "probe"))
+                self._healed(self.outputs.writable(topic, now, PROBE))
             else:
-                self.outputs.unwritable(topic, batch_sender.refusal(kafka_errors.for_code(code)), now, "probe")
+                self.outputs.unwritable(topic, batch_sender.refusal(kafka_errors.for_code(code)), now, PROBE)
+
+    def stalled(self, waits: Mapping[str, float]) -> None:
+        """The topics whose oldest batch has waited :data:`STALL_AFTER` for the broker, Kafka answering."""
+        now = time.monotonic()
+        late = {topic: wait for topic, wait in waits.items() if wait >= STALL_AFTER}
+        for topic, wait in late.items():
+            self.outputs.unwritable(topic, f"its batches get no answer from the broker (the oldest for {wait:.0f} s)",
+                                    now, STALLED)
+        for topic in {topic for topic, source in self.outputs.failing if source == STALLED} - set(late):
+            self._healed(self.outputs.writable(topic, now, STALLED))
 
     # -- what the batches say (batch_sender.listen) -------------------------------------------------
 
     def unwritable(self, topic: str, reason: str) -> None:
         self.outputs.unwritable(topic, reason, time.monotonic())
+
+    def refused(self, topic: str, reason: str) -> None:
+        self.outputs.unwritable(topic, f"a batch refused, {reason}", time.monotonic(), REFUSED)
 
     def written_to(self, topic: str) -> None:
         if self.outputs.failing:  # a dict lookup per delivered batch otherwise

@@ -355,6 +355,16 @@ class Consumer(faust_aiokafka.Consumer):
                     self._commit_if_due()
                     await asyncio.sleep(0)  # let the web views and heartbeats in between
 
+    async def _commit(self, offsets: Mapping[TP, int]) -> bool:
+        """Faust's commit to the group (after its producer flush), unless a batch was refused since the worker
+        started: the records acked with it were not written, and only a restart reads them again
+        (:meth:`~streamapp.worker.health.OutputWatch.commits_held`; the worker exits after ``output_failure_exit``).
+        """
+        monitor = getattr(self.app, "kafka_monitor", None)
+        if monitor is not None and monitor.outputs.commits_held():
+            return False
+        return await super()._commit(offsets)
+
     def _commit_if_due(self) -> None:
         """Faust's ``commit_every`` rule after a batch, with the commit beside the fetch loop instead of in it.
 
