@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import logging
 import time
+import weakref
 from functools import partial
 from typing import Any, Callable, Generic, Iterable, Protocol, TypeVar
 
@@ -52,8 +53,9 @@ class OutputListener(Protocol):
 
 
 _listeners: set[OutputListener] = set()
-#: Batches queued and not answered yet: topic -> batch number -> when it was queued (:func:`waiting`).
-_queued: dict[str, dict[int, float]] = {}
+#: Batches queued and not answered yet: topic -> batch number -> when it was queued, and its delivery future
+#: (weakly: the future of a producer dropped unstopped never resolves, and is gone with it) (:func:`waiting`).
+_queued: dict[str, dict[int, tuple[float, weakref.ref[asyncio.Future[Any]]]]] = {}
 _numbers = itertools.count()
 
 
@@ -73,7 +75,13 @@ def waiting(now: float, since: float = float("-inf")) -> dict[str, float]:
     a timeout) until the batch expires (Faust's producer: after 20 minutes): a batch that
     waits long is the one sign of such a stall.
     """
-    return {topic: now - max(min(batches.values()), since) for topic, batches in _queued.items() if batches}
+    waits = {}
+    for topic, batches in _queued.items():
+        for number in [number for number, (_, future) in batches.items() if future() is None]:
+            del batches[number]
+        if batches:
+            waits[topic] = now - max(min(queued for queued, _ in batches.values()), since)
+    return waits
 
 
 def refusal(error: type | BaseException) -> str:
@@ -171,7 +179,7 @@ class BatchSender(Generic[S]):
             builder.close()
             future = await self._producer.send_batch(builder, topic, partition=partition)
             number = next(_numbers)
-            _queued.setdefault(topic, {})[number] = time.monotonic()
+            _queued.setdefault(topic, {})[number] = (time.monotonic(), weakref.ref(future))
             future.add_done_callback(partial(self._delivered, topic, partition, sources, number))
 
     def _delivered(self, topic: str, partition: int, sources: list[S | None], number: int,
