@@ -5,9 +5,9 @@ For a direct pair the table row's partition is where the table's topic holds it;
 repartitioned pair (:attr:`~spark_batch.roles.Pair.repartitioned`) it is where the worker's
 repartition puts it: the ``partitioner`` setting's partition of the key, written in the key
 format of the copy (from ``streamapp.partitioners``, the batch API, vectorised over Arrow).
-The stream record's partition is where its own topic holds it; a join that re-keys its stream
-(:attr:`~spark_batch.roles.Pair.rekeys_stream`) moves it, so no co-partitioning cause is
-read off its topic there.
+The stream record's partition is where its own topic holds it; for a join that re-keys its stream
+(:attr:`~spark_batch.roles.Pair.rekeys_stream`) it is where the engines re-key it: the ``partitioner``
+setting's partition of its join key, in the table's key format (:func:`join_placement`).
 
 Two causes are the engines' documented, legitimate differences (README, "Decoding"), read
 off the order's own key whatever the status: ``null_key`` (ksqlDB on Kafka Streams 3.7+,
@@ -31,7 +31,7 @@ from streamapp.sql.formats import Codec
 
 from .compare import ENRICHMENT_STATUSES
 from .decode import COUNTED_KINDS, decodable, identity_value, kind_counts, kind_totals
-from .ksql_json import NON_UTF8_KEY, NULL_KEY
+from .ksql_json import NON_UTF8_KEY, NULL_KEY, codec_value
 from .roles import Field, Group
 from .summary import PartitionCell
 
@@ -60,19 +60,41 @@ def join_key_text(group: Group) -> Column:
     return F.col(group.join_key.name).cast("string")
 
 
-def _partition_batches(partitioner: str, num_partitions: int, placed: p.Source
-                       ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Each key's partition under ``partitioner``, its bytes as the copy ``placed`` writes them (its key format)."""
+def _partition_batches(partitioner: str, num_partitions: int, placed: p.Source, column: str = "table_key",
+                       into: str = "repartitioned_to") -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Each key's (``column``) partition under ``partitioner`` (``into``), its bytes as ``placed`` writes them
+    (its key format): a table's copy, or the repartition topic of a join that re-keys its stream."""
+    key_type = placed.key_columns[0].type
+
     def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         codec = Codec(placed)
         for batch in batches:
-            keys = batch.column("table_key").to_pylist()
-            chosen = partition_batch(partitioner, [codec.encode_key(key) for key in keys], num_partitions)
-            yield pa.RecordBatch.from_arrays(
-                [batch.column("table_key"), pa.array(chosen, pa.int32())], names=["table_key", "repartitioned_to"]
-            )
+            keys = batch.column(column).to_pylist()
+            encoded = [codec.encode_key(codec_value(key, key_type)) for key in keys]
+            chosen = [None if key is None else n for key, n in zip(encoded, partition_batch(
+                partitioner, [b"" if key is None else key for key in encoded], num_partitions))]
+            yield pa.RecordBatch.from_arrays([batch.column(column), pa.array(chosen, pa.int32())], names=[column, into])
 
     return assign
+
+
+def join_placement(group: Group, mismatches: DataFrame, num_partitions: int, partitioner: str, few: bool) -> DataFrame | None:
+    """For the pairs of ``mismatches`` that re-key their stream (a join on a value column): per join key of a
+    mismatch (``_join_key``), the partition its record is re-keyed into (``_join_partition``): ``partitioner``'s
+    (the worker's) of the join key in the repartition topic's key format (the table's), among as many partitions
+    as the stream's topic has, as both engines re-key it. None when no pair of the group re-keys its stream."""
+    rekeying = [pair for pair in group.pairs if pair.rekeys_stream and pair.join.rekeyed is not None]
+    if not rekeying:
+        return None
+    placed = rekeying[0].join.rekeyed
+    assert placed is not None
+    key = F.col(group.join_key.name)
+    keys = mismatches.where(F.col("pair").isin(*[pair.name for pair in rekeying]) & key.isNotNull())
+    keys = keys.select(key.alias("_join_key")).distinct()
+    key_type = dict(keys.dtypes)["_join_key"]
+    placement = keys.mapInArrow(_partition_batches(partitioner, num_partitions, placed, "_join_key", "_join_partition"),
+                                f"_join_key {key_type}, _join_partition int")
+    return F.broadcast(placement) if few else placement
 
 
 def user_index(group: Group, users: DataFrame, mismatches: DataFrame, num_partitions: int, partitioner: str, few: bool,
@@ -183,15 +205,22 @@ def explain(group: Group, mismatches: DataFrame, orders: DataFrame, users: DataF
     user_partitions = F.when(F.col("pair").isin(*copied), F.array(known["repartitioned_to"])).otherwise(
         known["partitions"]
     ) if copied else known["partitions"]
-    rekeyed = [pair.name for pair in group.pairs if pair.rekeys_stream]
+    placement = join_placement(group, mismatches, num_partitions, partitioner, few)
+    rekeyed = F.lit(False)
+    if placement is not None:  # judged where the join key is re-keyed to, not where the record's own key put it
+        rows = rows.join(placement, F.col(group.join_key.name).eqNullSafe(F.col("_join_key")), "left").drop("_join_key")
+        rekeyed = F.col("pair").isin(*[pair.name for pair in group.pairs if pair.rekeys_stream])
+    else:
+        rows = rows.withColumn("_join_partition", F.lit(None).cast("int"))
     rows = rows.select("*", known["first_ms"].alias("user_first_ms"), user_partitions.alias("user_partitions"),
-                       F.col("user_keys.user_key").alias("similar_keys"),
-                       F.col("pair").isin(*rekeyed).alias("_rekeyed") if rekeyed else F.lit(False).alias("_rekeyed")
-                       ).drop("user_keys")
+                       F.col("user_keys.user_key").alias("similar_keys"), rekeyed.alias("_rekeyed")).drop("user_keys")
     cause, detail = _cause_and_detail(group, mine[0].table_input)
+    # a re-keyed record's partition is the one its join key was re-keyed into, where it was joined
+    joined_in = F.when(F.col("_rekeyed") & F.col("order_partition").isNotNull(), F.col("_join_partition")).otherwise(
+        F.col("order_partition"))
     return rows.withColumn("cause", cause).withColumn("cause_detail", detail).withColumn(
         "user_partition", F.col("user_partitions")[0]
-    ).drop("similar_keys", "order_key", "_rekeyed")
+    ).withColumn("order_partition", joined_in).drop("similar_keys", "order_key", "_rekeyed", "_join_partition")
 
 
 def _cause_and_detail(group: Group, table: p.Source) -> tuple[Column, Column]:
@@ -200,7 +229,10 @@ def _cause_and_detail(group: Group, table: p.Source) -> tuple[Column, Column]:
     known = F.col("user_first_ms").isNotNull()
     similar = F.col("similar_keys").isNotNull()
     located = F.col("order_partition").isNotNull()
-    colocated = F.col("_rekeyed") | F.array_contains(F.col("user_partitions"), F.col("order_partition"))
+    rekeyed = F.col("_rekeyed")
+    # a join that re-keys its stream looks the row up in the partition of the join key (``join_placement``)
+    joined_in = F.when(rekeyed, F.col("_join_partition")).otherwise(F.col("order_partition"))
+    colocated = F.array_contains(F.col("user_partitions"), joined_in)
     ts = F.col(group.time.name).cast("bigint")
     late = F.col("user_first_ms") > ts
     key_text = join_key_text(group)
@@ -236,12 +268,15 @@ def _cause_and_detail(group: Group, table: p.Source) -> tuple[Column, Column]:
         .when(~known, F.format_string(f"{rows} has key(s) %s, the {stream} record has '%s'",
                                       F.array_join("similar_keys", ", "), key_text))
         .when(~located, F.lit(f"the record is not in {stream}'s topic"))
+        .when(~colocated & rekeyed, F.format_string(
+            f"{stream} record re-keyed by {group.join_key.output.replace('%', '%%')} into partition %d, {rows} row in "
+            "partition(s) %s", F.col("_join_partition"), partitions))
         .when(~colocated, F.format_string(f"{stream} record in partition %d, {rows} row in partition(s) %s",
                                           F.col("order_partition"), partitions))
         .when(late, F.format_string(f"the {rows} row's first record is %d ms newer than the {stream} record",
                                     F.col("user_first_ms") - ts))
         .otherwise(F.format_string(f"{rows} row and {stream} record both in partition %d, the row %d ms older than the record",
-                                   F.col("order_partition"), ts - F.col("user_first_ms")))
+                                   joined_in, ts - F.col("user_first_ms")))
     )
     return cause, detail
 

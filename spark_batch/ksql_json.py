@@ -1,7 +1,7 @@
 """A source's records (the streams and tables a join reads) decoded in Spark exactly as the worker decodes them.
 
 ksqlDB's rules are defined once, in :class:`streamapp.sql.formats.Codec`.  Spark SQL reads the common record
-(a UTF-8 KAFKA ``STRING`` or 8-byte ``BIGINT`` key, one flat JSON object of exactly the value columns, each of
+(a KAFKA key of any type, one flat JSON object of exactly the value columns, each of
 its own JSON type), where the coercions are the identity; the codec itself, in an Arrow UDF, reads every other
 row.  Each row carries ``kind``: null, ``tombstone``, ``null_key``, ``non_utf8_key`` or ``undecodable``.
 See docs/reference/reconciliation.md#records-read; ``tests/test_reconcile_inputs.py`` checks both ways against
@@ -52,17 +52,34 @@ def _string_key(source: p.Source) -> bool:
 
 
 def sql_key(source: p.Source, key: Column) -> tuple[Column, Column] | None:
-    """(the key's value, whether SQL reads it as the codec does) for a key format and type SQL reads, else None."""
+    """(the key's value, whether SQL reads it as the codec does) for a key format and type SQL reads, else None:
+    every type of a KAFKA key (``streamapp.sql.planner.KAFKA_KEY_TYPES``); a BYTES key as its base64 text."""
     if not source.key_columns or source.key_format != "KAFKA":
         return None
     kind = source.key_columns[0].type
     if kind == "STRING":
         return key.cast("string"), key.isNotNull() & F.is_valid_utf8(key)
-    if kind in ("BIGINT", "INT"):
-        size = 8 if kind == "BIGINT" else 4
-        value = F.conv(F.hex(key), 16, -10).cast(spark_type(kind))
-        return value, key.isNotNull() & (F.octet_length(key) == size)
-    return None
+    if kind == "BYTES":
+        return F.base64(key), key.isNotNull()
+    size = {"BIGINT": 8, "INT": 4, "DOUBLE": 8}.get(kind)
+    if size is None:
+        return None
+    ok = key.isNotNull() & (F.octet_length(key) == size)
+    bits = F.conv(F.hex(key), 16, -10).cast("bigint")  # signed for 8 bytes, unsigned for 4
+    value = {"BIGINT": bits, "INT": F.when(bits >= 1 << 31, bits - (1 << 32)).otherwise(bits).cast("int"),
+             "DOUBLE": _double(bits)}[kind]
+    return F.when(ok, value), ok  # a key of another size is never read (ANSI casts would fail on it)
+
+
+def _double(bits: Column) -> Column:
+    """A long's bits as an IEEE-754 double, as ``Double.longBitsToDouble`` reads them, in SQL arithmetic. Exact: the
+    significand (< 2**53) and a power of two (``pow`` of integers is exact) are doubles, and so is their product."""
+    exponent = F.shiftright(bits, 52).bitwiseAND(0x7FF)
+    fraction = bits.bitwiseAND((1 << 52) - 1)
+    magnitude = (F.when(exponent == 0x7FF, F.when(fraction == 0, F.lit(float("inf"))).otherwise(F.lit(float("nan"))))
+                 .when(exponent == 0, fraction.cast("double") * F.pow(F.lit(2.0), F.lit(-1074.0)))
+                 .otherwise((fraction + (1 << 52)).cast("double") * F.pow(F.lit(2.0), (exponent - 1075).cast("double"))))
+    return F.when(bits < 0, -magnitude).otherwise(magnitude)
 
 
 _WS = "[ \\t\\n\\r]*"
@@ -152,6 +169,14 @@ def _spark_value(value: Any, kind: str) -> Any:
         return json_text(value)
     if kind.startswith("decimal") and not isinstance(value, Decimal):
         return Decimal(str(value))
+    return value
+
+
+def codec_value(value: Any, ksql_type: str) -> Any:
+    """A Spark column's value as the codec takes it for a column of ``ksql_type`` (``_spark_value`` undone for a
+    BYTES value, held as its base64 text)."""
+    if ksql_type == "BYTES" and isinstance(value, str):
+        return base64.b64decode(value)
     return value
 
 
@@ -258,5 +283,5 @@ def output_key(source: p.Source, key: Column) -> tuple[Column, Column]:
     return value, key.isNull() | value.isNotNull()
 
 
-__all__ = ["KEY", "KINDS", "NON_UTF8_KEY", "NULL_KEY", "SqlPath", "TOMBSTONE", "UNDECODABLE", "codec_row", "ddl",
+__all__ = ["KEY", "KINDS", "NON_UTF8_KEY", "NULL_KEY", "SqlPath", "TOMBSTONE", "UNDECODABLE", "codec_row", "codec_value", "ddl",
            "key_type", "output_key", "read", "sql_key", "struct_type", "value_columns"]
