@@ -31,7 +31,7 @@ from streamapp.worker.process import WorkerProcess
 
 from workerkit import (
     BackgroundProducer, Dataset, check_output, holds_at_least, isolated, make_dataset, output_tails, produce,
-    wait_for_outputs, wait_for_users, wait_until, worker_settings,
+    start_together, wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
 
 
@@ -64,6 +64,16 @@ class Lookups(threading.Thread):
                 self.answers.append((phase, name, response.status_code, body))
             time.sleep(0.1)
 
+    def answered(self, phase: str) -> int:
+        """Lookups answered (200) in ``phase`` so far."""
+        return sum(1 for answer in list(self.answers) if answer[0] == phase and answer[2] == 200)
+
+
+#: Seconds between two chunks of 200 orders while a worker joins or leaves, and between those moments.
+MOVING, BETWEEN = 0.5, 0.1
+#: Lookups answered in a phase before the scenario moves on to the next one.
+ANSWERS = 3
+
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
 def test_a_worker_joins_and_another_leaves_under_a_steady_stream(broker_settings: Settings, tmp_path: Path,
@@ -78,30 +88,44 @@ def test_a_worker_joins_and_another_leaves_under_a_steady_stream(broker_settings
     lookups = Lookups(dataset, live)
     started = time.monotonic()
     try:
-        for name in ("a", "b"):
-            live[name] = made[name].start(timeout=120)
+        start_together(made["a"], made["b"])
+        live.update(a=made["a"], b=made["b"])
         produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
         wait_for_users(list(live.values()), len(dataset.users), timeout=120)
         lookups.start()
+        total = len(dataset.orders)
+        # the stream goes slowly while a worker joins or leaves, at once between; it holds at half the orders until
+        # the third worker is in, so that the join and the leave both happen under it whatever the machine's pace
         stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, dataset.order_records(),
-                                    chunk=200, pause=0.5, hold_at=len(dataset.orders) // 3)
+                                    chunk=200, pause=BETWEEN, hold_at=total // 2)
         stream.start()
-        wait_until(lambda: holds_at_least(tails[1], len(dataset.orders) // 6), 300, "a sixth of the orders joined",
-                   list(live.values()))
+        wait_until(lambda: stream.produced >= total // 6, 300, "a sixth of the orders produced", list(live.values()))
+        stream.pause = MOVING
+        wait_until(lambda: holds_at_least(tails[1], total // 6) and lookups.answered("two workers") >= ANSWERS, 300,
+                   "a sixth of the orders joined and lookups answered by two workers", list(live.values()))
         lookups.phase = "third joining"
         live["c"] = made["c"].start(timeout=120)
         lookups.phase = "three workers"
+        stream.pause = BETWEEN
         stream.resume()
-        while stream.produced < len(dataset.orders) * 2 // 3:
-            assert stream.is_alive() or stream.produced >= len(dataset.orders), stream.error
-            time.sleep(0.2)
+
+        def two_thirds_produced() -> bool:
+            assert stream.is_alive() or stream.produced >= total, stream.error
+            return stream.produced >= total * 2 // 3
+
+        wait_until(two_thirds_produced, 300, "two thirds of the orders produced", list(live.values()))
+        stream.pause = MOVING
+        wait_until(lambda: lookups.answered("three workers") >= ANSWERS, 300, "lookups answered by three workers",
+                   list(live.values()))
         lookups.phase = "second leaving"
         leaving = live.pop("b")
         assert leaving.stop() == 0, leaving.tail()
         lookups.phase = "after the leave"
+        stream.pause = BETWEEN
         stream.finish(300)
         wait_for_outputs(tails, dataset, list(live.values()), timeout=300)
-        time.sleep(1.0)  # let the lookup thread ask the final pair a few times
+        wait_until(lambda: lookups.answered("after the leave") >= ANSWERS, 120, "lookups answered after the leave",
+                   list(live.values()))  # the final pair asked a few times
     finally:
         lookups.stopped.set()
         lookups.join(30)
