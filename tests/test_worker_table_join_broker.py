@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import struct
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from streamapp.sql.runner import TestRecord, read_back, run
 from streamapp.worker.process import WorkerProcess
 
 from test_declared_join_broker import crc32_partition
-from workerkit import group_progress, murmur2_partition, produce, read_all, stats, wait_until
+from workerkit import group_progress, murmur2_partition, produce, read_all, start_together, stats, wait_until
 
 STATEMENTS = """
 CREATE TABLE customers (id BIGINT PRIMARY KEY, name STRING) WITH (KAFKA_TOPIC='customers_{tag}', VALUE_FORMAT='JSON');
@@ -124,12 +123,6 @@ def written(bootstrap: str, topic: str, n: int, count: int) -> list[Record]:
 GUARANTEES = {"at_least_once": "streamapp_", "exactly_once": "eos_"}
 
 
-def start_all(workers: list[WorkerProcess]) -> list[WorkerProcess]:
-    """Start the workers at once (each waits for its own readiness)."""
-    with ThreadPoolExecutor(len(workers)) as pool:
-        return list(pool.map(lambda w: w.start(timeout=120), workers))
-
-
 def test_a_table_table_join_runs_as_the_test_runner_predicts_and_as_kafka_streams_does_across_a_restart(
         broker_settings: Settings, tmp_path: Path) -> None:
     from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan
@@ -151,7 +144,8 @@ def test_a_table_table_join_runs_as_the_test_runner_predicts_and_as_kafka_stream
     assert apart and len(apart) < 8
     ensure_topics(bootstrap, {f"customers_{tag}": n, f"accounts_{tag}": n})
     streams = KsqlEquivalent(base, state_dir=tmp_path / "ks", plan=cluster_plan(base)).start()
-    workers = start_all([WorkerProcess(s, tmp_path / f"{g}-1.log") for g, s in settings.items()])
+    workers = [WorkerProcess(s, tmp_path / f"{g}-1.log") for g, s in settings.items()]
+    start_together(*workers)
     try:
         for worker in workers:
             tables = {t["table"]: t["joined_by"] for t in worker.get("/tables").json()["tables"]}
@@ -162,8 +156,9 @@ def test_a_table_table_join_runs_as_the_test_runner_predicts_and_as_kafka_stream
             if k == 2:  # new workers on empty data directories: both tables come back from their changelogs
                 for worker in workers:
                     assert worker.stop() == 0, worker.tail()
-                workers = start_all([WorkerProcess(w.settings.replace(data_dir=str(tmp_path / f"{g}-2")),
-                                                   tmp_path / f"{g}-2.log") for g, w in zip(GUARANTEES, workers)])
+                workers = [WorkerProcess(w.settings.replace(data_dir=str(tmp_path / f"{g}-2")), tmp_path / f"{g}-2.log")
+                           for g, w in zip(GUARANTEES, workers)]
+                start_together(*workers)
                 for worker in workers:
                     assert stats(worker)["rows"] == {}  # restored from the changelogs, no source record read again
             produce(bootstrap, f"{topic}_{tag}", round_records(k), partitioner)
