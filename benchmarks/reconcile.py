@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -29,9 +30,10 @@ import threading
 import time
 import urllib.request
 import zlib
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import duckdb
 import psutil
@@ -57,6 +59,11 @@ WARM_UP_ROWS = 1_000_000
 CODEGEN_CACHE_ENTRIES = 1000
 DATACOMPY_INSTALL = (".venv/bin/pip install --no-deps --target /tmp/datacompy-lib datacompy==1.1.0 ordered-set==4.1.0 "
                      "polars==1.44.2 polars-runtime-32==1.44.2")
+
+
+def _flag(role: str) -> str:
+    return {"users": "users-topic", "orders": "orders-topic", "faust_direct": "faust-topic", "ksqldb_direct": "ksqldb-topic",
+            "faust_repartition": "faust-repartition-topic", "ksqldb_repartition": "ksqldb-repartition-topic"}[role]
 
 
 class HeapSampler:
@@ -154,6 +161,84 @@ class StandaloneCluster:
         self.stop()
 
 
+@dataclass(frozen=True)
+class Shape:
+    """A join whose outputs the benchmark generates: the direct pair's two exports and the columns of their rows."""
+
+    name: str
+    #: The export names (topics) of the direct pair's Faust and ksqlDB outputs.
+    faust: str
+    ksqldb: str
+    #: The output columns identifying a row (the first one the join key), and the table's columns.
+    identity: tuple[str, ...]
+    enrichment: tuple[str, ...]
+    #: Arguments of ``spark_batch/reconcile.py`` naming the statements and every role's topic.
+    argv: tuple[str, ...] = ()
+
+    @property
+    def join_on(self) -> str:
+        return " AND ".join(f"f.{c} = k.{c}" for c in self.identity)
+
+    @property
+    def status(self) -> str:
+        """A row's status as the job names it, in SQL over the two sides ``f`` and ``k``."""
+        key, first = self.identity[0], self.enrichment[0]
+        differs = " OR ".join(f"f.{c} <> k.{c}" for c in self.enrichment)
+        return f"""
+    CASE WHEN f.{key} IS NULL THEN 'missing_in_faust' WHEN k.{key} IS NULL THEN 'missing_in_ksqldb'
+         WHEN f.{first} IS NULL AND k.{first} IS NULL THEN 'both_unenriched'
+         WHEN f.{first} IS NULL THEN 'enriched_only_in_ksqldb' WHEN k.{first} IS NULL THEN 'enriched_only_in_faust'
+         WHEN {differs} THEN 'value_mismatch' ELSE 'match' END
+"""
+
+
+SEED = Shape("seed", TOPICS["faust_direct"], TOPICS["ksqldb_direct"], tuple(IDENTITY.split(", ")), ("name", "age"),
+             tuple(x for role, topic in TOPICS.items() for x in (f"--{_flag(role)}", topic)))
+
+
+def second_shape(statements: Path) -> Shape:
+    """customers x payments (``second_join.sql``, its ``{tag}`` given): the ``direct`` pair's exports."""
+    from spark_batch.roles import Roles
+    from streamapp.settings import Settings
+
+    roles = Roles.of(Settings().replace(statements=str(statements)))
+    topics = roles.topics()
+    pair = roles.pair("direct")
+    return Shape("second", topics["faust_direct"], topics["ksqldb_direct"], tuple(f.name for f in pair.identity),
+                 tuple(f.name for f in pair.joined), ("--statements", str(statements)))
+
+
+def _write_outputs(db: duckdb.DuckDBPyConnection, shape: Shape, out: Callable[[str], str], empty: Sequence[str]) -> None:
+    """Both engines' direct outputs from the ``orders`` table (``i``: its row number) with ~1.2 % seeded
+    disagreements, and the ``empty`` exports (the repartitioned pair's) without a row."""
+    identity = ", ".join(shape.identity)
+    nulled = lambda n: ", ".join(f"CASE WHEN i % 200 = {n} THEN NULL ELSE {c} END AS {c}" for c in shape.enrichment)  # noqa: E731
+    # Faust: 0.5 % unenriched, 0.1 % missing, 0.1 % written twice; ksqlDB: 0.5 % unenriched (another set)
+    db.execute(f"""COPY (
+        SELECT {identity}, {nulled(7)}, partition, "offset"
+        FROM orders, range(2) d(copy) WHERE i % 1000 <> 3 AND (copy = 0 OR i % 1000 = 5)
+    ) TO '{out(shape.faust)}' (FORMAT parquet)""")
+    db.execute(f"""COPY (SELECT {identity}, {nulled(11)}, partition, "offset" FROM orders) TO '{out(shape.ksqldb)}' (FORMAT parquet)""")
+    for export in empty:
+        db.execute(f"COPY (SELECT {identity}, {', '.join(shape.enrichment)}, partition, \"offset\" FROM orders LIMIT 0) "
+                   f"TO '{out(export)}' (FORMAT parquet)")
+
+
+def _duckdb() -> duckdb.DuckDBPyConnection:
+    db = duckdb.connect()
+    db.execute("SET threads = 2")
+    db.execute("SET memory_limit = '3GB'")  # the machine is shared: DuckDB's default is 80 % of its RAM
+    return db
+
+
+def _placed(keys: list[bytes]) -> dict[str, pa.Array]:
+    """A table's rows' placement: ``partition`` (librdkafka's crc32, its producer's), ``murmur2`` (where the
+    stream's records of the key are), and ``timestamp_ms`` a day before the reconciled one."""
+    return {"partition": pa.array([zlib.crc32(k) % PARTITIONS for k in keys], pa.int32()),
+            "murmur2": pa.array(partition_batch("murmur2", keys, PARTITIONS), pa.int32()),
+            "timestamp_ms": pa.array([DAY_START_MS - 86_400_000] * len(keys), pa.int64())}
+
+
 def generate(directory: Path, orders: int, users: int) -> None:
     """Users (librdkafka crc32 placement), orders (murmur2), and both outputs with ~1.2 % seeded disagreements."""
     ids = [f"{zlib.crc32(str(i).encode()):08x}{i:024x}" for i in range(users)]
@@ -162,13 +247,9 @@ def generate(directory: Path, orders: int, users: int) -> None:
         "user_id": ids,
         "name": [f"User {i}" for i in range(users)],
         "age": pa.array([18 + i % 60 for i in range(users)], pa.int64()),
-        "partition": pa.array([zlib.crc32(k) % PARTITIONS for k in keys], pa.int32()),
-        "murmur2": pa.array(partition_batch("murmur2", keys, PARTITIONS), pa.int32()),
-        "timestamp_ms": pa.array([DAY_START_MS - 86_400_000] * users, pa.int64()),
+        **_placed(keys),
     })
-    db = duckdb.connect()
-    db.execute("SET threads = 2")
-    db.execute("SET memory_limit = '3GB'")  # the machine is shared: DuckDB's default is 80 % of its RAM
+    db = _duckdb()
     db.register("user_table", user_table)
     db.execute(f"""
         CREATE TABLE orders AS
@@ -178,63 +259,76 @@ def generate(directory: Path, orders: int, users: int) -> None:
                u.murmur2 AS partition, i AS "offset", u.name, u.age, i
         FROM range({orders}) t(i) JOIN (SELECT *, row_number() OVER () - 1 AS n FROM user_table) u ON u.n = i % {users}
     """)
-    out = lambda name: str(directory / f"{TOPICS[name]}.parquet")  # noqa: E731
-    db.execute(f"COPY (SELECT user_id, name, age, partition, timestamp_ms FROM user_table) TO '{out('users')}' (FORMAT parquet)")
-    db.execute(f"COPY (SELECT {IDENTITY}, partition, \"offset\" FROM orders) TO '{out('orders')}' (FORMAT parquet)")
-    # Faust: 0.5 % unenriched, 0.1 % missing, 0.1 % written twice; ksqlDB: 0.5 % unenriched (another set)
-    db.execute(f"""COPY (
-        SELECT {IDENTITY}, CASE WHEN i % 200 = 7 THEN NULL ELSE name END AS name,
-               CASE WHEN i % 200 = 7 THEN NULL ELSE age END AS age, partition, "offset"
-        FROM orders, range(2) d(copy) WHERE i % 1000 <> 3 AND (copy = 0 OR i % 1000 = 5)
-    ) TO '{out('faust_direct')}' (FORMAT parquet)""")
-    db.execute(f"""COPY (
-        SELECT {IDENTITY}, CASE WHEN i % 200 = 11 THEN NULL ELSE name END AS name,
-               CASE WHEN i % 200 = 11 THEN NULL ELSE age END AS age, partition, "offset"
-        FROM orders
-    ) TO '{out('ksqldb_direct')}' (FORMAT parquet)""")
-    for role in ("faust_repartition", "ksqldb_repartition"):
-        db.execute(f"COPY (SELECT {IDENTITY}, name, age, partition, \"offset\" FROM orders LIMIT 0) TO '{out(role)}' (FORMAT parquet)")
+    out = lambda name: str(directory / f"{name}.parquet")  # noqa: E731
+    db.execute(f"COPY (SELECT user_id, name, age, partition, timestamp_ms FROM user_table) TO '{out(TOPICS['users'])}' (FORMAT parquet)")
+    db.execute(f"COPY (SELECT {IDENTITY}, partition, \"offset\" FROM orders) TO '{out(TOPICS['orders'])}' (FORMAT parquet)")
+    _write_outputs(db, SEED, out, [TOPICS["faust_repartition"], TOPICS["ksqldb_repartition"]])
     db.close()
 
 
-BARE_STATUS = """
-    CASE WHEN f.user_id IS NULL THEN 'missing_in_faust' WHEN k.user_id IS NULL THEN 'missing_in_ksqldb'
-         WHEN f.name IS NULL AND k.name IS NULL THEN 'both_unenriched'
-         WHEN f.name IS NULL THEN 'enriched_only_in_ksqldb' WHEN k.name IS NULL THEN 'enriched_only_in_faust'
-         WHEN f.name <> k.name OR f.age <> k.age THEN 'value_mismatch' ELSE 'match' END
-"""
-JOIN_ON = " AND ".join(f"f.{c} = k.{c}" for c in IDENTITY.split(", "))
+def generate_second(directory: Path, statements: Path, payments: int, customers: int) -> Shape:
+    """customers x payments as the seed's join is generated: customers keyed by a BIGINT (8 bytes, crc32's
+    placement), payments (murmur2's), a DECIMAL amount and their event time ``paid_at``; returns its shape."""
+    from spark_batch.roles import Roles
+    from streamapp.settings import Settings
+
+    shape = second_shape(statements)
+    topics = Roles.of(Settings().replace(statements=str(statements))).topics()
+    keys = [struct.pack(">q", i) for i in range(1, customers + 1)]
+    table = pa.table({
+        "id": pa.array(range(1, customers + 1), pa.int64()),
+        "email": [f"c{i}@example.com" for i in range(1, customers + 1)],
+        "tier": [("gold", "blue", "green")[i % 3] for i in range(1, customers + 1)],
+        **_placed(keys),
+    })
+    db = _duckdb()
+    db.register("customer_table", table)
+    db.execute(f"""
+        CREATE TABLE orders AS
+        SELECT c.id AS customer_id, (1 + (i % 99991) * 0.01)::DECIMAL(10, 2) AS amount,
+               ['EUR','USD','GBP'][1 + (i % 3)::INT] AS currency,
+               {DAY_START_MS}::BIGINT + (i * 86399999 // {payments}) AS paid_at,
+               c.murmur2 AS partition, i AS "offset", c.email, c.tier, i
+        FROM range({payments}) t(i) JOIN customer_table c ON c.id = 1 + i % {customers}
+    """)
+    out = lambda name: str(directory / f"{name}.parquet")  # noqa: E731
+    db.execute(f"COPY (SELECT id, email, tier, partition, timestamp_ms FROM customer_table) TO '{out(topics['customers'])}' "
+               "(FORMAT parquet)")
+    db.execute(f"COPY (SELECT customer_id, amount, currency, paid_at, partition, \"offset\" FROM orders) "
+               f"TO '{out(topics['payments'])}' (FORMAT parquet)")
+    _write_outputs(db, shape, out, [topics["faust_repartition"], topics["ksqldb_repartition"]])
+    db.close()
+    return shape
 
 
-def bare_spark(spark, directory: Path, limit: int | None = None) -> dict[str, int]:
-    for view, export in (("f", "faust_direct"), ("k", "ksqldb_direct")):
+def bare_spark(spark, directory: Path, limit: int | None = None, shape: Shape = SEED) -> dict[str, int]:
+    """A bare full outer join of the two outputs and a count by status: what a hand-written comparison costs."""
+    for view, export in (("f", shape.faust), ("k", shape.ksqldb)):
         side = spark.read.parquet(str(directory / f"{export}.parquet"))
         (side.limit(limit) if limit else side).createOrReplaceTempView(view)
-    rows = spark.sql(f"SELECT {BARE_STATUS} AS status, count(*) AS n FROM f FULL OUTER JOIN k ON {JOIN_ON} GROUP BY 1").collect()
+    rows = spark.sql(f"SELECT {shape.status} AS status, count(*) AS n FROM f FULL OUTER JOIN k ON {shape.join_on} GROUP BY 1").collect()
     return {r["status"]: r["n"] for r in rows}
 
 
-def bare_duckdb(directory: Path) -> dict[str, int]:
-    db = duckdb.connect()
-    db.execute("SET threads = 2")
-    db.execute("SET memory_limit = '3GB'")
-    f, k = directory / "faust_direct.parquet", directory / "ksqldb_direct.parquet"
+def bare_duckdb(directory: Path, shape: Shape = SEED) -> dict[str, int]:
+    db = _duckdb()
+    f, k = directory / f"{shape.faust}.parquet", directory / f"{shape.ksqldb}.parquet"
     rows = db.execute(
-        f"SELECT {BARE_STATUS} AS status, count(*) FROM read_parquet('{f}') f FULL OUTER JOIN read_parquet('{k}') k "
-        f"ON {JOIN_ON} GROUP BY 1"
+        f"SELECT {shape.status} AS status, count(*) FROM read_parquet('{f}') f FULL OUTER JOIN read_parquet('{k}') k "
+        f"ON {shape.join_on} GROUP BY 1"
     ).fetchall()
     db.close()
     return dict(rows)
 
 
-def datacompy_compare(spark, directory: Path, report_file: Path) -> dict[str, float]:
+def datacompy_compare(spark, directory: Path, report_file: Path, shape: Shape = SEED) -> dict[str, float]:
     """datacompy as a new user runs it: ``SparkSQLCompare`` on the two sides, then ``report()``."""
     from datacompy.spark import SparkSQLCompare
 
     started = time.monotonic()
-    compare = SparkSQLCompare(spark, spark.read.parquet(str(directory / "faust_direct.parquet")),
-                              spark.read.parquet(str(directory / "ksqldb_direct.parquet")),
-                              join_columns=IDENTITY.split(", "), df1_name="faust", df2_name="ksqldb")
+    compare = SparkSQLCompare(spark, spark.read.parquet(str(directory / f"{shape.faust}.parquet")),
+                              spark.read.parquet(str(directory / f"{shape.ksqldb}.parquet")),
+                              join_columns=list(shape.identity), df1_name="faust", df2_name="ksqldb")
     compared = time.monotonic()
     report_file.write_text(compare.report())
     reported = time.monotonic()
@@ -326,8 +420,7 @@ def run_one(args: argparse.Namespace, size: int, data: Path) -> dict:
         phase("warm-up", "warm-up (bare Spark join of 1 M a side, not counted)",
               lambda: bare_spark(spark, data, WARM_UP_ROWS))
         argv = ["--source", "files", "--input", str(data), "--output", str(work / "out"), "--date", DAY,
-                "--max-mismatch-rate", "1", "--partitions", str(PARTITIONS),
-                *[x for role, topic in TOPICS.items() for x in (f"--{_flag(role)}", topic)]]
+                "--max-mismatch-rate", "1", "--partitions", str(PARTITIONS), *SEED.argv]
         codes = []
         for round_ in range(1, args.rounds + 1):  # alternating; the best of each is reported: the machine is shared
             phase("bare", f"bare Spark full outer join + agg #{round_}", lambda: bare_spark(spark, data))
@@ -354,11 +447,6 @@ def run_one(args: argparse.Namespace, size: int, data: Path) -> dict:
         if cluster is not None:
             cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _flag(role: str) -> str:
-    return {"users": "users-topic", "orders": "orders-topic", "faust_direct": "faust-topic", "ksqldb_direct": "ksqldb-topic",
-            "faust_repartition": "faust-repartition-topic", "ksqldb_repartition": "ksqldb-repartition-topic"}[role]
 
 
 def busiest(record: dict) -> float:

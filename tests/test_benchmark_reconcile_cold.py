@@ -1,0 +1,37 @@
+"""The cold reconciliation benchmark (benchmarks/reconcile_cold.py) runs: fresh spark-submits of the job and of the
+bare join on tiny generated outputs, and a bad option is one line, exit 2. No figure is asserted."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "reconcile_cold.py"
+
+
+def cold(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_bad_options_are_one_line_exit_2() -> None:
+    for args, named in ((["--joins", "third"], "--joins"), (["--orders", "0"], "--orders"),
+                        (["--conf", "spark.sql.shuffle.partitions"], "--conf"),
+                        (["--datacompy-path", "/nonexistent", "--joins", "seed"], "--datacompy-path")):
+        done = cold(*args, timeout=120)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith("reconcile_cold: error: ") and named in done.stderr
+
+
+def test_the_second_join_runs_cold_against_the_bare_join(tmp_path: Path) -> None:
+    """One fresh spark-submit of each on customers x payments: both finish, and the figures are written."""
+    figures = tmp_path / "figures.json"
+    done = cold("--orders", "3000", "--users", "40", "--joins", "second", "--rounds", "1", "--datacompy-rounds", "0",
+                "--data", str(tmp_path / "data"), "--json", str(figures))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [result] = json.loads(figures.read_text())
+    assert result["join"] == "second" and result["orders"] == 3000
+    assert [len(result["runs"][kind]) for kind in ("bare", "job", "datacompy")] == [1, 1, 0]
+    assert "job÷bare" in done.stdout and "\nsecond " in done.stdout
+    assert (tmp_path / "data" / "second-3000-40" / ".generated").exists()  # kept for the next run
