@@ -99,14 +99,18 @@ def test_a_batch_without_an_answer_for_30_s_fails_its_topic_while_kafka_answers(
 def test_health_names_every_reason() -> None:
     reach = Reachability(timeout=60.0, exit_after=300.0, last_answer=0.0)
     watch = OutputWatch(exit_after=180.0)
-    assert health_status(reach, watch, 1.0) == {**reach.status(1.0), "outputs": watch.status(1.0)}
+    expected = reach.status(1.0)
+    expected["kafka"]["reachable"] = True
+    assert health_status(reach, watch, 1.0) == {**expected, "outputs": watch.status(1.0)}
     watch.unwritable("a", GONE, 0.0, "probe")
     watch.unwritable("b", GONE, 2.0, "probe")
     status = health_status(reach, watch, 10.0)
     assert status["healthy"] is False
     assert status["reason"] == f"the worker cannot write topic a for 10 s: {GONE} (seen once) (and 1 more: b)"
     assert [(f["topic"], f["seconds"]) for f in status["outputs"]["failing"]] == [("a", 10.0), ("b", 8.0)]
+    assert status["kafka"]["reachable"] is True
     reach.failed(61.0, "KafkaConnectionError: refused")
+    assert health_status(reach, watch, 61.0)["kafka"]["reachable"] is False
     assert health_status(reach, watch, 61.0)["reason"].startswith(
         "Kafka unreachable for 61 s (KafkaConnectionError: refused); the worker cannot write topic a")
 

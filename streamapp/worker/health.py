@@ -220,6 +220,7 @@ class OutputWatch:
 def health_status(reach: Reachability, outputs: OutputWatch, now: float) -> dict[str, Any]:
     """``/health``'s body: healthy while Kafka answers and every topic can be written, else why not."""
     status = reach.status(now)
+    status["kafka"]["reachable"] = status["healthy"]  # what the metrics' streamapp_kafka_reachable says
     written = outputs.status(now)
     status["outputs"] = written
     reasons = []
