@@ -54,13 +54,14 @@ ORDER_COLUMNS = ("TS", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL")
 MIN_ROUND_SECONDS = 20.0
 
 
-def produce_many(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+def produce_many(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]] | list[Any]) -> None:
+    """Each (key, value[, timestamp]) to ``topic`` with the Java client's partitioner, as fast as the broker takes them."""
     producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2", "linger.ms": 20,
                          "queue.buffering.max.messages": 1_000_000})
-    for key, value in records:
+    for key, value, *stamp in records:
         while True:
             try:
-                producer.produce(topic, value=value, key=key)
+                producer.produce(topic, value=value, key=key, timestamp=(stamp[0] or 0) if stamp else 0)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -100,30 +101,35 @@ def live_rate(
     consumer in the timed loop once stopped seeing records the broker held, and the
     round waited for it.
     """
-    processes = [psutil.Process(p) for p in ([pid] if isinstance(pid, int) else pid)]  # a group: CPU summed
-    start, cpu_start = time.monotonic(), sum(map(cpu_seconds, processes))
-    produce_many(settings.bootstrap_servers, settings.orders_topic, orders)
-    watermarks = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"bench-{uuid.uuid4().hex}"})
-    deadline = time.monotonic() + 900
-    try:
-        while True:
-            held = {t: sum(watermarks.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]
-                           for p in range(settings.partitions)) for t in outputs}
-            if min(held.values()) >= len(orders):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"timed out: {held} of {len(orders)}")
-            time.sleep(0.1)
-        cpu = sum(map(cpu_seconds, processes)) - cpu_start
-        rate = Rate(len(orders) / (time.monotonic() - start), len(orders) / cpu)
-    finally:
-        watermarks.close()
+    rate = timed(settings, settings.orders_topic, orders, outputs, pid)
     for topic in outputs:
         with TopicReader(settings.bootstrap_servers, topic, range(settings.partitions)) as reader:
             problem = check_outputs(orders, users, [(r.key, r.value) for r in reader.read_to_end(timeout=300)])
         if problem is not None:
             raise RuntimeError(f"{topic}: {problem}")
     return rate
+
+
+def timed(settings: Settings, source: str, records: list[Any], outputs: list[str], pid: int | list[int]) -> Rate:
+    """Produce ``records`` to ``source`` and time them until every output's end offsets add up to them."""
+    processes = [psutil.Process(p) for p in ([pid] if isinstance(pid, int) else pid)]  # a group: CPU summed
+    start, cpu_start = time.monotonic(), sum(map(cpu_seconds, processes))
+    produce_many(settings.bootstrap_servers, source, records)
+    watermarks = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"bench-{uuid.uuid4().hex}"})
+    deadline = time.monotonic() + 900
+    try:
+        while True:
+            held = {t: sum(watermarks.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]
+                           for p in range(settings.partitions)) for t in outputs}
+            if min(held.values()) >= len(records):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"timed out: {held} of {len(records)}")
+            time.sleep(0.1)
+        cpu = sum(map(cpu_seconds, processes)) - cpu_start
+        return Rate(len(records) / (time.monotonic() - start), len(records) / cpu)
+    finally:
+        watermarks.close()
 
 
 def check_outputs(orders: list[tuple[bytes, bytes]], users: dict[bytes, dict[str, Any]] | None,

@@ -34,20 +34,9 @@ from streamapp.worker.process import WorkerProcess
 from workerkit import group_progress, murmur2_partition, produce, read_all, stats, wait_until
 
 CUSTOMERS, PAYMENTS = 60, 120
-STATEMENTS = """
-CREATE TABLE customers (id BIGINT PRIMARY KEY, email STRING, tier STRING)
-  WITH (KAFKA_TOPIC='customers_{tag}', VALUE_FORMAT='JSON');
-CREATE TABLE customers_by_id WITH (KAFKA_TOPIC='customers_by_id_{tag}') AS
-  SELECT id, email, tier FROM customers EMIT CHANGES;
-CREATE STREAM payments (customer_id BIGINT KEY, amount DECIMAL(10, 2), currency STRING, paid_at BIGINT)
-  WITH (KAFKA_TOPIC='payments_{tag}', VALUE_FORMAT='JSON', TIMESTAMP='paid_at');
-CREATE STREAM payments_enriched WITH (KAFKA_TOPIC='payments_enriched_{tag}') AS
-  SELECT p.customer_id, amount, currency, paid_at, email, tier
-  FROM payments p LEFT JOIN customers c ON p.customer_id = c.id EMIT CHANGES;
-CREATE STREAM payments_enriched_by_id WITH (KAFKA_TOPIC='payments_enriched_by_id_{tag}') AS
-  SELECT p.customer_id, amount, currency, paid_at, email, tier
-  FROM payments p LEFT JOIN customers_by_id c ON p.customer_id = c.id EMIT CHANGES;
-"""
+#: customers x payments, each join with the table as written and with its copy through murmur2 (also the
+#: statements of the second join's benchmark).
+STATEMENTS = (Path(__file__).resolve().parent.parent / "benchmarks" / "second_join.sql").read_text(encoding="utf-8")
 
 
 def crc32_partition(key: bytes, n: int) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
 from typing import Any, Callable
 
 import pytest
@@ -175,3 +176,56 @@ def test_the_joins_value_writer_writes_what_the_sinks_codec_writes(left: dict, r
         projected = {"NAME": None if right is None else right["NAME"], "AGE": None if right is None else right["AGE"],
                      **{name: left[name] for name in ("PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS")}}
         assert value == json_text(projected).encode("utf-8") and timestamp == 7
+
+
+#: A source with a DECIMAL column: its fast path reads numbers exactly (as Decimal), DOUBLEs included.
+DECIMAL_COLUMNS = p.Source("S", p.STREAM, "s", (), (p.Column("A", "DECIMAL(10, 2)"), p.Column("D", "DOUBLE"),
+                                                 p.Column("B", "BIGINT")), "NONE", "JSON")
+number_tokens = (st.decimals(allow_nan=False, allow_infinity=False).map(str)
+                 | st.sampled_from(["1.0049999999999999", "1.005", "12.50", "-0.0", "0", "1e400", "99999999.995",
+                                    "123456789012.5", "1E+2", "0.000000001"]))
+json_tokens = json_values.map(json.dumps) | number_tokens
+decimal_values = st.fixed_dictionaries({}, optional={name: json_tokens for name in ("a", "d", "b", "A")})
+
+
+@settings(max_examples=500)
+@given(decimal_values)
+def test_the_fast_decode_of_a_decimal_source_reads_exactly_what_ksqldbs_rules_read(fields: dict) -> None:
+    """Numbers as their exact text reaches each column: 1.0049999999999999 is 1.00 at scale 2, not 1.01."""
+    codec = Codec(DECIMAL_COLUMNS)
+    body = ",".join(f"{json.dumps(name)}:{token}" for name, token in fields.items())
+    fast, checked = f"{{{body}}}".encode(), f"{{{body}{',' if body else ''}\"zz_extra\":null}}".encode()
+    try:
+        expected = codec.decode_value(checked)
+    except RecordError as error:
+        with pytest.raises(RecordError) as refused:
+            codec.decode_value(fast)
+        assert refused.value.field == error.field
+        return
+    assert same(codec.decode_value(fast), expected)
+
+
+def test_a_decimal_read_by_the_fast_path_keeps_its_exact_value() -> None:
+    codec = Codec(DECIMAL_COLUMNS)
+    row = codec.decode_value(b'{"A": 1.0049999999999999, "D": 0.1, "B": 3}')
+    assert row == {"A": Decimal("1.00"), "D": 0.1, "B": 3} and str(row["A"]) == "1.00"  # type: ignore[index]
+    assert codec.decode_value(b'{"A": 12.5, "D": 2, "B": 3}')["A"] == Decimal("12.50")  # type: ignore[index]
+    with pytest.raises(RecordError) as refused:  # more digits than Python's decimal context: refused, not a crash
+        codec.decode_value(b'{"A": 1e400, "D": 2, "B": 3}')
+    assert refused.value.field == "A" and "does not fit DECIMAL(10, 2)" in refused.value.reason
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.none() | st.decimals(allow_nan=False, allow_infinity=False, places=2) | st.integers(-5, 5), seed_values)
+def test_the_joins_value_writer_writes_a_decimal_as_the_sinks_codec_does(amount: Any, email: Any) -> None:
+    from streamapp.sql.planner import plan_text
+
+    plan = plan_text("""
+        CREATE TABLE c (id BIGINT PRIMARY KEY, email STRING) WITH (KAFKA_TOPIC='c', VALUE_FORMAT='JSON');
+        CREATE STREAM pay (id BIGINT KEY, amount DECIMAL(10, 2)) WITH (KAFKA_TOPIC='p', VALUE_FORMAT='JSON');
+        CREATE STREAM out AS SELECT pay.id, amount, email FROM pay LEFT JOIN c ON pay.id = c.id EMIT CHANGES;""")
+    query = Query(plan, plan.joins[0])
+    for right in (None, ({"EMAIL": email}, 0)):
+        _, value, _ = query.encode(({"ID": 1, "AMOUNT": amount}, 7), right, {})
+        projected = {"AMOUNT": amount, "EMAIL": None if right is None else email}
+        assert value == json_text(projected).encode("utf-8")

@@ -341,8 +341,11 @@ def decimal(node: Any, name: str, precision: int, scale: int) -> Decimal | None:
     if value is None or not value.is_finite():
         raise RecordError(f"field {name!r} is {_quote(_plain(node))} ({_json_kind(node)}), expected a "
                           f"DECIMAL({precision}, {scale})", name)
-    fitted = value.quantize(Decimal(1).scaleb(-scale), rounding="ROUND_HALF_UP")
-    if len(fitted.as_tuple().digits) > precision and not fitted.is_zero():
+    try:
+        fitted = value.quantize(Decimal(1).scaleb(-scale), rounding="ROUND_HALF_UP")
+    except ArithmeticError:  # more digits than the context holds (1e400): far too many for any DECIMAL
+        fitted = None
+    if fitted is None or len(fitted.as_tuple().digits) > precision and not fitted.is_zero():
         raise RecordError(f"field {name!r} is {value}, which does not fit DECIMAL({precision}, {scale})", name)
     return fitted
 

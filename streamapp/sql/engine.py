@@ -21,10 +21,11 @@ The other join kinds: :mod:`.table_join`, :mod:`.stream_join`.
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from operator import itemgetter
 from typing import Any, Callable, MutableMapping, NamedTuple
 
-from ..model.records import MAX_TIMESTAMP_MS, RecordError
+from ..model.records import MAX_TIMESTAMP_MS, RecordError, big_decimal_text
 from . import plan as p
 from .formats import Codec, plain_json
 
@@ -154,7 +155,7 @@ class _ValueWriter:
     cost twice as much).  A run of stream columns is written once per stream record however many joins
     read it (``texts``, one dict per record, shared by the joins: the seed's two joins share the order's
     five columns, heads included); a run of table columns per output.  None when a value is not plain
-    (a DECIMAL, a NaN, a nested value): the caller then writes it through the sink's codec.
+    (a NaN, a nested value): the caller then writes it through the sink's codec.
     """
 
     def __init__(self, projection: tuple[p.Projection, ...], sink: p.Source, types: dict[tuple[str, str], str]) -> None:
@@ -216,8 +217,14 @@ def _integer(value: Any) -> str:
     return int.__repr__(value) if type(value) is int else "null" if value is None else plain_json(value)
 
 
+def _decimal(value: Any) -> str:
+    return big_decimal_text(value) if type(value) is Decimal else "null" if value is None else plain_json(value)
+
+
 def _writer_of(column_type: str) -> Callable[[Any], str]:
     """The column's value as JSON: its type's common case first, anything else as :func:`plain_json` writes it."""
+    if column_type.startswith("DECIMAL"):
+        return _decimal
     return {"STRING": _string, "BIGINT": _integer, "INT": _integer}.get(column_type, plain_json)
 
 

@@ -36,25 +36,43 @@ _READERS: dict[str, Callable[[Any, str], Any]] = {
 
 #: Column types whose common JSON value the fast path takes as it is, by kind.
 _KINDS = {"STRING": 0, "BIGINT": 1, "INT": 2, "DOUBLE": 3, "BOOLEAN": 4}
+#: A DECIMAL column's kind in a fast-path spec: its reader (:func:`reader`) takes a JSON number read as Decimal.
+_Kind = int | Callable[[Any, str], Any]
+#: The fast path's parser for a source with DECIMAL columns: numbers with a fraction or exponent as exact
+#: Decimals, as Jackson reads them (a float would round 1.0049999999999999 to 1.005 before the scale does).
+_EXACT_LOADS = json.JSONDecoder(parse_float=Decimal).decode
 
 
-def _plain_row(obj: dict[str, Any], spec: tuple[tuple[str, str, int], ...]) -> dict[str, Any] | None:
+def _kind(column_type: str) -> _Kind | None:
+    found = _KINDS.get(column_type)
+    return reader(column_type) if found is None and column_type.startswith("DECIMAL") else found
+
+
+def _plain_row(obj: dict[str, Any], spec: tuple[tuple[str, str, _Kind], ...]) -> dict[str, Any] | None:
     """The row of an object whose every field is already its column's value as ksqlDB reads it, else None.
 
     Exact type checks only: a number in a string, a float for a BIGINT, -0.0, NaN and anything else go
-    field by field (ksqlDB's rules), which give the same answer for what passes here.
+    field by field (ksqlDB's rules), which give the same answer for what passes here.  A DECIMAL's number
+    goes through its column's reader, the same function the field-by-field path calls.
     """
     row = {}
     for name, field, kind in spec:
         value = obj[field]
         kind_of = type(value)
-        if kind == 0:
+        if type(kind) is not int:
+            if kind_of is not Decimal and kind_of is not int:
+                return None
+            value = kind(value, name)  # type: ignore[operator]
+        elif kind == 0:
             if kind_of is not str or not (value.isascii() or not has_lone_surrogate(value)):
                 return None
         elif kind == 1:
             if kind_of is not int or not BIGINT_MIN <= value <= BIGINT_MAX:
                 return None
         elif kind == 3:
+            if kind_of is Decimal:  # read exactly (a source with DECIMAL columns): the double Jackson would read
+                value = float(value)
+                kind_of = float
             if kind_of is float:
                 if value == 0.0 or value - value != 0.0:  # a zero's sign is ksqlDB's to decide; NaN, infinities
                     return None
@@ -189,12 +207,13 @@ class Codec:
         self._unwrapped = source.wrap_single_value is False
         #: The value columns' names in order: a row of exactly these, in this order, is written by the C encoder.
         self._names = tuple(c.name for c in source.value_columns)
-        kinds = [_KINDS.get(c.type) for c in source.value_columns]
+        kinds = [_kind(c.type) for c in source.value_columns]
+        self._loads = _EXACT_LOADS if any(type(k) is not int for k in kinds if k is not None) else json.loads
         plain = self.value_format == "JSON" and not self._unwrapped and bool(kinds) and None not in kinds
         lower = [c.name.lower() for c in source.value_columns]
         #: The fast path's specs: the field names of an object written with the columns' own names, or in lower
         #: case (what most producers write), each with its column and the kind of its plain JSON value.
-        self._fast: list[tuple[Any, tuple[tuple[str, str, int], ...]]] = [] if not plain else [
+        self._fast: list[tuple[Any, tuple[tuple[str, str, _Kind], ...]]] = [] if not plain else [
             (dict.fromkeys(fields).keys(), tuple(zip(self._names, fields, kinds)))  # type: ignore[arg-type]
             for fields in (lower, list(self._names)) if len(set(fields)) == len(fields)]
         self._string_key = (self.key_format == "KAFKA" and self.key_column is not None
@@ -256,7 +275,7 @@ class Codec:
             return None
         if self._fast and data.count(b"[") + data.count(b"{") <= MAX_NESTING:
             try:
-                obj = json.loads(data.decode("utf-8"))
+                obj = self._loads(data.decode("utf-8"))
             except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
                 obj = None
             if type(obj) is dict:
