@@ -170,7 +170,7 @@ def test_the_window_store_forgets_what_its_retention_let_go() -> None:
     encode = _encoder(plan)
     for i in range(1000):
         join.process(encode(l(i, "a", i * 1000)))
-    assert len(join.stores[p.LEFT_SIDE]) <= 5
+    assert len(join.state.stores[p.LEFT_SIDE]) <= 5
 
 
 # ---- the planner and the plan ---------------------------------------------------------------------------------------

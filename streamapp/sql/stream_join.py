@@ -1,10 +1,12 @@
 """Windowed stream-stream joins (``STREAM_STREAM_JOIN``): Kafka Streams' ``KStreamKStreamJoin`` as ksqlDB
-builds it, fed one record at a time, its window stores in memory.  See docs/reference/statements.md."""
+builds it, fed one record at a time.  Its state (:class:`JoinState`: the two window stores, the outer store, stream
+time) is in memory here; the worker hands it one held in RocksDB per partition (``agents/stream_joins.py``), so
+both run this one decision.  See docs/reference/statements.md."""
 from __future__ import annotations
 
 import json
 from operator import itemgetter
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple, Protocol
 
 from . import plan as p
 from .engine import Output, Reader, Record, Row
@@ -43,8 +45,43 @@ def join_bounds(window: JoinWindowSpec, timestamp: int, this_is_left: bool) -> t
     return max(0, timestamp - before), max(0, timestamp + after)
 
 
+class WindowStore(Protocol):
+    """One side's records by join key and time (Kafka Streams' join window store)."""
+
+    def put(self, key: Any, timestamp: int, row: Row, seq: int) -> bool:
+        """Keep the record (``seq``: its place among the key's records of one time); False: older than the
+        retention, dropped."""
+
+    def fetch(self, key: Any, start: int, end: int) -> list[tuple[int, Row]]:
+        """The key's records of ``[start, end]`` still within the retention, by time then arrival."""
+
+
+class OuterStore(Protocol):
+    """The unmatched records of an outer side waiting for their window to close (Kafka Streams' outer store), by
+    (time, this side?, join key); :meth:`entries` in its order: time, the other side first, the key's bytes."""
+
+    def add(self, timestamp: int, this_is_left: bool, key: Any, row: Row, seq: int) -> None: ...
+
+    def discard(self, timestamp: int, this_is_left: bool, key: Any) -> None: ...
+
+    def entries(self) -> Iterable[tuple[int, bool, Any]]: ...
+
+    def pop(self, entry: tuple[int, bool, Any]) -> list[tuple[Any, Row]]: ...
+
+
+class JoinState:
+    """What a join remembers between records, for one task (the worker: one partition of both topics): the
+    two sides' window stores, the outer store (None: INNER or no GRACE PERIOD), stream time."""
+
+    def __init__(self, stores: dict[str, WindowStore], outer: OuterStore | None, stream_time: int = -1) -> None:
+        self.stores, self.outer, self.stream_time = stores, outer, stream_time
+        #: The oldest waiting unmatched record's time, as far as known (a lower bound: 0 after a restore).
+        self.min_time = _NEVER
+        self.next_emit = 0
+
+
 class _WindowStore:
-    """One side's records by key, for the window's retention: Kafka Streams' join window store.
+    """One side's records by key, for the window's retention: Kafka Streams' join window store, in memory.
 
     A fetch sees only records no older than the store's stream time less its retention (a record that was
     already expired when it arrived is never seen), as ``AbstractRocksDBSegmentedBytesStore.fetch`` does.
@@ -56,8 +93,9 @@ class _WindowStore:
         self.rows: dict[Any, list[tuple[int, Row]]] = {}
         self._swept = -1
 
-    def put(self, key: Any, timestamp: int, row: Row) -> bool:
+    def put(self, key: Any, timestamp: int, row: Row, seq: int = 0) -> bool:
         """Keep the record; False when it is already older than the retention (it is dropped)."""
+        key = _hashable(key)
         self.observed = max(self.observed, timestamp)
         oldest = self.observed - self.retention + 1
         if timestamp < oldest:
@@ -73,10 +111,30 @@ class _WindowStore:
 
     def fetch(self, key: Any, start: int, end: int) -> list[tuple[int, Row]]:
         start = max(start, self.observed - self.retention + 1)
-        return [x for x in self.rows.get(key, ()) if start <= x[0] <= end]
+        return [x for x in self.rows.get(_hashable(key), ()) if start <= x[0] <= end]
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.rows.values())
+
+
+class _OuterStore:
+    """The outer store in memory; ``order``: a key's bytes, its place among entries of one time and side."""
+
+    def __init__(self, order: Callable[[Any], bytes | None]) -> None:
+        self._order = order
+        self._rows: dict[tuple[int, bool, Any], list[tuple[Any, Row]]] = {}
+
+    def add(self, timestamp: int, this_is_left: bool, key: Any, row: Row, seq: int = 0) -> None:
+        self._rows.setdefault((timestamp, this_is_left, _hashable(key)), []).append((key, row))
+
+    def discard(self, timestamp: int, this_is_left: bool, key: Any) -> None:
+        self._rows.pop((timestamp, this_is_left, _hashable(key)), None)
+
+    def entries(self) -> list[tuple[int, bool, Any]]:
+        return sorted(self._rows, key=lambda e: (e[0], e[1], self._order(self._rows[e][0][0]) or b""))
+
+    def pop(self, entry: tuple[int, bool, Any]) -> list[tuple[Any, Row]]:
+        return self._rows.pop(entry)
 
 
 class StreamJoin(TwoSided):
@@ -105,14 +163,8 @@ class StreamJoin(TwoSided):
         #: Kafka Streams' "this" side: the left stream, but the right one of a RIGHT join (``right.leftJoin(left)``).
         self.this_side = p.RIGHT_SIDE if query.join_type == "RIGHT" else p.LEFT_SIDE
         self._outer = {self.this_side: query.join_type != "INNER", _other(self.this_side): query.join_type == "FULL"}
-        self.stores = {p.LEFT_SIDE: _WindowStore(self.window.retention), p.RIGHT_SIDE: _WindowStore(self.window.retention)}
-        #: Unmatched records of an outer side waiting for their window to close: (time, this side?, key) -> their
-        #: (key, row)s (the key as :func:`_hashable` makes it, then as read).
-        self.outer: dict[tuple[int, bool, Any], list[tuple[Any, Row]]] | None = (
-            {} if query.grace is not None and query.join_type != "INNER" else None)
-        self.stream_time = -1
-        self._min_time = _NEVER
-        self._next_emit = 0
+        #: The state in use: this one in memory, unless the worker hands it a partition's (:meth:`new_state`).
+        self.state = self.new_state()
         self._clock = clock
         #: Records that arrived too late to be stored for later joins (Kafka Streams' dropped-records count).
         self.late = 0
@@ -122,6 +174,17 @@ class StreamJoin(TwoSided):
         #: Whether the query reads where a record was read (ROWPARTITION, ROWOFFSET): each row is then given them.
         self._where_read = any(f'"{name}"' in read for name in _WHERE_READ)
 
+    @property
+    def has_outer(self) -> bool:
+        """Whether unmatched records wait for their window to close (an outer join with a GRACE PERIOD)."""
+        return self.query.grace is not None and self.query.join_type != "INNER"
+
+    def new_state(self) -> JoinState:
+        """A new state in memory."""
+        retention = self.window.retention
+        return JoinState({p.LEFT_SIDE: _WindowStore(retention), p.RIGHT_SIDE: _WindowStore(retention)},
+                         _OuterStore(self.sink_codec.encode_key) if self.has_outer else None)
+
     def _join_key(self, side: str, row: Row) -> Any:
         return self._keys[side](None, row, None) if side == p.LEFT_SIDE else self._keys[side](None, None, row)
 
@@ -129,7 +192,7 @@ class StreamJoin(TwoSided):
         _, row = reader.row(record)
         if row is None:  # a null value joins nothing (its time, read from no value, moves nothing either)
             if reader.source.timestamp is None:
-                self.stream_time = max(self.stream_time, record.timestamp)
+                self.state.stream_time = max(self.state.stream_time, record.timestamp)
             return []
         if self._where_read:
             row[0].update(zip(_WHERE_READ, (record.partition, record.offset)))
@@ -137,63 +200,57 @@ class StreamJoin(TwoSided):
         key = self._join_key(side, row)
         this_is_left = side == self.this_side
         outer = self._outer[side]
-        self.stream_time = max(self.stream_time, timestamp)
+        state = self.state
+        state.stream_time = max(state.stream_time, timestamp)
         outputs: list[Output] = []
         if key is None:
             return self._output(key, side, row, None, timestamp) if outer else []
-        if timestamp == self.stream_time and self.outer is not None:
+        if timestamp == state.stream_time and state.outer is not None:
             outputs += self._emit_closed(this_is_left)
         start, end = join_bounds(self.window, timestamp, this_is_left)
-        other = _other(side)
-        lookup = _hashable(key)
-        matches = self.stores[other].fetch(lookup, start, end)
+        matches = state.stores[_other(side)].fetch(key, start, end)
         for other_time, other_row in matches:
-            if self.outer is not None:
-                self.outer.pop((other_time, not this_is_left, lookup), None)
+            if state.outer is not None:
+                state.outer.discard(other_time, not this_is_left, key)
             outputs += self._output(key, side, row, other_row, max(timestamp, other_time))
         if not matches and outer:
-            if self.outer is None or end < self.stream_time:
+            if state.outer is None or end < state.stream_time:
                 outputs += self._output(key, side, row, None, timestamp)
             else:
-                self._min_time = min(self._min_time, timestamp)
-                self.outer.setdefault((timestamp, this_is_left, lookup), []).append((key, row))
-        if not self.stores[side].put(lookup, timestamp, row):
+                state.min_time = min(state.min_time, timestamp)
+                state.outer.add(timestamp, this_is_left, key, row, record.offset)
+        if not state.stores[side].put(key, timestamp, row, record.offset):
             self.late += 1
         return outputs
 
     def _emit_closed(self, this_is_left: bool) -> list[Output]:
         """The waiting unmatched records whose window has closed by stream time (``emitNonJoinedOuterRecords``)."""
-        assert self.outer is not None
+        state = self.state
+        assert state.outer is not None
         grace = self.window.grace_ms
         after = self.window.after if this_is_left else self.window.before
-        if self._min_time + after + grace >= self.stream_time:
+        if state.min_time + after + grace >= state.stream_time:
             return []
         now = self._clock()
-        if now < self._next_emit:
+        if now < state.next_emit:
             return []
-        self._next_emit = now + EMIT_INTERVAL_MS
-        self._min_time = _NEVER
+        state.next_emit = now + EMIT_INTERVAL_MS
+        state.min_time = _NEVER
         outputs: list[Output] = []
         open_sides: set[bool] = set()
-        for entry in sorted(self.outer, key=self._order):
+        for entry in state.outer.entries():
             timestamp, left_side, _ = entry
-            self._min_time = timestamp
+            state.min_time = timestamp
             if len(open_sides) == 2:
                 break
             look_back = self.window.after if left_side else self.window.before
-            if timestamp + look_back + grace >= self.stream_time:
+            if timestamp + look_back + grace >= state.stream_time:
                 open_sides.add(left_side)
                 continue
             side = self.this_side if left_side else _other(self.this_side)
-            for key, row in self.outer.pop(entry):
+            for key, row in state.outer.pop(entry):
                 outputs += self._output(key, side, row, None, timestamp)
         return outputs
-
-    def _order(self, entry: tuple[int, bool, Any]) -> tuple[int, bool, bytes]:
-        """The outer store's order: time, then the other side before this one, then the key's bytes."""
-        assert self.outer is not None
-        timestamp, left_side, _ = entry
-        return timestamp, left_side, self.sink_codec.encode_key(self.outer[entry][0][0]) or b""
 
     def _output(self, key: Any, side: str, row: Row, other: Row | None, timestamp: int) -> list[Output]:
         """The joined record of ``row`` (of ``side``) and ``other`` (None: unmatched), unless WHERE drops it."""
