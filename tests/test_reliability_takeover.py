@@ -29,7 +29,7 @@ from streamapp.worker.process import WorkerProcess
 from test_metrics import total
 from workerkit import (
     orders_read, BackgroundProducer, TopicTail, check_output, group_progress, holds_at_least, isolated, output_tails,
-    make_dataset, produce, start_together, stats, wait_for_outputs, wait_for_users, wait_until, worker_settings,
+    make_dataset, produce, stats, wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
 
 #: Seconds between two chunks of 20 orders while a restarted worker joins: slow enough that they still stream
@@ -43,7 +43,9 @@ def local_orders_by_partition(worker: WorkerProcess) -> dict[str, int]:
     return response.json()["counters"]["records"].get(worker.settings.orders_topic, {})
 
 
-def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float, timeout: float) -> None:
+def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float, timeout: float,
+        chunk: int = 250) -> None:
+    """Orders arrive in chunks (one producer each) at ``rate`` orders/s; the kill lands at 40% joined."""
     n = settings.partitions
     dataset = make_dataset(users, orders, seed=orders + 1)
     started = time.monotonic()
@@ -51,11 +53,12 @@ def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float
                         for name in ("survivor", "victim"))
     tails = output_tails(settings)
     try:
-        start_together(survivor, victim)
+        survivor.start(timeout=120)
+        victim.start(timeout=120)
         produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
         wait_for_users([survivor, victim], len(dataset.users), timeout=120)
         stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, dataset.order_records(),
-                                    chunk=250, pause=250 / rate, hold_at=int(len(dataset.orders) * 0.6))
+                                    chunk=chunk, pause=chunk / rate, hold_at=int(len(dataset.orders) * 0.6))
         stream.start()
         deadline = time.monotonic() + timeout
         while len(tails[1].records) < len(dataset.orders) * 0.4:
@@ -95,7 +98,8 @@ def test_survivor_takes_over_killed_workers_partitions(broker_settings: Settings
 
 @pytest.mark.slow
 def test_survivor_takes_over_at_volume(broker_settings: Settings, tmp_path: Path) -> None:
-    run(isolated(broker_settings, "takeover"), tmp_path, users=5_000, orders=100_000, rate=5_000, timeout=1_800)
+    run(isolated(broker_settings, "takeover"), tmp_path, users=5_000, orders=100_000, rate=5_000, timeout=1_800,
+        chunk=2_000)
 
 
 def scrape(worker: WorkerProcess) -> str:
@@ -123,8 +127,7 @@ def test_a_rolling_restart_shows_in_the_metrics_and_loses_and_repeats_nothing(br
     started, tails, lifetimes = time.monotonic(), output_tails(settings), []  # lifetimes: each one's last scrape
     live: list[WorkerProcess] = []
     try:
-        start_together(a, b)
-        live += [a, b]
+        live += [a.start(timeout=120), b.start(timeout=120)]
         produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
         wait_for_users(live, len(dataset.users), timeout=120)
         stream = BackgroundProducer(settings.bootstrap_servers, settings.orders_topic, records[:2 * third],

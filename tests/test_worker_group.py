@@ -31,7 +31,7 @@ from streamapp.worker.process import WorkerProcess
 
 from workerkit import (
     BackgroundProducer, Dataset, check_output, holds_at_least, isolated, make_dataset, output_tails, produce,
-    start_together, wait_for_outputs, wait_for_users, wait_until, worker_settings,
+    wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
 
 
@@ -88,8 +88,8 @@ def test_a_worker_joins_and_another_leaves_under_a_steady_stream(broker_settings
     lookups = Lookups(dataset, live)
     started = time.monotonic()
     try:
-        start_together(made["a"], made["b"])
-        live.update(a=made["a"], b=made["b"])
+        for name in ("a", "b"):
+            live[name] = made[name].start(timeout=120)
         produce(settings.bootstrap_servers, settings.users_topic, dataset.user_records())
         wait_for_users(list(live.values()), len(dataset.users), timeout=120)
         lookups.start()
