@@ -6,6 +6,7 @@ broker in ``tests/test_worker_table_join_broker.py``.
 """
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
@@ -81,13 +82,15 @@ def test_a_table_table_join_of_two_key_formats_joins_a_copy_of_the_right_table_r
 
 def test_the_guard_and_kafka_streams_take_a_table_table_plan_past_planning(
         broker_settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``streamapp guard --statements`` checks it; ``streamapp ksql-equivalent --statements`` gets as far as the
-    cluster, where its input topics do not exist yet (one line naming them, exit 2)."""
+    """``streamapp guard --statements`` checks its pair (here: its topics do not exist yet, exit 1);
+    ``streamapp ksql-equivalent --statements`` gets as far as the cluster, where its input topics do not exist yet
+    (one line naming them, exit 2).  The guard's checks of the pair: tests/test_guard_table_joins.py."""
     tag = uuid.uuid4().hex[:8]
     settings = tables_plan(tmp_path, join="INNER", tag=tag)
     cluster = ["--statements", str(settings.statements), "--bootstrap-servers", broker_settings.bootstrap_servers]
-    assert main(["guard", *cluster]) == 0
-    assert "Co-partitioned for partitioner murmur2." in capsys.readouterr().out
+    assert main(["guard", *cluster, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["problems"] == [f"l_{tag} and r_{tag} does not exist: create it with "
+                                                                "the configured count"]
     assert main(["ksql-equivalent", *cluster]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"input topic missing: L=l_{tag}, R=r_{tag}" in err, err

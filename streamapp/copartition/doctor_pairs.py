@@ -54,8 +54,11 @@ def pairs_from_file(path: str) -> list[JoinedPair]:
 
 
 def pairs_from_worker(settings: Settings) -> list[JoinedPair]:
-    """streamapp's own joins: each declared join's stream and table topics (``statements``, else the seed's)."""
-    return [JoinedPair(join.stream, join.table_topic, f"worker:{join.pair}") for join in topology(settings).joins]
+    """streamapp's own joins (``statements``, else the seed's): each stream-table join's stream and table topics,
+    then each table-table join's left and right tables' topics (the pairs the guard checks, :func:`.guard.joined_pairs`)."""
+    joins = topology(settings)
+    return ([JoinedPair(join.stream, join.table_topic, f"worker:{join.pair}") for join in joins.joins]
+            + [JoinedPair(join.left.topic, join.right.topic, f"worker:{join.pair}") for join in joins.table_joins])
 
 
 def pairs_from_listing(entities: Sequence[dict[str, Any]]) -> tuple[list[JoinedPair], int]:

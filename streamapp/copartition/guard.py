@@ -78,8 +78,11 @@ class TopicFacts:
 
 
 def joined_pairs(joins: Topology) -> list[tuple[str, str]]:
-    """(stream, table) topic pairs of the worker's joins, each once."""
-    return list(dict.fromkeys((join.stream, join.table_topic) for join in joins.joins))
+    """The topic pairs of the worker's joins, each once: (stream, table) of its stream-table joins, then (left,
+    right) of its table-table joins (each update looks the other side up in its own partition, so both must match)."""
+    pairs = [(join.stream, join.table_topic) for join in joins.joins]
+    pairs += [(join.left.topic, join.right.topic) for join in joins.table_joins]
+    return list(dict.fromkeys(pairs))
 
 
 def written_topics(joins: Topology) -> list[str]:
@@ -95,12 +98,19 @@ def miss_cost(topic: str, joins: Topology, n: int) -> str:
         outputs = ", ".join(j.output for j in joins.joins if j.stream == topic)
         return (f"Its records are looked up in partitions the join's partitioner did not choose: every join of it "
                 f"({outputs}) will miss about {share} of lookups.")
+    paired = ", ".join(j.output for j in joins.table_joins if topic in (j.left.topic, j.right.topic))
+    tables = (f"Its table-table joins ({paired}) will miss about {share} of the other side's rows: "
+              f"re-write it with the join's partitioner, or declare a copy of it (CREATE TABLE ... AS SELECT) "
+              f"and join that." if paired else "")
     direct = ", ".join(j.output for j in joins.joins if j.table_topic == topic)
+    if not direct:
+        return tables
     copied = {c.output for c in joins.copies if c.source_topic == topic}
     repartitioned = ", ".join(j.output for j in joins.joins if j.table_topic in copied)
     cost = f"The direct join ({direct}) will miss about {share} of lookups"
     return cost + (f"; the repartitioned join ({repartitioned}) is the correct one." if repartitioned else
-                   "; declare a copy of it (CREATE TABLE ... AS SELECT) and join that instead.")
+                   "; declare a copy of it (CREATE TABLE ... AS SELECT) and join that instead.") + (
+                   f" {tables}" if tables else "")
 
 
 def partition_count_check(stream: str, table: str, counts: Mapping[str, int | None],
