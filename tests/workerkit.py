@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -300,14 +300,22 @@ def wait_for_outputs(tails: Sequence[TopicTail], dataset: Dataset, workers: Sequ
     raise AssertionError(f"after {timeout:.0f}s the outputs hold {have} of {len(wanted)} orders\n{logs}")
 
 
-def start_together(*children: Any, timeout: float = 120.0) -> None:
-    """Start children of different applications (a worker and the Kafka Streams program: anything with
-    ``start(timeout=)``) side by side, each in a thread, and return once every one is ready: a child's start is
-    mostly its own imports and JVM; the first failure is raised.  Not two workers of one new app: one may still be
-    creating the app's topics when the other has joined, and the group then rebalances after both said ready
-    (a failure seen once at load 40: rows counted twice by /stats)."""
-    with ThreadPoolExecutor(len(children)) as pool:
-        for started in [pool.submit(child.start, timeout=timeout) for child in children]:
+def start_together(child: Any, *workers: WorkerProcess, timeout: float = 120.0) -> None:
+    """Start ``child`` (the Kafka Streams program) here and ``workers`` each in a thread at the same time; return
+    once every one is ready (a start is mostly a process's own imports and JVM); the first failure is raised.
+
+    ``child`` starts in this thread: a :class:`~streamapp.kafka.child.ChildProcess` is killed when the thread
+    that forked it ends (``PR_SET_PDEATHSIG``), and a pool's threads end with it.  Not two workers of one new
+    app: one may still be creating the app's topics when the other has joined, and the group then rebalances
+    after both said ready (a failure seen once at load 40: rows counted twice by /stats).
+    """
+    with ThreadPoolExecutor(max(len(workers), 1)) as pool:
+        starting = [pool.submit(worker.start, timeout=timeout) for worker in workers]
+        try:
+            child.start(timeout=timeout)
+        finally:
+            wait(starting)
+        for started in starting:
             started.result()
 
 
