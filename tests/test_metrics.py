@@ -115,7 +115,7 @@ def full_scrape(**changes: Any) -> Scrape:
     values: dict[str, Any] = dict(
         joins=[DIRECT, COPIED, INNER, REKEYED], counters=counters().snapshot(), app_id="app", partitioner="murmur2",
         guarantee="at_least_once", ready=True,
-        health={"healthy": False, "kafka": {"seconds_without_answer": 61.5}}, guard=guard_report(),
+        health={"healthy": False, "kafka": {"reachable": False, "seconds_without_answer": 61.5}}, guard=guard_report(),
         doctor=doctor_report(), checks_run=2, checks_finished=1_700_000_000.5, rebalances=3,
         transactions={"committed": 5, "aborted": 1, "fenced": 6, "producer_fenced": 2}, revoke_commits_failed=0,
         lag={("orders", 0): 12}, restore={("app-users-changelog", 1, "active"): 40},

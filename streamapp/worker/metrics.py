@@ -215,6 +215,14 @@ class JoinFacts:
     repartition: str | None = None
 
 
+@dataclass(frozen=True)
+class TableJoinFacts:
+    """A declared table-table join as the metrics label it: each update of a side looks the other side's row up."""
+
+    join: str
+    output: str
+
+
 @dataclass
 class Scrape:
     """Everything one scrape exposes, as plain data (see :func:`read`); :func:`families` is pure over it."""
@@ -241,6 +249,7 @@ class Scrape:
     #: (table, partition) -> rows, as RocksDB estimates them, of the active partitions held here.
     table_rows: Mapping[tuple[str, int], int] = field(default_factory=dict)
     instruments: Instruments | None = None
+    table_joins: Sequence[TableJoinFacts] = ()
 
 
 def join_facts(app: StreamappApp) -> list[JoinFacts]:
@@ -253,7 +262,8 @@ def read(app: StreamappApp, instruments: Instruments | None = None) -> Scrape:
     """What the app holds now; a part that cannot be read yet (no assignment, no store) is left out, not an error."""
     settings = app.settings
     scrape = Scrape(join_facts(app), app.counters.snapshot(), settings.app_id, settings.partitioner,
-                    settings.processing_guarantee, instruments=instruments)
+                    settings.processing_guarantee, instruments=instruments,
+                    table_joins=[TableJoinFacts(j.pair, j.output) for j in app.topology.table_joins])
     parts: dict[str, Callable[[], None]] = {
         "readiness": lambda: setattr(scrape, "ready", bool(app.ready)),
         "health": lambda: setattr(scrape, "health", app.kafka_monitor.status()),
@@ -379,16 +389,19 @@ def _info(scrape: Scrape) -> Iterator[Metric]:
 
 def _joins(scrape: Scrape) -> Iterator[Metric]:
     counters = scrape.counters
+    # a table-table join's updates are counted as lookups (each looks up the other side's row), in the same counters
+    joins = [(j.join, j.output) for j in (*scrape.joins, *scrape.table_joins)]
     lookups = CounterMetricFamily(
-        _name("join_lookups"), "Table lookups of each declared join by the stream's partition: hit (the key's row was "
-        "found in that partition) or miss (no row there, or a null key).",
+        _name("join_lookups"), "Table lookups of each declared join by partition (a stream-table join's records, a "
+        "table-table join's updates of either side): hit (the key's row was found in that partition) or miss (no row "
+        "there, or a null key).",
         labels=["join", "output", "partition", "result"])
-    for j in scrape.joins:
-        hits, misses = counters["joined"].get(j.output, {}), counters["missed"].get(j.output, {})
+    for join, output in joins:
+        hits, misses = counters["joined"].get(output, {}), counters["missed"].get(output, {})
         # both results of every partition looked up in: a ratio's numerator must exist while it is zero
         for partition in sorted(set(hits) | set(misses), key=int):
-            lookups.add_metric([j.join, j.output, partition, "hit"], hits.get(partition, 0))
-            lookups.add_metric([j.join, j.output, partition, "miss"], misses.get(partition, 0))
+            lookups.add_metric([join, output, partition, "hit"], hits.get(partition, 0))
+            lookups.add_metric([join, output, partition, "miss"], misses.get(partition, 0))
     yield lookups
     causes = CounterMetricFamily(
         _name("join_misses"), "Misses of each declared join by cause: null_key (nothing to look up), "
@@ -396,9 +409,9 @@ def _joins(scrape: Scrape) -> Iterator[Metric]:
         "the table partitions held here: unknown, late, or held by another worker), unclassified (metrics off).",
         labels=["join", "output", "cause"])
     by_output = counters.get("miss_causes", {})
-    for j in scrape.joins:
-        for cause, count in sorted(by_output.get(j.output, {}).items()):
-            causes.add_metric([j.join, j.output, cause], count)
+    for join, output in joins:
+        for cause, count in sorted(by_output.get(output, {}).items()):
+            causes.add_metric([join, output, cause], count)
     yield causes
 
 
@@ -454,9 +467,10 @@ def _state(scrape: Scrape) -> Iterator[Metric]:
                                 "(no rebalance under way).", value=int(scrape.ready))
     if scrape.health is not None:
         kafka = scrape.health["kafka"]
+        # kafka.reachable, not healthy: /health is also unhealthy while an output cannot be written
         yield GaugeMetricFamily(_name("kafka_reachable"), "1 while a broker has answered within "
-                                "kafka_unreachable_timeout (what /health says).",
-                                value=int(bool(scrape.health["healthy"])))
+                                "kafka_unreachable_timeout (what /health's kafka.reachable says).",
+                                value=int(bool(kafka["reachable"])))
         yield GaugeMetricFamily(_name("kafka_seconds_without_answer"), "Seconds since a broker last answered the "
                                 "worker's probe.", value=float(kafka["seconds_without_answer"]))
     lag = GaugeMetricFamily(_name("consumer_lag_records"), "Records between the group's committed offset and the end "
