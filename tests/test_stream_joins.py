@@ -236,19 +236,20 @@ def test_only_stream_stream_plans_carry_the_new_fields_in_their_json() -> None:
     assert p.Plan.from_json(computed.to_json()) == computed
 
 
-def test_the_worker_refuses_a_stream_stream_plan_at_start_in_one_line(tmp_path: Path) -> None:
+def test_the_worker_refuses_a_stream_stream_join_on_a_non_key_column_at_start_in_one_line(tmp_path: Path) -> None:
+    """It runs a join of two streams on their keys (tests/test_worker_stream_join.py), not one that re-keys them."""
     from streamapp.settings import Settings
     from streamapp.sql.topology import topology
     from streamapp.worker.app import create_app
 
     statements = tmp_path / "joins.sql"
     statements.write_text(SOURCES + "CREATE STREAM O AS SELECT L.ID, A, B FROM L JOIN R WITHIN 1 SECOND "
-                                    "ON L.ID = R.ID;\n", encoding="utf-8")
+                                    "ON L.A = R.B;\n", encoding="utf-8")
     assert topology(Settings(statements=str(statements))).declared.queries  # the guard and the doctor take it
     with pytest.raises(PlanError) as refused:
         create_app(Settings(statements=str(statements)))
     assert str(refused.value) == (f"{statements}: line 3 (CREATE STREAM O AS SELECT ... JOIN): not supported by the "
-                                  "worker yet: stream-stream joins; `streamapp test-runner` runs them")
+                                  "worker yet: stream-stream joins on a non-key column (a re-key); `streamapp test-runner` runs them")
 
 
 def _encoder(plan: p.Plan) -> Any:

@@ -273,5 +273,10 @@ def _hashable(key: Any) -> Any:
     return key
 
 
+def store_key(key: Any) -> bytes:
+    """A join key's bytes in a store held outside this process (the worker's RocksDB): equal keys, equal bytes."""
+    return json.dumps(_hashable(key), default=str).encode("utf-8")
+
+
 def _other(side: str) -> str:
     return p.RIGHT_SIDE if side == p.LEFT_SIDE else p.LEFT_SIDE

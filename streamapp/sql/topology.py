@@ -123,6 +123,24 @@ class TableTableJoin(Output):
         return ((p.LEFT_SIDE, self.left, self.right), (p.RIGHT_SIDE, self.right, self.left))
 
 
+@dataclass(frozen=True)
+class StreamStreamJoin(Output):
+    """A windowed stream-stream join of two co-partitioned streams (``source_topic`` the left's): each record
+    joined with the other side's records of its key and window in the same partition (``agents/stream_joins.py``)."""
+
+    right_topic: str
+
+    @property
+    def pair(self) -> str:
+        return self.query.name.lower()
+
+    @property
+    def stores(self) -> tuple[str, str, str]:
+        """Its state's Faust tables (RocksDB, each with its changelog): the left's and the right's window stores,
+        and the outer store of the unmatched records waiting for their window to close."""
+        return f"{self.pair}-left-window", f"{self.pair}-right-window", f"{self.pair}-outer"
+
+
 #: The value column that carries a re-keyed stream record's event time through its repartition topic.
 ROWTIME = "ROWTIME"
 #: The key column of a re-keyed stream: the join key, in the table's key format (a name no declared column takes).
@@ -180,19 +198,32 @@ def worker_refusal(plan: p.Plan) -> str | None:
     """Why the worker cannot run ``plan`` (one line naming the statement), or None: it runs every other plan.
 
     Asked by the worker's start only (``create_app``): the guard, the doctor and the Kafka Streams program
-    take every plan the planner makes.  Stream-stream joins run in the pure engine and Kafka Streams only,
-    so far: the worker has no agent for them yet (a windowed join needs its window stores in RocksDB).
+    take every plan the planner makes.  The worker runs a stream-stream join of two streams joined on their
+    keys, each stream read by no other join; the rest runs in the pure engine and Kafka Streams only, so far.
     """
-    query = next((q for q in plan.queries if q.kind in _NOT_IN_THE_WORKER), None)
-    if query is None:
-        return None
-    kind, what = _NOT_IN_THE_WORKER[query.kind]
-    return (f"{plan.origin}: line {query.line} (CREATE {kind} {query.name} AS SELECT ... JOIN): not supported by the "
-            f"worker yet: {what}; `streamapp test-runner` runs them")
-
-
-#: The query kinds the worker refuses at start: (what the statement creates, what the refusal calls them).
-_NOT_IN_THE_WORKER = {p.STREAM_STREAM_JOIN: ("STREAM", "stream-stream joins")}
+    streams: dict[str, int] = {}
+    for query in plan.queries:
+        if query.kind != p.STREAM_STREAM_JOIN:
+            if query.kind == p.STREAM_TABLE_JOIN:
+                streams[query.left] = streams.get(query.left, 0) + 1
+            continue
+        assert query.right is not None
+        sides = (plan.source(query.left), plan.source(query.right))
+        what = ("stream-stream joins on a non-key column (a re-key)"
+                if query.repartition or query.repartition_right else
+                "stream-stream joins of multi-column keys" if any(len(s.key_columns) != 1 for s in sides) else
+                "stream-stream self-joins" if sides[0].topic == sides[1].topic else None)
+        for name in (query.left, query.right):
+            streams[name] = streams.get(name, 0) + 1
+        if what is not None:
+            return (f"{plan.origin}: line {query.line} (CREATE STREAM {query.name} AS SELECT ... JOIN): not supported "
+                    f"by the worker yet: {what}; `streamapp test-runner` runs them")
+    shared = next((name for name, n in streams.items() if n > 1
+                   and any(q.kind == p.STREAM_STREAM_JOIN and name in (q.left, q.right) for q in plan.queries)), None)
+    if shared is not None:
+        return (f"{plan.origin}: stream {shared} is read by a stream-stream join and another join: not supported by "
+                "the worker yet: a stream in two joins; `streamapp test-runner` runs them")
+    return None
 
 
 class Topology:
@@ -222,7 +253,7 @@ class Topology:
         def table_of(name: str) -> Table:
             return tables.setdefault(name, Table(plan.source(name), self.topics[name], name in timestamped))
 
-        joins, copies, table_joins = [], [], []
+        joins, copies, table_joins, stream_joins = [], [], [], []
         for query in plan.queries:
             left = self.topics[query.left]
             output, ksqldb = self.topics[query.sink], self.ksqldb_topics.get(query.sink)  # None: an internal copy
@@ -230,6 +261,9 @@ class Topology:
                 assert query.right is not None
                 table_joins.append(TableTableJoin(query, left, output, ksqldb, table_of(query.left),
                                                   table_of(query.right)))
+            elif query.kind == p.STREAM_STREAM_JOIN:
+                assert query.right is not None
+                stream_joins.append(StreamStreamJoin(query, left, output, ksqldb, self.topics[query.right]))
             elif query.kind == p.STREAM_TABLE_JOIN:
                 assert query.right is not None and ksqldb is not None
                 table = table_of(query.right)
@@ -248,6 +282,13 @@ class Topology:
         self.table_joins: tuple[TableTableJoin, ...] = tuple(table_joins)
         #: The queries that copy a source to another topic (``CREATE TABLE ... AS SELECT``).
         self.copies: tuple[Output, ...] = tuple(copies)
+        #: The windowed stream-stream joins.
+        self.stream_joins: tuple[StreamStreamJoin, ...] = tuple(stream_joins)
+
+    @cached_property
+    def stream_join_topics(self) -> tuple[str, ...]:
+        """The topics of the stream-stream joins' sides, each once."""
+        return tuple(dict.fromkeys(t for j in self.stream_joins for t in (j.source_topic, j.right_topic)))
 
     @cached_property
     def stream_topics(self) -> tuple[str, ...]:
@@ -263,7 +304,7 @@ class Topology:
     def outputs(self) -> tuple[str, ...]:
         """The topics the worker's queries write: copies, joins and the repartition topics of re-keyed streams."""
         rekeyed = tuple(j.source_topic for j in self.joins if j.rekeyed_from is not None)
-        return tuple(o.output for o in (*self.copies, *self.joins, *self.table_joins)) + rekeyed
+        return tuple(o.output for o in (*self.copies, *self.joins, *self.table_joins, *self.stream_joins)) + rekeyed
 
     @cached_property
     def rekeyed_topics(self) -> tuple[str, ...]:
@@ -279,7 +320,7 @@ class Topology:
 
     def owned_topics(self) -> dict[str, int]:
         """The topics the worker reads or writes, each with the partition count it creates it with."""
-        names = (*self.table_topics, *self.rekeyed_topics, *self.stream_topics, *self.outputs,
+        names = (*self.table_topics, *self.rekeyed_topics, *self.stream_topics, *self.stream_join_topics, *self.outputs,
                  self.settings.dead_letter_topic)
         return {name: self.settings.partitions for name in dict.fromkeys(names)}
 
@@ -293,5 +334,5 @@ def topology(settings: Settings) -> Topology:
     return Topology(load_plan(settings), settings)
 
 
-__all__ = ["PlanError", "Topology", "Join", "TableTableJoin", "Table", "Output", "topology", "load_plan", "seed_renames",
+__all__ = ["PlanError", "Topology", "Join", "TableTableJoin", "StreamStreamJoin", "Table", "Output", "topology", "load_plan", "seed_renames",
            "rekey_tables", "seed_text", "worker_refusal"]

@@ -27,6 +27,8 @@ class Counters:
     joined: defaultdict[str, Counter[int]] = field(default_factory=_by_name)
     missed: defaultdict[str, Counter[int]] = field(default_factory=_by_name)
     dead_lettered: defaultdict[str, Counter[int]] = field(default_factory=_by_name)
+    #: Stream topic -> its records later than a windowed join's window and grace: kept for no later join (dropped).
+    late: defaultdict[str, Counter[int]] = field(default_factory=_by_name)
     #: Output -> its misses by cause (:data:`~streamapp.worker.tables.MISS_CAUSES`), when the metrics are on.
     miss_causes: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     #: Source topic -> its dead letters by reason (:data:`agents.dead_lettering.REASONS`).
@@ -46,6 +48,9 @@ class Counters:
         self.missed[output][partition] += 1
         self.miss_causes[output][cause] += 1
 
+    def record_late(self, topic: str, partition: int, count: int = 1) -> None:
+        self.late[topic][partition] += count
+
     def record_dead_letter(self, source_topic: str, partition: int, reason: str = "other") -> None:
         self.dead_lettered[source_topic][partition] += 1
         self.dead_letter_reasons[source_topic][reason] += 1
@@ -53,7 +58,7 @@ class Counters:
     def snapshot(self) -> dict[str, Any]:
         """Plain dicts (JSON-ready, partitions as strings) plus ``totals``, for logs and web views."""
         groups = {"rows": self.rows, "deleted": self.deleted, "records": self.records, "joined": self.joined,
-                  "missed": self.missed, "dead_lettered": self.dead_lettered}
+                  "missed": self.missed, "dead_lettered": self.dead_lettered, "late": self.late}
         snap: dict[str, Any] = {name: {k: _plain(c) for k, c in group.items()} for name, group in groups.items()}
         totals: dict[str, Any] = {name: {k: sum(c.values()) for k, c in group.items()} for name, group in groups.items()}
         totals["dead_lettered"] = sum(sum(c.values()) for c in self.dead_lettered.values())
@@ -78,4 +83,5 @@ def summary_line(snap: dict[str, Any]) -> str:
         parts.append(f"{name} joined {joined:,} missed {missed:,} ({share:.2f}%)")
     parts.append(f"dead letters {t['dead_lettered']:,}")
     parts += [f"{topic} {n:,} rows deleted" for topic, n in t["deleted"].items() if n]
+    parts += [f"{topic} {n:,} too late for the join window (dropped)" for topic, n in t["late"].items() if n]
     return "Counters: " + " · ".join(parts)

@@ -77,12 +77,18 @@ class JoinTables:
         #: Each topic the worker reads, as a raw Faust topic (tables' first, then the streams').
         self.topics: dict[str, faust.TopicT] = {
             name: app.topic(name, partitions=settings.partitions, **RAW)
-            for name in dict.fromkeys((*topology.table_topics, *topology.rekeyed_topics, *topology.stream_topics))}
+            for name in dict.fromkeys((*topology.table_topics, *topology.rekeyed_topics, *topology.stream_topics,
+                                       *topology.stream_join_topics))}
         options: dict[str, Any] = {"key_type": bytes, "partitions": settings.partitions}
         #: Table name -> the Faust table holding that source's rows, partitioned like its topic.
         self.by_name: dict[str, faust.Table] = {
             table.name: app.Table(table.name, help=f"rows of {table.topic}", options=store_options(), **options)
             for table in topology.tables}
+        #: Store name -> the Faust table of a stream-stream join's window or outer store (``agents/stream_joins.py``).
+        self.windows: dict[str, faust.Table] = {
+            name: app.Table(name, help=f"state of the stream-stream join {join.query.name}", options=store_options(),
+                            **options)
+            for join in topology.stream_joins for name in join.stores}
         #: Source topic -> the tables loaded from it.
         self.by_source: dict[str, list[faust.Table]] = {}
         for table in topology.tables:
@@ -92,7 +98,7 @@ class JoinTables:
 
     def changelog_topics(self) -> list[str]:
         """The tables' changelog topics (Faust names and creates them)."""
-        return [table.changelog_topic.get_topic_name() for table in self.by_name.values()]
+        return [table.changelog_topic.get_topic_name() for table in (*self.by_name.values(), *self.windows.values())]
 
     def key_serializers(self) -> dict[str, str]:
         """Key serializer of each table, by source topic: what the guard checks."""

@@ -1,0 +1,200 @@
+"""Windowed stream-stream joins in the worker (issue 37, ring R1), without a broker: the agent's join
+(:class:`agents.stream_joins.StreamJoinRun`) against the app's real RocksDB stores writes what the test runner
+writes; the stores expire by the window's retention and a new run (a restart) joins what the stores kept.
+The broker's proof: ``tests/test_worker_stream_join_broker.py``.
+"""
+from __future__ import annotations
+
+import json
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamapp.settings import Settings
+
+STREAMS = """
+CREATE STREAM L (ID BIGINT KEY, A STRING) WITH (KAFKA_TOPIC='l', VALUE_FORMAT='JSON');
+CREATE STREAM R (ID BIGINT KEY, B STRING) WITH (KAFKA_TOPIC='r', VALUE_FORMAT='JSON');
+CREATE STREAM O WITH (KAFKA_TOPIC='o') AS SELECT {key}, A, B FROM L {join} JOIN R {within} ON L.ID = R.ID;
+"""
+# (topic, key, value or None, timestamp): matches before and after, out of order, several per key, a null value, a
+# null key, records later than the window and its grace, windows closing as stream time moves.
+RECORDS = [("l", 1, {"A": "a1"}, 1000), ("r", 1, {"B": "b1"}, 1500), ("r", 2, {"B": "b2"}, 2000),
+           ("l", 2, {"A": "a2"}, 9000), ("l", 1, {"A": "a3"}, 1200), ("l", 3, {"A": "a4"}, 3000),
+           ("l", 3, None, 3100), ("r", 3, {"B": "b3"}, 4500), ("l", None, {"A": "nk"}, 5000),
+           ("r", 1, {"B": "b4"}, 2100), ("r", 4, {"B": "b5"}, 20_000), ("l", 1, {"A": "late"}, 500),
+           ("r", 5, {"B": "b6"}, 22_000), ("l", 5, {"A": "a5"}, 21_500), ("r", 2, {"B": "early"}, 100),
+           ("l", 6, {"A": "a6"}, 40_000), ("r", 6, {"B": "b7"}, 40_000), ("l", 4, {"A": "a7"}, 60_000)]
+
+
+def app_of(tmp_path: Path, join: str, within: str) -> Any:
+    tmp_path.mkdir(exist_ok=True)
+    from streamapp.worker.app import create_app
+
+    key = "ROWKEY AS ID" if join == "FULL" else "R.ID" if join == "RIGHT" else "L.ID"
+    path = tmp_path / "joins.sql"
+    path.write_text(STREAMS.format(key=key, join=join, within=within), encoding="utf-8")
+    return create_app(Settings(statements=str(path), data_dir=str(tmp_path / "data")))
+
+
+def feed(run: Any, app: Any, records: list[tuple[str, Any, Any, int]], first: int = 0,
+         changes: list[Any] | None = None) -> list[tuple[bytes | None, bytes | None, int]]:
+    """Each run of one topic's records is one fetch (its changes handed over at the end), as the agent does."""
+    from aiokafka.structs import ConsumerRecord
+
+    from streamapp.sql.formats import Codec
+
+    written = []
+    for topic, run_of in groupby(enumerate(records, first), key=lambda r: r[1][0]):
+        codec = Codec(app.topology.source_at(topic))
+        for offset, (_, k, value, timestamp) in run_of:
+            raw_key, raw_value = codec.encode_key(k), None if value is None else codec.encode_value(value)
+            msg = ConsumerRecord(topic, 0, offset, timestamp, 0, raw_key, raw_value, None, 0, 0, [])
+            written += [(key, out, ts) for _, key, out, ts in run.process(topic, 0, msg)]
+        handed = run.stored()
+        if changes is not None:
+            changes += handed
+    return written
+
+
+def expected(app: Any, records: list[tuple[str, Any, Any, int]]) -> list[tuple[bytes | None, bytes | None, int]]:
+    from streamapp.sql.formats import Codec
+    from streamapp.sql.runner import TestRecord, run
+
+    result = run(app.topology.plan, [TestRecord(t, k, v, ts, i) for i, (t, k, v, ts) in enumerate(records)])
+    sink = Codec(app.topology.plan.source("O"))
+    return [(sink.encode_key(r.key), None if r.value is None else sink.encode_value(r.value), r.timestamp)
+            for r in result.actual.get("o", [])]
+
+
+def late_in_memory(app: Any, records: list[tuple[str, Any, Any, int]]) -> int:
+    """How many records the pure engine, its stores in memory, found too late."""
+    from streamapp.sql.engine import Record
+    from streamapp.sql.formats import Codec
+    from streamapp.sql.stream_join import StreamJoin
+
+    plan = app.topology.plan
+    engine = StreamJoin(plan, plan.queries[0])
+    for i, (topic, k, value, timestamp) in enumerate(records):
+        codec = Codec(plan.source(topic.upper()))
+        engine.process(Record(topic, codec.encode_key(k), None if value is None else codec.encode_value(value),
+                              timestamp, 0, i))
+    return engine.late
+
+
+@pytest.mark.parametrize("within", ["WITHIN 1 SECOND", "WITHIN (500 MILLISECONDS, 2 SECONDS) GRACE PERIOD 3 SECONDS",
+                                    "WITHIN 2 SECONDS GRACE PERIOD 0 SECONDS"])
+@pytest.mark.parametrize("join", ["INNER", "LEFT", "RIGHT", "FULL"])
+def test_each_record_joined_against_rocksdb_writes_what_the_test_runner_writes(
+        join: str, within: str, tmp_path: Path) -> None:
+    from agents.stream_joins import StreamJoinRun
+
+    app = app_of(tmp_path, join, within)
+    [joined] = app.topology.stream_joins
+    run = StreamJoinRun(app, joined, clock=lambda: 0)  # the test driver's clock, which never moves
+    written = feed(run, app, RECORDS)
+    assert written == expected(app, RECORDS)
+    assert written  # the records join: the comparison is not of two empty lists
+    late = late_in_memory(app, RECORDS)
+    assert run.engine.late == late and (late > 0) == ("GRACE" in within)  # the same records too late, counted alike
+
+
+def test_a_restarted_run_joins_what_the_stores_kept_and_forgets_what_the_retention_let_go(tmp_path: Path) -> None:
+    """A new run over the same RocksDB (the worker after a restart; Faust restores the same rows from the
+    changelogs) picks up the stores and stream time; the stores hold what the retention keeps, not the stream."""
+    from agents.stream_joins import StreamJoinRun
+    from streamapp.worker.faust_internals import partition_db
+
+    def ticking() -> Any:  # a wall clock a second on at each look: every fetch may look for closed windows
+        now = [0]
+
+        def clock() -> int:
+            now[0] += 1000
+            return now[0]
+        return clock
+
+    within = "WITHIN 1 SECOND GRACE PERIOD 1 SECOND"
+    app, whole = app_of(tmp_path / "restarted", "LEFT", within), app_of(tmp_path / "whole", "LEFT", within)
+    [joined] = app.topology.stream_joins
+    first, second = RECORDS[:3], RECORDS[3:]
+    written = feed(StreamJoinRun(app, joined, clock=ticking()), app, first)
+    after = feed(StreamJoinRun(app, joined, clock=ticking()), app, second, first=len(first))
+    assert written + after == feed(StreamJoinRun(whole, whole.topology.stream_joins[0], clock=ticking()), whole, RECORDS)
+    assert (b"\x00" * 7 + b"\x01", b'{"A":"a3","B":"b1"}', 1500) in after  # a3 joins b1, stored before it
+    run = StreamJoinRun(app, joined, clock=ticking())
+    many = [("l", i % 7, {"A": f"x{i}"}, i * 100) for i in range(2000)]
+    feed(run, app, many, first=100)
+    stores = [partition_db(table, 0) for table in run.tables]
+    held = sum(1 for key, _ in stores[0].items() if key[:1] == b"\x00")
+    assert 0 < held <= 3_000 // 100 * 2  # retention 3 s of records every 100 ms: a sweep every half retention
+    assert sum(1 for _ in stores[2].items()) <= 3_000 // 100 * 2  # the waiting unmatched ones, closed ones gone
+
+
+def test_the_changes_of_the_stores_are_handed_over_for_their_changelogs(tmp_path: Path) -> None:
+    """What the agent sends to the stores' changelogs, replayed into empty stores (Faust's restore), is the state."""
+    from agents.stream_joins import StreamJoinRun
+    from streamapp.worker.faust_internals import partition_db
+
+    app = app_of(tmp_path, "FULL", "WITHIN 1 SECOND GRACE PERIOD 1 SECOND")
+    [joined] = app.topology.stream_joins
+    run = StreamJoinRun(app, joined, clock=lambda: 0)
+    changes: list[Any] = []
+    feed(run, app, RECORDS, changes=changes)
+    replayed: dict[Any, dict[bytes, bytes]] = {}
+    for table, partition, key, value in changes:
+        rows = replayed.setdefault((table.name, partition), {})
+        if value is None:
+            rows.pop(key, None)
+        else:
+            rows[key] = value
+    for table in run.tables:
+        assert dict(partition_db(table, 0).items()) == replayed.get((table.name, 0), {})
+
+
+def _accepted_r1_cases() -> list[Path]:
+    """ksqlDB's stream-stream cases (ring R1) whose plan the worker accepts: one stream-stream join, nothing else."""
+    from streamapp.sql.planner import plan_file
+    from streamapp.sql.topology import worker_refusal
+
+    qtt = Path(__file__).parent / "qtt"
+    cases = []
+    for case in sorted(d for d in qtt.iterdir() if (d / "case.json").exists()):
+        about = json.loads((case / "case.json").read_text(encoding="utf-8"))
+        if about["ring"] != "R1" or about["expected_exception"] is not None:
+            continue
+        plan = plan_file(case / "statements.sql", about["properties"])
+        if worker_refusal(plan) is None and len(plan.queries) == 1:
+            cases.append(case)
+    return cases
+
+
+@pytest.mark.parametrize("case", _accepted_r1_cases(), ids=lambda d: d.name)
+def test_each_ksqldb_case_the_worker_accepts_is_joined_against_rocksdb_as_the_engine_joins_it(
+        case: Path, tmp_path: Path) -> None:
+    """The inputs of ksqlDB's case, through the agent's join and its RocksDB stores, write what the pure engine
+    writes (which tests/test_qtt.py holds to ksqlDB's outputs)."""
+    from aiokafka.structs import ConsumerRecord
+
+    from agents.stream_joins import StreamJoinRun
+    from streamapp.sql.runner import encode_inputs, read_records
+    from streamapp.sql.stream_join import StreamJoin
+    from streamapp.worker.app import create_app
+
+    app = create_app(Settings(statements=str(case / "statements.sql"), data_dir=str(tmp_path / "data")))
+    plan = app.topology.plan
+    [joined] = app.topology.stream_joins
+    run = StreamJoinRun(app, joined, clock=lambda: 0)
+    engine = StreamJoin(plan, plan.queries[0])
+    records = encode_inputs(plan, read_records(case / "input.json", "inputs"), "input")
+    assert records
+    worker, pure = [], []
+    for offset, record in enumerate(records):
+        topic = next(t for t, declared in run.engine_topic.items() if declared == record.topic)
+        msg = ConsumerRecord(topic, 0, offset, record.timestamp, 0, record.key, record.value, None, 0, 0, [])
+        worker += [(key, value, ts) for _, key, value, ts in run.process(topic, 0, msg)]
+        run.stored()  # a record a fetch: the state goes through RocksDB between every two
+        pure += [(o.record.key, o.record.value, o.record.timestamp)
+                 for o in engine.process(record._replace(offset=offset))]
+    assert worker == pure and run.engine.late == engine.late
