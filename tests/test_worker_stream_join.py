@@ -198,3 +198,15 @@ def test_each_ksqldb_case_the_worker_accepts_is_joined_against_rocksdb_as_the_en
         pure += [(o.record.key, o.record.value, o.record.timestamp)
                  for o in engine.process(record._replace(offset=offset))]
     assert worker == pure and run.engine.late == engine.late
+
+
+def test_exactly_once_is_refused_at_start_in_one_line_for_a_stream_stream_join(tmp_path: Path) -> None:
+    from streamapp.errors import StreamappError
+    from streamapp.worker.app import create_app
+
+    path = tmp_path / "joins.sql"
+    path.write_text(STREAMS.format(key="L.ID", join="LEFT", within="WITHIN 1 SECOND"), encoding="utf-8")
+    with pytest.raises(StreamappError) as refused:
+        create_app(Settings(statements=str(path), processing_guarantee="exactly_once"))
+    assert str(refused.value) == ("processing_guarantee=exactly_once: not supported by the worker yet for the "
+                                  "stream-stream join O; run it at_least_once")
