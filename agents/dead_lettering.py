@@ -28,7 +28,7 @@ from streamapp.kafka.limits import RecordLimits, read_limits, record_size
 from streamapp.model.dead_letters import DeadLetter
 from streamapp.model.records import RecordError
 from streamapp.worker.app import StreamappApp
-from streamapp.worker.batch_sender import BatchSender, OnFailure, OnSent, track_topics
+from streamapp.worker.batch_sender import NOT_THE_TOPIC, BatchSender, OnFailure, OnSent, track_topics
 from streamapp.worker.faust_internals import ack_all, aiokafka_producer
 from streamapp.worker.health import RepeatFilter
 from streamapp.worker.tables import RowWrites
@@ -108,6 +108,17 @@ def is_record_fault(exc: BaseException) -> bool:
     if isinstance(exc, RecursionError):
         return True
     return isinstance(exc, Exception) and not isinstance(exc, (FaustError, OSError, RuntimeError))
+
+
+def letters_for_refusal(error: BaseException, guarantee: str) -> bool:
+    """Whether the records of a batch refused with ``error`` become dead letters under ``guarantee``.
+
+    Not under at_least_once when the cluster refused it (not authorized, a deleted topic: what the batch sender
+    tells the health, :data:`~streamapp.worker.batch_sender.NOT_THE_TOPIC`): every later commit is held then, so
+    the restart reads and writes them again and a letter would be a second copy.  Under exactly_once offsets go
+    in transactions, which no hold stops (a transaction's outputs: :meth:`DeadLettering.refused_in`).
+    """
+    return guarantee != "at_least_once" or isinstance(error, NOT_THE_TOPIC)
 
 
 def reason_of(exc: BaseException) -> tuple[str, str | None]:
@@ -219,7 +230,13 @@ class DeadLettering:
         _log_lost(letter, "the producer refused it even without payload")
 
     def refused(self, topic: str, partition: int, sources: list[Record], error: BaseException) -> None:
-        """BatchSender's ``on_failure``: the orders of a batch the broker refused become dead letters."""
+        """BatchSender's ``on_failure``: the orders of a batch the broker refused become dead letters, unless its
+        commits are held for it (:func:`letters_for_refusal`)."""
+        if not letters_for_refusal(error, self.app.settings.processing_guarantee):
+            logger.warning("%d records of the batch refused for %s[%d] are not dead-lettered: no offset is committed "
+                           "any more, so the worker's restart reads and writes them again", len(sources), topic,
+                           partition)
+            return
         task = asyncio.ensure_future(self._send_all(sources, _refused_error(topic, partition, error)))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
