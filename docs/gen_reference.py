@@ -30,7 +30,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                                       "merged_repartition_topic", "ksqldb_users_repartition_topic",
                                       "ksqldb_merged_topic", "ksqldb_merged_repartition_topic")),
     ("Web server", ("web_host", "web_port", "web_token", "web_table_blueprint")),
-    ("Health", ("kafka_unreachable_timeout", "kafka_unreachable_exit")),
+    ("Health", ("kafka_unreachable_timeout", "kafka_unreachable_exit", "output_failure_exit", "stop_timeout")),
     ("ksqlDB", ("ksqldb_endpoint", "ksqldb_username", "ksqldb_password", "ksqldb_cafile")),
 )
 
