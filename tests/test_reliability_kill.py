@@ -26,7 +26,7 @@ from streamapp.worker.process import WorkerProcess
 
 from workerkit import (
     BackgroundProducer, Dataset, DAY, DAY_START_MS, TopicTail, check_output, isolated, make_dataset, produce, read_all,
-    wait_for_outputs, wait_for_users, worker_settings,
+    start_together, wait_for_outputs, wait_for_users, worker_settings,
 )
 
 #: Users are stamped the day before the orders: Kafka Streams, which picks the oldest record first, then
@@ -34,16 +34,18 @@ from workerkit import (
 USERS_TS = DAY_START_MS - 86_400_000
 
 
-def kill_and_restart(settings: Settings, tmp_path: Path, dataset: Dataset, kill_at: float,
+def kill_and_restart(settings: Settings, tmp_path: Path, dataset: Dataset, streams: KsqlEquivalent, kill_at: float,
                      chunk: int, rate: float, timeout: float) -> dict[str, object]:
-    """Run the scenario; returns the figures (per output: records, duplicates) for the report."""
+    """Run the scenario (``streams``, never killed, starts beside the first worker); returns the figures (per
+    output: records, duplicates) for the report."""
     n = settings.partitions
     started = time.monotonic()
-    first = WorkerProcess(worker_settings(settings, tmp_path, "w"), tmp_path / "worker.log").start(timeout=120)
+    first = WorkerProcess(worker_settings(settings, tmp_path, "w"), tmp_path / "worker.log")
     second: WorkerProcess | None = None
     outputs = (settings.merged_topic, settings.merged_repartition_topic)
     tails = [TopicTail(settings.bootstrap_servers, topic, n) for topic in outputs]
     try:
+        start_together(streams, first)
         produce(settings.bootstrap_servers, settings.users_topic, [(*r, USERS_TS) for r in dataset.user_records()])
         wait_for_users([first], len(dataset.users), timeout=120)
         # Kafka Streams' repartitioned users table is read back from the topic it writes: all there first
@@ -129,9 +131,13 @@ def run(settings: Settings, tmp_path: Path, users: int, orders: int, chunk: int,
     dataset = make_dataset(users, orders, seed=orders)
     ensure_topics(settings.bootstrap_servers, {settings.users_topic: settings.partitions,
                                                settings.orders_topic: settings.partitions})
-    with KsqlEquivalent(settings, state_dir=tmp_path / "streams").start():  # ksqlDB's side, beside the worker
-        figures = kill_and_restart(settings, tmp_path, dataset, kill_at=0.4, chunk=chunk, rate=rate, timeout=timeout)
+    streams = KsqlEquivalent(settings, state_dir=tmp_path / "streams")  # ksqlDB's side, beside the worker
+    try:
+        figures = kill_and_restart(settings, tmp_path, dataset, streams, kill_at=0.4, chunk=chunk, rate=rate,
+                                   timeout=timeout)
         wait_for_ksql_outputs(settings, dataset, timeout)
+    finally:
+        streams.stop()
     started = time.monotonic()
     assert_reconciled_as_duplicates(settings, dataset, figures, tmp_path / "reconcile")
     figures["reconcile_seconds"] = round(time.monotonic() - started, 1)
