@@ -121,3 +121,31 @@ def test_the_doctor_judges_a_table_table_joins_pair_on_the_broker(
     [pair] = [p for p in report.pairs if p.joined]
     assert (pair.left, pair.right, pair.joined_by, pair.status) == (left, right, ("worker:o",), "broken")
     assert not report.ok
+
+
+STREAMS = """
+CREATE STREAM A (ID STRING KEY, V STRING) WITH (KAFKA_TOPIC='a_t', VALUE_FORMAT='JSON');
+CREATE STREAM B (ID STRING KEY, W STRING) WITH (KAFKA_TOPIC='b_t', VALUE_FORMAT='JSON');
+CREATE STREAM AB WITH (KAFKA_TOPIC='ab_t') AS SELECT A.ID, V, W FROM A JOIN B WITHIN 1 MINUTE ON A.ID = B.ID;
+"""
+
+
+def test_a_stream_stream_joins_two_streams_are_a_pair_checked_as_streams(tmp_path: Path) -> None:
+    """The worker runs stream-stream joins of two co-partitioned streams: their counts and partitioners are checked,
+    not a table's key serialization (a stream's keys are not stored as a table's)."""
+    path = tmp_path / "streams.sql"
+    path.write_text(STREAMS, encoding="utf-8")
+    settings = Settings(statements=str(path))
+    joins = topology(settings)
+    assert joined_pairs(joins) == [("a_t", "b_t")]
+    assert pairs_from_worker(settings) == [JoinedPair("a_t", "b_t", "worker:ab")]
+    crc32 = TopicFacts(N, score([(k, zlib.crc32(k) % N) for k in KEYS], N))
+    report = evaluate(settings, {"a_t": murmur2_facts(N), "b_t": crc32})
+    assert [c.name for c in report.checks] == ["partitions a_t × b_t", "partitioner of a_t", "partitioner of b_t"]
+    [problem] = report.problems
+    assert problem.startswith("b_t was not written with murmur2") and problem.endswith(
+        "Its stream-stream joins (streamapp_ab_t) will miss about 83% (1 − 1/6) of the other side's records: "
+        "re-write it with the join's partitioner.")
+    assert evaluate(settings, {"a_t": murmur2_facts(N), "b_t": murmur2_facts(3)}).problems == [
+        "Can't join a_t with b_t since the number of partitions don't match: a_t has 6 partitions, b_t has 3. "
+        "Repartition one of them so the counts match."]

@@ -11,10 +11,15 @@ from typing import Any
 from streamapp.settings import Settings
 from streamapp.worker.counters import Counters
 from streamapp.worker.health import PROBE, OutputWatch, Reachability, health_status
-from streamapp.worker.metrics import TableJoinFacts, read
+from streamapp.worker.metrics import TableJoinFacts, read, watched_topics
 
 from test_metrics import DIRECT, full_scrape, parsed, samples
 
+TABLES = """
+CREATE TABLE L (ID STRING PRIMARY KEY, V STRING) WITH (KAFKA_TOPIC='l_t', VALUE_FORMAT='JSON');
+CREATE TABLE R (ID STRING PRIMARY KEY, W STRING) WITH (KAFKA_TOPIC='r_t', VALUE_FORMAT='JSON');
+CREATE TABLE O WITH (KAFKA_TOPIC='o_t') AS SELECT L.ID, V, W FROM L LEFT JOIN R ON L.ID = R.ID;
+"""
 CUSTOMER_ACCOUNTS = TableJoinFacts("customer_accounts", "out_accounts")
 
 
@@ -62,11 +67,19 @@ def test_a_worker_of_a_table_table_plan_labels_its_join_by_the_querys_name_and_o
     from streamapp.worker.app import create_app
 
     path = tmp_path / "joins.sql"
-    path.write_text("""
-CREATE TABLE L (ID STRING PRIMARY KEY, V STRING) WITH (KAFKA_TOPIC='l_t', VALUE_FORMAT='JSON');
-CREATE TABLE R (ID STRING PRIMARY KEY, W STRING) WITH (KAFKA_TOPIC='r_t', VALUE_FORMAT='JSON');
-CREATE TABLE O WITH (KAFKA_TOPIC='o_t') AS SELECT L.ID, V, W FROM L LEFT JOIN R ON L.ID = R.ID;
-""", encoding="utf-8")
+    path.write_text(TABLES, encoding="utf-8")
     app = create_app(Settings(statements=str(path), data_dir=str(tmp_path / "data")))
     scrape = read(app)
     assert list(scrape.table_joins) == [TableJoinFacts("o", "streamapp_o_t")] and list(scrape.joins) == []
+
+
+def test_both_tables_of_a_table_table_join_are_watched_for_misplaced_keys(tmp_path: Path) -> None:
+    """Their keys are checked against the join's partitioner as they are read, as a stream-table join's topics are:
+    a producer switching partitioner turns the guard's verdict (streamapp.copartition.drift)."""
+    from streamapp.worker.app import create_app
+
+    path = tmp_path / "joins.sql"
+    path.write_text(TABLES, encoding="utf-8")
+    app = create_app(Settings(statements=str(path), data_dir=str(tmp_path / "data")))
+    assert watched_topics(app) == {"l_t", "r_t"}
+    assert app.streamapp_instruments.watched == {"l_t", "r_t"}  # type: ignore[attr-defined]

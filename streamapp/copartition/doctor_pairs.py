@@ -28,7 +28,7 @@ from ..sql.topology import topology
 from .doctor import (DEFAULT_SAMPLE, DoctorError, DoctorReport, JoinedPair, PairDiagnosis, diagnose_reports,
                      examine_topics)
 from .drift import LivePlacement, live_message
-from .guard import Check
+from .guard import Check, two_sided
 
 #: ksqlDB's REST media type (``/ksql``).
 KSQL_MEDIA_TYPE = "application/vnd.ksql.v1+json"
@@ -55,10 +55,10 @@ def pairs_from_file(path: str) -> list[JoinedPair]:
 
 def pairs_from_worker(settings: Settings) -> list[JoinedPair]:
     """streamapp's own joins (``statements``, else the seed's): each stream-table join's stream and table topics,
-    then each table-table join's left and right tables' topics (the pairs the guard checks, :func:`.guard.joined_pairs`)."""
+    then each table-table and stream-stream join's two topics (the pairs the guard checks, :func:`.guard.joined_pairs`)."""
     joins = topology(settings)
     return ([JoinedPair(join.stream, join.table_topic, f"worker:{join.pair}") for join in joins.joins]
-            + [JoinedPair(join.left.topic, join.right.topic, f"worker:{join.pair}") for join in joins.table_joins])
+            + [JoinedPair(left, right, f"worker:{join.query.name.lower()}") for _, join, (left, right) in two_sided(joins)])
 
 
 def pairs_from_listing(entities: Sequence[dict[str, Any]]) -> tuple[list[JoinedPair], int]:

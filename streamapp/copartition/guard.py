@@ -20,7 +20,7 @@ from ..errors import StreamappError
 from ..kafka.admin import describe
 from ..partitioners import get_partitioner
 from ..settings import Settings
-from ..sql.topology import Topology, topology
+from ..sql.topology import Output, Topology, topology
 from .drift import LivePlacement, live_message
 from .fingerprint import Fingerprint, fingerprint_topic
 
@@ -79,10 +79,16 @@ class TopicFacts:
 
 def joined_pairs(joins: Topology) -> list[tuple[str, str]]:
     """The topic pairs of the worker's joins, each once: (stream, table) of its stream-table joins, then (left,
-    right) of its table-table joins (each update looks the other side up in its own partition, so both must match)."""
+    right) of its table-table and stream-stream joins (each record meets the other side in its own partition)."""
     pairs = [(join.stream, join.table_topic) for join in joins.joins]
-    pairs += [(join.left.topic, join.right.topic) for join in joins.table_joins]
+    pairs += [topics for _, _, topics in two_sided(joins)]
     return list(dict.fromkeys(pairs))
+
+
+def two_sided(joins: Topology) -> list[tuple[str, Output, tuple[str, str]]]:
+    """(kind, the join, its two topics) of each table-table and stream-stream join."""
+    return ([("table-table", j, (j.left.topic, j.right.topic)) for j in joins.table_joins]
+            + [("stream-stream", j, (j.source_topic, j.right_topic)) for j in joins.stream_joins])
 
 
 def written_topics(joins: Topology) -> list[str]:
@@ -94,14 +100,18 @@ def written_topics(joins: Topology) -> list[str]:
 def miss_cost(topic: str, joins: Topology, n: int) -> str:
     """What a topic written with another partitioner costs the joins that read it (or copies of it)."""
     share = f"{1 - 1 / n:.0%} (1 − 1/{n})"
+    sides = []
+    for kind, what, fix in (("table-table", "rows", ", or declare a copy of it (CREATE TABLE ... AS SELECT) and join "
+                             "that"), ("stream-stream", "records", "")):
+        outputs = [j.output for k, j, pair in two_sided(joins) if k == kind and topic in pair]
+        if outputs:
+            sides.append(f"Its {kind} joins ({', '.join(outputs)}) will miss about {share} of the other side's "
+                         f"{what}: re-write it with the join's partitioner{fix}.")
+    tables = " ".join(sides)
     if topic in joins.stream_topics:
         outputs = ", ".join(j.output for j in joins.joins if j.stream == topic)
         return (f"Its records are looked up in partitions the join's partitioner did not choose: every join of it "
-                f"({outputs}) will miss about {share} of lookups.")
-    paired = ", ".join(j.output for j in joins.table_joins if topic in (j.left.topic, j.right.topic))
-    tables = (f"Its table-table joins ({paired}) will miss about {share} of the other side's rows: "
-              f"re-write it with the join's partitioner, or declare a copy of it (CREATE TABLE ... AS SELECT) "
-              f"and join that." if paired else "")
+                f"({outputs}) will miss about {share} of lookups." + (f" {tables}" if tables else ""))
     direct = ", ".join(j.output for j in joins.joins if j.table_topic == topic)
     if not direct:
         return tables
@@ -209,9 +219,10 @@ def evaluate(
     counts = {topic: f.partitions for topic, f in facts.items()}
     created = dict.fromkeys(joins.outputs, settings.partitions)
     checks = [partition_count_check(stream, table, counts, created) for stream, table in joined_pairs(joins)]
+    streams = {*joins.stream_topics, *joins.stream_join_topics}
     for topic in written_topics(joins):
         topic_facts = facts.get(topic, TopicFacts(None))
-        if topic not in joins.stream_topics:
+        if topic not in streams:  # a table's keys: how the worker stores them
             checks.append(key_serialization_check(topic, key_serializers, topic_facts))
         checks.append(partitioner_check(topic, partitioner, topic_facts, joins, (live or {}).get(topic)))
     return CopartitionReport(settings.guard_policy, partitioner, checks)

@@ -26,6 +26,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from ..copartition.drift import Placement
+from ..copartition.guard import joined_pairs
 from .faust_internals import partition_db
 from .transactions import transaction_counts
 from .transport import Handler
@@ -176,8 +177,9 @@ class CommitSensor(faust.Sensor):
 
 
 def watched_topics(app: StreamappApp) -> set[str]:
-    """The topics a join reads by partition: each join's stream and its table's topic."""
-    return {topic for join in app.topology.joins for topic in (join.stream, join.table_topic)}
+    """The topics a join reads by partition: both topics of each pair the guard checks (stream-table, table-table
+    and stream-stream joins), so a misplaced key of any of them reaches its verdict (:mod:`..copartition.drift`)."""
+    return {topic for pair in joined_pairs(app.topology) for topic in pair}
 
 
 def instrument(app: StreamappApp) -> Instruments:
