@@ -28,7 +28,9 @@ from streamapp.demo.ksql_equivalent import KsqlEquivalent
 from streamapp.kafka.admin import ensure_topics
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
-from workerkit import DAY, DAY_START_MS, Order, isolated, make_users, murmur2_partition, produce, read_all, wait_for_users
+from workerkit import (
+    DAY, DAY_START_MS, Order, isolated, make_users, murmur2_partition, produce, read_all, start_together, wait_for_users,
+)
 
 PARTITIONS = 6
 HOUR_MS = 3_600_000
@@ -52,8 +54,7 @@ def engines(settings: Settings, tmp_path: Path) -> Iterator[tuple[WorkerProcess,
     streams = KsqlEquivalent(settings, state_dir=tmp_path / "streams")
     worker = WorkerProcess(settings, tmp_path / "worker.log")
     try:
-        streams.start()
-        worker.start()
+        start_together(streams, worker)
         yield worker, streams
     finally:
         worker.stop()
