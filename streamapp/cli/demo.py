@@ -50,10 +50,13 @@ RUNS = ("consistent_random", "murmur2_random")
 RECONCILE_TIMEOUT = 180.0
 #: Spark's defaults (200 shuffle partitions, the UI) are sized for clusters; the demo's data is tiny.
 #: Its JVM lives ~20 s, too short for C2 compilation to pay: C1 only cut the job 34 s -> 21 s
-#: (benchmarks/README.md, Demo).  The nightly job keeps the JVM's defaults.
+#: (benchmarks/README.md, Demo).  On a few hundred records AQE's re-planning, whole-stage code generation
+#: (Janino compiles each stage) and the locality wait cost more than they save: without them the job took
+#: 42.6 CPU s instead of 48.6-56.8.  The nightly job keeps Spark's defaults.
 SPARK_SUBMIT_ARGS = ("--conf spark.sql.shuffle.partitions=2 --conf spark.default.parallelism=2 "
                      "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false "
-                     "--conf spark.sql.adaptive.coalescePartitions.initialPartitionNum=2 "
+                     "--conf spark.sql.adaptive.enabled=false --conf spark.sql.codegen.wholeStage=false "
+                     "--conf spark.locality.wait=0 "
                      "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
 ENGINES = (FAUST, KAFKA_STREAMS)
 #: Log lines of an engine shown when it did not load a run's users in time.
@@ -97,18 +100,20 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     reconciliation: dict[str, Any] = {"ran": False}
     window_start = datetime.now(timezone.utc) - timedelta(minutes=1)
     on_cluster = args.bootstrap_servers is not None
-    with tempfile.TemporaryDirectory(prefix="streamapp-demo-") as tmp, \
-            nullcontext() if on_cluster else EmbeddedBroker.from_settings(settings) as broker:
-        if broker is None:
-            console.print(f"Kafka at {settings.bootstrap_servers} (a running cluster, not started by the demo)")
-        else:
-            console.print(f"Apache Kafka (one KRaft node, temporary data) ready on {broker.bootstrap} "
-                          f"(pid {broker.pid}) after {time.monotonic() - started:.1f}s")
+    # the broker's port is chosen now, so that Spark (which reads nothing before the runs are done) starts first
+    broker = None if on_cluster else EmbeddedBroker.from_settings(settings, port=free_port())
+    with tempfile.TemporaryDirectory(prefix="streamapp-demo-") as tmp:
         demo_settings = (settings if broker is None else broker.settings(settings)).replace(
             data_dir=str(Path(tmp) / "data"), web_port=free_port(), ksqldb_endpoint="", partitioner="murmur2"
         )
-        # Spark's JVM starts now, beside the engines and the runs, and reads once they are done
-        with ReconcileJob.start(demo_settings, Path(tmp), window_start, console) if args.reconcile else nullcontext() as job:
+        # Spark's JVM starts now, beside the broker, the engines and the runs, and reads once they are done
+        with ReconcileJob.start(demo_settings, Path(tmp), window_start, console) if args.reconcile else nullcontext() as job, \
+                nullcontext() if broker is None else broker:
+            if broker is None:
+                console.print(f"Kafka at {settings.bootstrap_servers} (a running cluster, not started by the demo)")
+            else:
+                console.print(f"Apache Kafka (one KRaft node, temporary data) ready on {broker.bootstrap} "
+                              f"(pid {broker.pid}) after {time.monotonic() - started:.1f}s")
             with engines(demo_settings, demo, Path(tmp), console, started) as logs:
                 for number, partitioner in enumerate(runs, start=1):
                     seed = None if args.seed is None else args.seed + number - 1
@@ -125,14 +130,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                             console.rule(f"{table_wait.engine}: its last log lines")
                             console.print(logs[table_wait.engine](LOG_TAIL), markup=False, highlight=False)
                     console.print(f"Run {number} took {time.monotonic() - run_started:.1f}s")
+                if job is not None:  # every record is written: Spark reads while the engines stop
+                    job.go()
             console.print("Faust worker and Kafka Streams stopped.")
             console.rule("Summary")
             console.print(summary_table(results))
             if job is not None:
-                reconcile_started = time.monotonic()
                 reconciliation = job.finish(console)
-                console.print(f"Reconciliation took {time.monotonic() - reconcile_started:.1f}s "
-                              f"(its Spark started {job.started - started:.1f}s into the demo, beside the engines)")
+                console.print(f"Reconciliation took {time.monotonic() - job.told:.1f}s after the runs "
+                              f"(its Spark started {job.started - started:.1f}s into the demo, beside the broker)")
     console.print(f"Broker stopped; demo finished in {time.monotonic() - started:.1f}s" if not on_cluster else
                   f"Demo finished in {time.monotonic() - started:.1f}s")
     if args.json:
@@ -192,8 +198,8 @@ def summary_table(results: list[ProduceRun]) -> Table:
 class ReconcileJob:
     """``python -m spark_batch.reconcile --start-then-wait`` over the demo's window, started before the data.
 
-    Its JVM starts while the engines start and the runs produce (Spark's start is most of a small
-    job's time); it reads nothing until ``finish`` writes its go line, once every record is written.
+    Its JVM starts while the broker and the engines start and the runs produce (Spark's start is most of
+    a small job's time); it reads nothing until ``go`` writes its go line, once every record is written.
     Both sides are read from Kafka by Spark's Kafka source: the Faust worker's outputs against the
     Kafka Streams program's, in the topics ksqlDB would write.  ``proc`` is None when the job is not
     installed (``reason`` says why); a job still running when the demo leaves is ended.
@@ -206,6 +212,8 @@ class ReconcileJob:
     #: The two engines' output topics, as the reconciliation names them.
     sides: str
     reason: str = ""
+    #: When :meth:`go` told the job to read (0: not yet).
+    told: float = 0.0
 
     @classmethod
     def start(cls, settings: Settings, tmp: Path, window_start: datetime, console: Console) -> "ReconcileJob":
@@ -225,7 +233,7 @@ class ReconcileJob:
         env = {**os.environ, **settings_env(settings), "PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS}
         with logs[0].open("w") as out, logs[1].open("w") as err:  # files, not pipes: nobody reads them until the end
             proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err, text=True)
-        console.print(f"Spark (the reconciliation's JVM) starting beside the engines (pid {proc.pid})")
+        console.print(f"Spark (the reconciliation's JVM) starting beside the broker and the engines (pid {proc.pid})")
         return cls(proc, output, logs, started, sides)
 
     def __enter__(self) -> "ReconcileJob":
@@ -240,19 +248,27 @@ class ReconcileJob:
                 self.proc.kill()
                 self.proc.wait()
 
-    def finish(self, console: Console) -> dict[str, Any]:
-        """Tell the job to read, wait for it, print what it printed; its summary as the demo's JSON shows it."""
-        console.rule("Reconciliation (Spark): the Faust worker against Kafka Streams")
-        if self.proc is None:
-            console.print(f"Reconciliation skipped: {self.reason}")
-            return {"ran": False, "reason": self.reason}
-        console.print(f"No ksqlDB here: its side is {self.sides}; both read from Kafka by Spark's Kafka source.")
-        assert self.proc.stdin is not None
+    def go(self) -> None:
+        """Tell the job to read: every record of the runs is in the topics (the engines may still be stopping)."""
+        self.told = time.monotonic()
+        if self.proc is None or self.proc.stdin is None:
+            return
         try:
             self.proc.stdin.write("go\n")
             self.proc.stdin.close()
         except BrokenPipeError:  # it already stopped: its error is in its output
             pass
+
+    def finish(self, console: Console) -> dict[str, Any]:
+        """Wait for the job (told to read first if :meth:`go` was not called), print what it printed; its summary
+        as the demo's JSON shows it."""
+        console.rule("Reconciliation (Spark): the Faust worker against Kafka Streams")
+        if self.proc is None:
+            console.print(f"Reconciliation skipped: {self.reason}")
+            return {"ran": False, "reason": self.reason}
+        console.print(f"No ksqlDB here: its side is {self.sides}; both read from Kafka by Spark's Kafka source.")
+        if not self.told:
+            self.go()
         try:
             code = self.proc.wait(timeout=RECONCILE_TIMEOUT)
         except subprocess.TimeoutExpired:
