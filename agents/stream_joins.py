@@ -5,7 +5,7 @@ state of the record's partition held in RocksDB (:class:`RocksState`): both topi
 key's records of both sides meet in one partition, as in a Kafka Streams task.  A side's window store keeps a
 record under its key bytes, big-endian time and offset (a key's records of a time range are one range scan),
 and a time index by which what the retention let go is deleted as stream time moves; every write goes to the
-store's changelog too, which Faust restores from.  See docs/explanation/worker-internals.md#stream-stream-joins.
+store's changelog too, which Faust restores from.  The cases it runs: docs/reference/ksqldb-tests.md.
 """
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ from streamapp.worker.transport import Handler, Record
 from .dead_lettering import DeadLettering, OutputChecks
 
 #: A window store's keys: a record by (key, time, offset); the time index by (time, key, offset); the partition's
-#: stream times (in the left side's table).
+#: stream times (in the left side's table).  The outer store's: a record by (time, side, key, offset).  Faust keeps
+#: its changelog offset in each database too, under a key of its own (``__faust...``), after these.
 _DATA, _INDEX, _META = b"\x00", b"\x01", b"\x02"
 #: One change of a store, for its changelog: (table, partition, key, value or None for a delete).
 Change = tuple[faust.Table, int, bytes, bytes | None]
@@ -95,7 +96,7 @@ class RocksWindow:
             self.expire(oldest)
         kb = _sized(store_key(key))
         self.writes.put(_DATA + kb + _time(timestamp) + _seq(seq), pickle.dumps(row, protocol=5))
-        self.writes.put(_INDEX + _time(timestamp) + kb + _seq(seq), b"")
+        self.writes.put(_INDEX + _time(timestamp) + kb + _seq(seq), b"1")
         return True
 
     def fetch(self, key: Any, start: int, end: int) -> list[tuple[int, Row]]:
@@ -127,7 +128,7 @@ class RocksOuter:
 
     @staticmethod
     def _prefix(timestamp: int, this_is_left: bool, key: Any) -> bytes:
-        return _time(timestamp) + (b"\x01" if this_is_left else b"\x00") + _sized(store_key(key))
+        return _DATA + _time(timestamp) + (b"\x01" if this_is_left else b"\x00") + _sized(store_key(key))
 
     def add(self, timestamp: int, this_is_left: bool, key: Any, row: Row, seq: int) -> None:
         self.writes.put(self._prefix(timestamp, this_is_left, key) + _seq(seq), pickle.dumps((key, row), protocol=5))
@@ -137,9 +138,9 @@ class RocksOuter:
 
     def entries(self) -> list[tuple[int, bool, Any]]:
         firsts: dict[bytes, Any] = {}
-        for k, v in self.writes.db.items():
+        for k, v in _scan(self.writes.db, _DATA, _INDEX):  # not Faust's own keys (its changelog offset)
             firsts.setdefault(k[:-8], v)
-        entries = [(int.from_bytes(k[:8], "big") - 2**63, k[8] == 1, k) for k in firsts]
+        entries = [(int.from_bytes(k[1:9], "big") - 2**63, k[9] == 1, k) for k in firsts]
         return sorted(entries, key=lambda e: (e[0], e[1], self._order(pickle.loads(firsts[e[2]])[0]) or b""))
 
     def pop(self, entry: tuple[int, bool, Any]) -> list[tuple[Any, Row]]:

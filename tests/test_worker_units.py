@@ -30,6 +30,7 @@ def test_counters_snapshot_per_partition_and_totals() -> None:
     assert snap["totals"] == {
         "rows": {"customers": 7}, "deleted": {}, "records": {"payments": 4},
         "joined": {"direct": 1, "repartitioned": 1}, "missed": {"direct": 3}, "dead_lettered": 1,
+        "late": {},
     }
     line = summary_line(snap)
     assert "direct joined 1 missed 3 (75.00%)" in line

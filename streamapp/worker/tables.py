@@ -87,7 +87,7 @@ class JoinTables:
         #: Store name -> the Faust table of a stream-stream join's window or outer store (``agents/stream_joins.py``).
         self.windows: dict[str, faust.Table] = {
             name: app.Table(name, help=f"state of the stream-stream join {join.query.name}", options=store_options(),
-                            **options)
+                            **options, value_type=bytes)
             for join in topology.stream_joins for name in join.stores}
         #: Source topic -> the tables loaded from it.
         self.by_source: dict[str, list[faust.Table]] = {}
