@@ -1,4 +1,5 @@
-"""The guard and the doctor check the pairs of table-table joins too: pure pair lists and checks, then on Apache Kafka.
+"""The guard and the doctor check the pairs of table-table (and stream-stream) joins too: pure pair lists and checks,
+then on Apache Kafka (the guard's command, the worker's start under guard_policy=fail, the doctor).
 
 A table-table join joins each update of one side with the other side's row of the key in the update's own
 partition, so both topics need the same partition count (Kafka Streams refuses a mismatch) and partitioner.
@@ -20,6 +21,8 @@ from streamapp.copartition.guard import GuardError, TopicFacts, evaluate, joined
 from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
 from streamapp.sql.topology import topology
+from streamapp.worker.app import GUARD_EXIT_CODE
+from streamapp.worker.process import WorkerError, WorkerProcess
 
 from workerkit import isolated, produce
 
@@ -109,6 +112,22 @@ def test_the_guard_refuses_two_tables_of_different_partition_counts_on_the_broke
     assert [name for name, check in checks.items() if check["ok"] is not True] == [f"partitions {left} × {right}"]
     with pytest.raises(GuardError, match=f"guard_policy=fail: 1 co-partitioning problem.*Can't join {left} with"):
         run_guard(settings.replace(guard_policy="fail"), {left: "raw", right: "raw"})
+
+
+def test_the_worker_under_fail_does_not_start_on_two_tables_of_different_partition_counts(
+        broker_settings: Settings, new_topic, tmp_path: Path) -> None:
+    """As Kafka Streams refuses it: one line, exit status 2, before any update is joined."""
+    left, right = new_topic("l", N), new_topic("r", 4)
+    settings = isolated(broker_settings, guard_policy="fail").replace(
+        statements=plan(tmp_path, left, right).statements)
+    worker = WorkerProcess(settings, tmp_path / "worker.log")
+    with pytest.raises(WorkerError, match=f"exited with code {GUARD_EXIT_CODE}"):
+        worker.start(timeout=90)
+    log = worker.log()
+    assert (f"Worker not started: guard_policy=fail: 1 co-partitioning problem(s): Can't join {left} with {right} "
+            f"since the number of partitions don't match: {left} has 6 partitions, {right} has 4.") in log, log[-3000:]
+    assert "Traceback" not in log
+    worker.stop()
 
 
 def test_the_doctor_judges_a_table_table_joins_pair_on_the_broker(
