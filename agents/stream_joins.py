@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import pickle
 import time
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import faust
 from faust.types import TP
@@ -164,7 +164,8 @@ class RocksState(JoinState):
                   for side, writes in ((p.LEFT_SIDE, left), (p.RIGHT_SIDE, right))}
         super().__init__(stores, RocksOuter(outer, engine.sink_codec.encode_key) if engine.has_outer else None,  # type: ignore[arg-type]
                          saved.get("stream_time", -1))
-        self.min_time = 0  # unknown after a restore: the first look finds it
+        if meta is not None:
+            self.min_time = 0  # restored: unknown, the first look finds it
         self._meta, self._saved = left, meta
 
     def save(self) -> None:
@@ -207,6 +208,11 @@ class StreamJoinRun:
         outputs = self.engine.process(EngineRecord(self.engine_topic[topic], msg.key, msg.value, msg.timestamp,
                                                    partition, msg.offset))
         return [(self.output, o.record.key, o.record.value, o.record.timestamp) for o in outputs]
+
+    def revoked(self, partitions: Iterable[int]) -> None:
+        """The partitions went to another worker: what this one knew of their waiting records may be stale."""
+        for partition in partitions:
+            self._looks.pop(partition, None)
 
     def stored(self) -> list[Change]:
         """The fetch is done: each partition's stream times kept; its changes handed over (and forgotten here)."""
@@ -291,3 +297,10 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
     runs = runs_of(app)
     for topic in app.topology.stream_join_topics:
         install_topic(app, dead_letters, topic, runs)
+
+    async def on_revoked(sender: Any, revoked: Iterable[Any], **kwargs: Any) -> None:
+        for run in runs:
+            run.revoked(tp.partition for tp in revoked if tp.topic in run.engine_topic)
+
+    if runs:
+        app.on_partitions_revoked.connect(on_revoked, weak=False)
