@@ -5,7 +5,7 @@ state of the record's partition held in RocksDB (:class:`RocksState`): both topi
 key's records of both sides meet in one partition, as in a Kafka Streams task.  A side's window store keeps a
 record under its key bytes, big-endian time and offset (a key's records of a time range are one range scan),
 and a time index by which what the retention let go is deleted as stream time moves; every write goes to the
-store's changelog too, which Faust restores from.  The cases it runs: docs/reference/ksqldb-tests.md.
+store's changelog too, which Faust restores from.  See docs/explanation/worker-internals.md#stream-stream-joins.
 """
 from __future__ import annotations
 
