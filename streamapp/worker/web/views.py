@@ -393,7 +393,7 @@ class StatsPictureView(web.View):
         workers, _ = await group_counters(app, request)
         latest = app.rechecks.latest
         if not app.topology.joins:
-            raise aioweb.HTTPNotFound(reason="no stream-table join to draw: the plan's joins are table-table joins")
+            raise aioweb.HTTPNotFound(reason="no stream-table join to draw: the plan declares none (the picture draws one)")
         first = app.topology.joins[0]  # the picture shows the first declared join's stream and table
         partitions = app.partition_counts.get(first.stream) or app.settings.partitions
         outputs = [join.output for join in app.topology.joins if join.stream == first.stream]
