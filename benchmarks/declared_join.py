@@ -33,6 +33,8 @@ from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.kafka.reader import TopicReader
 from streamapp.settings import Settings
 from streamapp.sql import engine
+from streamapp.sql import plan as p
+from streamapp.sql.formats import Codec
 from streamapp.sql.runner import TestRecord, read_back, run
 from streamapp.sql.topology import topology
 from streamapp.worker.process import WorkerProcess
@@ -102,11 +104,9 @@ def bench_worker(settings: Settings, tmp: Path, table: list[data.Row], stream: l
     return rate, expected
 
 
-def compare(settings: Settings, topic: str, expected: Counter, sink: object) -> str | None:
+def compare(settings: Settings, topic: str, expected: Counter, sink: p.Source) -> str | None:
     """What differs between ``topic`` and the test runner's records (None: nothing), as multisets."""
-    from streamapp.sql.formats import Codec
-
-    codec = Codec(sink)  # type: ignore[arg-type]
+    codec = Codec(sink)
     with TopicReader(settings.bootstrap_servers, topic, range(settings.partitions)) as reader:
         found = Counter(logical(read_back(codec, engine.Record(topic, r.key, r.value, r.timestamp), 0))
                         for r in reader.read_to_end(timeout=300))
