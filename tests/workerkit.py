@@ -32,6 +32,8 @@ from streamapp.kafka.broker import free_port
 from streamapp.kafka.reader import Record, TopicReader
 from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
+from streamapp.sql.plan import Plan
+from streamapp.sql.planner import plan_file
 from streamapp.worker.process import WorkerProcess
 
 #: The seed's order channels, as the tests' orders carry them.
@@ -67,6 +69,34 @@ def isolated(settings: Settings, tag: str = "t", **changes: Any) -> Settings:
                      "ksqldb_merged_repartition_topic")
     }
     return settings.replace(**{"app_id": f"{tag}-{suffix}", "web_port": free_port(), **names, **changes})
+
+
+@dataclass(frozen=True)
+class Declared:
+    """Statements declared for one test: its tag (in every topic name), its plan and the worker's settings."""
+
+    tag: str
+    plan: Plan
+    settings: Settings
+
+    def topic(self, name: str) -> str:
+        """A topic of the statements, ``{name}_{tag}`` (their ``KAFKA_TOPIC``)."""
+        return f"{name}_{self.tag}"
+
+    def output(self, name: str) -> str:
+        """The worker's topic for a ``CREATE ... AS SELECT``'s ``{name}_{tag}`` (its output prefix first)."""
+        return f"{self.settings.output_prefix}{name}_{self.tag}"
+
+
+def declare(settings: Settings, tmp_path: Path, statements: str, app: str, **changes: Any) -> Declared:
+    """Write ``statements`` (``{tag}`` in every topic name) with a new tag, plan them, and give a worker of them
+    its own app id (``{app}-{tag}``), web port and dead-letter topic (``changes`` win)."""
+    tag = uuid.uuid4().hex[:8]
+    path = tmp_path / f"{app}-{tag}.sql"
+    path.write_text(statements.format(tag=tag), encoding="utf-8")
+    own: dict[str, Any] = {"statements": str(path), "app_id": f"{app}-{tag}", "web_port": free_port(),
+                           "dead_letter_topic": f"dead_{tag}"}
+    return Declared(tag, plan_file(path), settings.replace(**{**own, **changes}))
 
 
 @dataclass(frozen=True, slots=True)
