@@ -209,7 +209,7 @@ class DeadLettering:
             try:  # Faust's producer, flushed before every commit (or the transaction's, checked before its commit)
                 if producer is None:
                     future = await self.app.join_tables.send_raw(
-                        topic, key, value, stamp, headers)  # type: ignore[arg-type]  # Faust takes pairs too
+                        topic, key, value, stamp, headers)
                 else:
                     partition = self.app.join_tables.partitioner(key, self.app.partition_counts[topic])
                     await track_topics(producer, [topic])

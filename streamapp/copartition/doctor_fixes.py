@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from .impact import partition_impact
-from .key_encoding import CONFLUENT, JSON_NUMBER, JSON_STRING, LABELS, UTF8
+from .key_encoding import CONFLUENT, JSON_NUMBER, JSON_STRING, UTF8
 
 if TYPE_CHECKING:
     from .doctor import PairDiagnosis, TopicReport

@@ -43,12 +43,13 @@ class Record:
     key: bytes | None
     value: bytes | None
     timestamp: int
-    headers: dict[str, bytes] = field(default_factory=dict, compare=False)
+    #: In the record's order, a name as often as the producer repeated it (Kafka allows it).
+    headers: tuple[tuple[str, bytes | None], ...] = field(default=(), compare=False)
 
     @classmethod
     def of(cls, msg: Message) -> "Record":
         return cls(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1],
-                   dict(msg.headers() or ()))
+                   tuple(msg.headers() or ()))
 
 
 def reader_config(access: Kafka, group_prefix: str, **overrides: object) -> dict[str, object]:

@@ -19,6 +19,7 @@ from rocksdict import WriteBatch
 
 from ..partitioners import get_partitioner
 from ..settings import Settings
+from ..kafka.limits import Headers
 from ..model.records import column
 from ..sql import plan as p
 from ..sql.engine import Row
@@ -105,7 +106,7 @@ class JoinTables:
         return {topic: str(tables[0].key_serializer) for topic, tables in self.by_source.items()}
     async def send_raw(
         self, topic: str, key: bytes | None, value: bytes | None, timestamp_ms: int | None = None,
-        headers: dict[str, bytes] | None = None,
+        headers: Headers | None = None,
     ) -> Any:
         """Hand already-encoded bytes to Faust's producer, in the partition the join's partitioner picks.
 
