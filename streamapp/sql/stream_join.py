@@ -169,10 +169,8 @@ class StreamJoin(TwoSided):
         #: Records that arrived too late to be stored for later joins (Kafka Streams' dropped-records count).
         self.late = 0
         self._keys = {p.LEFT_SIDE: compile_expression(query.left_key), p.RIGHT_SIDE: compile_expression(query.right_key)}
-        read = json.dumps([p.expression_to_dict(x) for x in (query.left_key, query.right_key, query.where,
-                                                              *(y.expression for y in query.projection)) if x])
         #: Whether the query reads where a record was read (ROWPARTITION, ROWOFFSET): each row is then given them.
-        self._where_read = any(f'"{name}"' in read for name in _WHERE_READ)
+        self._where_read = bool(where_read(query))
 
     @property
     def has_outer(self) -> bool:
@@ -194,8 +192,9 @@ class StreamJoin(TwoSided):
             if reader.source.timestamp is None:
                 self.state.stream_time = max(self.state.stream_time, record.timestamp)
             return []
-        if self._where_read:
-            row[0].update(zip(_WHERE_READ, (record.partition, record.offset)))
+        if self._where_read:  # unless the row carries its own (the worker's re-keyed stream: its source's)
+            for name, where in zip(_WHERE_READ, (record.partition, record.offset)):
+                row[0].setdefault(name, where)
         timestamp = row[1]
         key = self._join_key(side, row)
         this_is_left = side == self.this_side
@@ -264,6 +263,13 @@ class StreamJoin(TwoSided):
 _NEVER = 2**63 - 1
 #: The pseudo columns of where a record was read, as a stream-stream join's rows hold them.
 _WHERE_READ = ("ROWPARTITION", "ROWOFFSET")
+
+
+def where_read(query: p.Query) -> tuple[str, ...]:
+    """The pseudo columns of where a record was read (``ROWPARTITION``, ``ROWOFFSET``) that a join reads."""
+    read = json.dumps([p.expression_to_dict(x) for x in (query.left_key, query.right_key, query.where,
+                                                          *(y.expression for y in query.projection)) if x])
+    return tuple(name for name in _WHERE_READ if f'"{name}"' in read)
 
 
 def _hashable(key: Any) -> Any:
