@@ -1,8 +1,9 @@
-"""A joined stream's topic -> each declared stream-table join's output, as ksqlDB writes it.
+"""A joined stream's topic -> each declared stream-table join's output, as ksqlDB writes it, and each re-key of it.
 
 Thin: decoding and the join are the plan's engine (:mod:`streamapp.sql.engine`), the partition-local
 lookup is :class:`~streamapp.worker.tables.RowLookup`, each output goes out in the partition
-``Settings.partitioner`` picks, and a join on a non-key column re-keys the stream first.  A record is
+``Settings.partitioner`` picks, and a join on a non-key column (a stream-table join's, either side of a
+stream-stream join's) re-keys the stream first (:class:`~streamapp.sql.topology.Rekeyer`).  A record is
 joined into every output or into none (a dead letter); a null key is joined as ksqlDB joins it.
 See docs/explanation/worker-internals.md#the-join-agents.
 """
@@ -17,8 +18,7 @@ from streamapp.model.records import RecordError
 from streamapp.partitioners.sticky import NullKeyPartitions
 from streamapp.sql import plan as p
 from streamapp.sql.engine import Query, Reader, Row
-from streamapp.sql.formats import Codec
-from streamapp.sql.topology import JOIN_KEY, ROWTIME
+from streamapp.sql.topology import JOIN_KEY, ROWTIME, Rekeyer
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.tables import RowLookup
 from streamapp.worker.transactions import install as transactions_install
@@ -74,11 +74,12 @@ class StreamReader:
 
 
 def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) -> None:
-    """The agent of one stream topic: every join that reads it, and every join that re-keys it first.
+    """The agent of one stream topic: every stream-table join that reads it, and every join that re-keys it first.
 
     A join on a non-key column of the stream reads it twice, as ksqlDB's does: here, where each record is
     re-keyed by its join key into the join's repartition topic (partitioned by the join's partitioner),
-    then from that topic, where it is joined.
+    then from that topic, where it is joined (a stream-stream join's by ``agents/stream_joins.py``).  A null
+    value, which a stream-stream join ignores, is re-keyed nowhere; a stream-table join dead-letters it.
     """
     topology, tables, counters = app.topology, app.join_tables, app.counters
     plan = topology.plan
@@ -89,8 +90,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
               RowLookup(tables.by_name[join.table.name], join.table.source,
                         reads_right_key(join.query, join.table.source)))
              for join in direct]
-    rekeys = [(join.stream, Query(plan, join.query), Codec(join.table.source), Codec(join.rekeyed))
-              for join in topology.joins if join.rekeyed_from == topic and join.rekeyed is not None]
+    rekeys = [Rekeyer(rekey) for rekey in topology.rekeys if rekey.stream == topic]
     exactly_once = app.settings.processing_guarantee == "exactly_once"
     transactions = transactions_install(app, topic, dead_letters.refused_in) if exactly_once else None
     null_keys = NullKeyPartitions()  # sticky across fetches, as one producer's partitioner is
@@ -100,18 +100,19 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
 
     async def join_records(batches: Mapping[TP, Sequence[Record]]) -> None:
         checks = OutputChecks(await dead_letters.size_limits(),
-                              [output for output, _, _ in joins] + [output for output, _, _, _ in rekeys],
+                              [output for output, _, _ in joins] + [rekey.topic for rekey in rekeys],
                               int(time.time() * 1000))
 
         def join(partition: int, msg: Record) -> Joined:
+            if msg.value is None and not joins:  # re-keyed for stream-stream joins only: they ignore it
+                return msg.timestamp, []
             row = rows.row(msg)
             checks.check_timestamp(row[1], time_field)
             joined: list[tuple[str, bytes | None, bytes | None, bool | str | None]] = []
-            for output, query, table_keys, repartitioned in rekeys:  # re-keyed by the join key, in the table's format
-                new_key = table_keys.encode_key(query.join_key(row))
-                value = repartitioned.encode_value({**row[0], ROWTIME: row[1]})
-                checks.check_size(output, new_key, value, "re-keyed record")
-                joined.append((output, new_key, value, None))
+            for rekey in rekeys:  # re-keyed by the join key, in the format of the keys it meets
+                new_key, value = rekey.rekey(row, partition, msg.offset)
+                checks.check_size(rekey.topic, new_key, value, "re-keyed record")
+                joined.append((rekey.topic, new_key, value, None))
             texts: dict[str, str] = {}  # the record's columns as JSON, written once for every join
             for output, query, lookup in joins:
                 found: Row | None = None if msg.key is None else lookup.get(partition, msg.key)

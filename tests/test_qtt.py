@@ -152,7 +152,9 @@ def test_the_readme_says_which_cases_the_worker_accepts() -> None:
             reason = refused.split("not supported by the worker yet: ", 1)[1].split(";")[0]
             shown = f"refuses it at start: not supported yet ({reason})"
         else:
-            shown = ("accepts it (re-keys the stream)" if joins.rekeyed_topics else
+            sides = [r.side for r in joins.rekeys if r.query.kind == p.STREAM_STREAM_JOIN]
+            shown = (f"accepts it (re-keys {'both streams' if len(sides) == 2 else f'the {sides[0]} stream'})" if sides
+                     else "accepts it (re-keys the stream)" if joins.rekeyed_topics else
                      "accepts it (re-keys the table)" if joins.plan != joins.declared else "accepts it")
         row = next(line for line in readme.splitlines()
                    if line.startswith(f"| {c['ring']} | `{c['file']}` #{c['index']}"))

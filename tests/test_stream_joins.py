@@ -236,20 +236,40 @@ def test_only_stream_stream_plans_carry_the_new_fields_in_their_json() -> None:
     assert p.Plan.from_json(computed.to_json()) == computed
 
 
-def test_the_worker_refuses_a_stream_stream_join_on_a_non_key_column_at_start_in_one_line(tmp_path: Path) -> None:
-    """It runs a join of two streams on their keys (tests/test_worker_stream_join.py), not one that re-keys them."""
+def test_the_worker_reads_a_side_joined_on_a_non_key_column_from_ksqldbs_repartition_topic(tmp_path: Path) -> None:
+    """Each side a join re-keys is re-keyed by the stream agent into ``<app_id>-<QUERY>-Join-left-repartition`` /
+    ``-Join-right-repartition`` (ksqlDB's names), and the window join reads those topics."""
     from streamapp.settings import Settings
-    from streamapp.sql.topology import topology
     from streamapp.worker.app import create_app
 
     statements = tmp_path / "joins.sql"
     statements.write_text(SOURCES + "CREATE STREAM O AS SELECT L.ID, A, B FROM L JOIN R WITHIN 1 SECOND "
                                     "ON L.A = R.B;\n", encoding="utf-8")
-    assert topology(Settings(statements=str(statements))).declared.queries  # the guard and the doctor take it
+    joins = create_app(Settings(statements=str(statements), app_id="app", data_dir=str(tmp_path / "data"))).topology
+    [join] = joins.stream_joins
+    assert (join.source_topic, join.right_topic) == ("app-O-Join-left-repartition", "app-O-Join-right-repartition")
+    assert [(r.side, r.stream, r.topic) for r in joins.rekeys] == [
+        (p.LEFT_SIDE, "l", "app-O-Join-left-repartition"), (p.RIGHT_SIDE, "r", "app-O-Join-right-repartition")]
+    assert joins.rekeyed_topics == ("l", "r")
+    assert {"l", "r", "app-O-Join-left-repartition", "app-O-Join-right-repartition"} <= set(joins.owned_topics())
+    assert {"app-O-Join-left-repartition", "app-O-Join-right-repartition"} <= set(joins.outputs)  # not fingerprinted
+
+
+def test_the_worker_refuses_a_stream_read_as_it_is_by_a_stream_stream_join_and_rekeyed_by_another(
+        tmp_path: Path) -> None:
+    """One agent reads a topic: the stream agent (stream-table joins, re-keys) or the stream-stream one, so far."""
+    from streamapp.settings import Settings
+    from streamapp.worker.app import create_app
+
+    statements = tmp_path / "joins.sql"
+    statements.write_text(SOURCES + "CREATE STREAM O AS SELECT L.ID, A, B FROM L JOIN R WITHIN 1 SECOND "
+                                    "ON L.ID = R.ID;\nCREATE STREAM P AS SELECT L.A, B FROM L JOIN R WITHIN 1 SECOND "
+                                    "ON L.A = R.B;\n", encoding="utf-8")
     with pytest.raises(PlanError) as refused:
         create_app(Settings(statements=str(statements)))
-    assert str(refused.value) == (f"{statements}: line 3 (CREATE STREAM O AS SELECT ... JOIN): not supported by the "
-                                  "worker yet: stream-stream joins on a non-key column (a re-key); `streamapp test-runner` runs them")
+    assert str(refused.value) == (f"{statements}: stream L is read as it is by a stream-stream join and re-keyed or "
+                                  "joined with a table by a join: not supported by the worker yet: a stream in two "
+                                  "joins; `streamapp test-runner` runs them")
 
 
 def _encoder(plan: p.Plan) -> Any:

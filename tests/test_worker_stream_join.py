@@ -154,7 +154,8 @@ def test_the_changes_of_the_stores_are_handed_over_for_their_changelogs(tmp_path
 
 
 def _accepted_r1_cases() -> list[Path]:
-    """ksqlDB's stream-stream cases (ring R1) whose plan the worker accepts: one stream-stream join, nothing else."""
+    """ksqlDB's stream-stream cases (ring R1) whose plan the worker accepts: one stream-stream join, nothing else
+    (either side re-keyed or not)."""
     from streamapp.sql.planner import plan_file
     from streamapp.sql.topology import worker_refusal
 
@@ -174,25 +175,35 @@ def _accepted_r1_cases() -> list[Path]:
 def test_each_ksqldb_case_the_worker_accepts_is_joined_against_rocksdb_as_the_engine_joins_it(
         case: Path, tmp_path: Path) -> None:
     """The inputs of ksqlDB's case, through the agent's join and its RocksDB stores, write what the pure engine
-    writes (which tests/test_qtt.py holds to ksqlDB's outputs)."""
+    writes (which tests/test_qtt.py holds to ksqlDB's outputs).  A side the join re-keys goes through the stream
+    agent's re-key (:class:`~streamapp.sql.topology.Rekeyer`) into its repartition topic's record first."""
     from aiokafka.structs import ConsumerRecord
 
     from agents.stream_joins import StreamJoinRun
+    from agents.streams import StreamReader
     from streamapp.sql.runner import encode_inputs, read_records
     from streamapp.sql.stream_join import StreamJoin
+    from streamapp.sql.topology import Rekeyer
     from streamapp.worker.app import create_app
 
     app = create_app(Settings(statements=str(case / "statements.sql"), data_dir=str(tmp_path / "data")))
-    plan = app.topology.plan
-    [joined] = app.topology.stream_joins
+    joins = app.topology
+    [joined] = joins.stream_joins
     run = StreamJoinRun(app, joined, clock=lambda: 0)
-    engine = StreamJoin(plan, plan.queries[0])
-    records = encode_inputs(plan, read_records(case / "input.json", "inputs"), "input")
+    engine = StreamJoin(joins.declared, joins.declared.queries[0])
+    records = encode_inputs(joins.declared, read_records(case / "input.json", "inputs"), "input")
     assert records
+    rekeys = {r.stream: r for r in joins.rekeys}
+    assert bool(rekeys) == bool(joins.declared.queries[0].repartition or joins.declared.queries[0].repartition_right)
     worker, pure = [], []
     for offset, record in enumerate(records):
-        topic = next(t for t, declared in run.engine_topic.items() if declared == record.topic)
+        topic = record.topic
         msg = ConsumerRecord(topic, 0, offset, record.timestamp, 0, record.key, record.value, None, 0, 0, [])
+        if topic in rekeys:  # the stream agent's re-key, then the join reads its repartition topic
+            row = StreamReader(joins.source_at(topic), False).row(msg)
+            key, value = Rekeyer(rekeys[topic]).rekey(row, 0, offset)
+            topic = rekeys[topic].topic
+            msg = ConsumerRecord(topic, 0, offset, row[1], 0, key, value, None, 0, 0, [])
         worker += [(key, value, ts) for _, key, value, ts in run.process(topic, 0, msg)]
         run.stored()  # a record a fetch: the state goes through RocksDB between every two
         pure += [(o.record.key, o.record.value, o.record.timestamp)

@@ -23,7 +23,11 @@ from importlib import resources
 
 from ..settings import Settings
 from . import plan as p
+from .engine import Row
+from .expressions import compile_expression
+from .formats import Codec
 from .planner import PlanError, plan_file, plan_text
+from .stream_join import where_read
 
 #: The settings that rename the seed's topics: each renames the topic that is its default value.
 SEED_TOPIC_SETTINGS = ("users_topic", "orders_topic", "users_repartition_topic", "merged_topic",
@@ -145,20 +149,64 @@ class StreamStreamJoin(Output):
 ROWTIME = "ROWTIME"
 #: The key column of a re-keyed stream: the join key, in the table's key format (a name no declared column takes).
 JOIN_KEY = "__streamapp_join_key"
+#: The pseudo columns of where a record was read, with their types: a re-keyed stream carries those its join reads.
+WHERE_READ = (p.Column("ROWPARTITION", "INT"), p.Column("ROWOFFSET", "BIGINT"))
 
 
-def rekeyed_source(query: p.Query, stream: p.Source, table: p.Source, topic: str) -> p.Source:
-    """The stream of a join on a non-key column, re-keyed by its join key, as the worker's repartition topic holds it.
+def rekeyed_source(name: str, stream: p.Source, key: p.Column, topic: str, key_format: str,
+                   carried: tuple[p.Column, ...] = ()) -> p.Source:
+    """A stream re-keyed by a join key (of ``key``'s type), as the worker's repartition topic holds it.
 
-    As ksqlDB's ``Join-repartition`` topic: the key is the join key in the table's key format (so it is
-    looked up as the table's keys are stored, in the partition the join's partitioner picks), and the value
-    carries every column of the stream record, its own key columns included, and its event time.
+    As ksqlDB's ``Join-repartition`` topics: the key is the join key in the format the other side's keys are
+    stored in (so it lands in the partition the join's partitioner picks for them), and the value carries every
+    column of the stream record, its own key columns and the pseudo columns its join reads included, and its
+    event time (:data:`ROWTIME`).
     """
     return p.Source(
-        name=f"{query.name}-Join-repartition", kind=p.STREAM, topic=topic,
-        key_columns=(p.Column(JOIN_KEY, table.key_columns[0].type),),
-        value_columns=(*stream.value_columns, *stream.key_columns, p.Column(ROWTIME, "BIGINT")),
-        key_format=table.key_format, value_format="JSON")
+        name=name, kind=p.STREAM, topic=topic, key_columns=(p.Column(JOIN_KEY, key.type),),
+        value_columns=(*stream.value_columns, *stream.key_columns, *carried, p.Column(ROWTIME, "BIGINT")),
+        key_format=key_format, value_format="JSON")
+
+
+@dataclass(frozen=True)
+class Rekey:
+    """A stream the worker re-keys by one side's join key into the join's repartition topic."""
+
+    query: p.Query
+    side: str
+    #: The stream's own topic, as the worker reads it.
+    stream: str
+    #: The re-keyed stream (:func:`rekeyed_source`); its topic is the join's repartition topic.
+    source: p.Source
+
+    @property
+    def topic(self) -> str:
+        return self.source.topic
+
+
+class Rekeyer:
+    """What :class:`Rekey` writes for one row of its stream: the join key's bytes, the value carrying the row.
+
+    Pure: the worker's stream agent (``agents/streams.py``) writes them, in the partition its partitioner picks.
+    """
+
+    def __init__(self, rekey: Rekey) -> None:
+        self.topic = rekey.topic
+        self.codec = Codec(rekey.source)
+        key = compile_expression(rekey.query.left_key if rekey.side == p.LEFT_SIDE else rekey.query.right_key)
+        self._key = (lambda row: key(None, row, None)) if rekey.side == p.LEFT_SIDE else (
+            lambda row: key(None, None, row))
+        self._where = [c.name for c in rekey.source.value_columns if c in WHERE_READ]
+
+    def rekey(self, row: Row, partition: int, offset: int) -> tuple[bytes | None, bytes]:
+        """(key, value) of the re-keyed record of ``row``, read at ``offset`` of ``partition`` of the stream."""
+        columns = row[0]
+        if self._where:  # its join reads where it was read: here, not the repartition topic
+            where = {"ROWPARTITION": partition, "ROWOFFSET": offset}
+            columns = {**columns, **{name: where[name] for name in self._where}}
+        value = self.codec.encode_value({**columns, ROWTIME: row[1]})
+        assert value is not None
+        return self.codec.encode_key(self._key((columns, row[1]))), value
 
 
 #: What names the copy a join re-keys its table into, as ksqlDB's ``RightSourceKeyed-SelectKey-repartition`` topic.
@@ -194,35 +242,80 @@ def rekey_tables(plan: p.Plan, app_id: str) -> p.Plan:
     return dataclasses.replace(plan, sources=tuple(sources), queries=tuple(queries))
 
 
+def stream_join_key(plan: p.Plan, query: p.Query) -> tuple[p.Column, str]:
+    """A stream-stream join's key as its repartition topics hold it: (its column, its key format).
+
+    A side the join does not re-key keeps its key column and format (the re-keyed side's records must land where
+    its keys are); with both sides re-keyed, the sink's key (ksqlDB's join key format, unless the statement sets
+    another: both sides meet either way).
+    """
+    kept = [name for name, rekeyed in ((query.left, query.repartition), (query.right, query.repartition_right))
+            if not rekeyed]
+    side = plan.source(kept[0]) if kept else plan.sink_of(query)
+    return side.key_columns[0], side.key_format
+
+
+#: The side of a stream-stream join in its repartition topic's name, as ksqlDB names it.
+_SIDE_WORD = {p.LEFT_SIDE: "left", p.RIGHT_SIDE: "right"}
+
+
+def rekey_streams(plan: p.Plan, app_id: str) -> p.Plan:
+    """The plan the worker runs: each side a stream-stream join re-keys (``repartition``, ``repartition_right``: a
+    join on a value column, a keyless stream, a key format mismatch) is read from the join's repartition topic.
+
+    As ksqlDB's ``<query>-Join-left-repartition`` / ``-Join-right-repartition``: here the app's
+    ``<app_id>-<QUERY>-Join-left-repartition``, whose records :class:`Rekeyer` writes (:func:`rekeyed_source`,
+    keyed by :func:`stream_join_key`); the join reads the re-keyed source in place of the declared one.
+    """
+    sources, queries = list(plan.sources), []
+    for query in plan.queries:
+        if query.kind != p.STREAM_STREAM_JOIN or not (query.repartition or query.repartition_right):
+            queries.append(query)
+            continue
+        key, key_format = stream_join_key(plan, query)
+        carried = tuple(c for c in WHERE_READ if c.name in where_read(query))
+        names = {}
+        for side, name, rekeyed in ((p.LEFT_SIDE, query.left, query.repartition),
+                                    (p.RIGHT_SIDE, query.right, query.repartition_right)):
+            if rekeyed:
+                repartition = f"{query.name}-Join-{_SIDE_WORD[side]}-repartition"
+                rekeyed = rekeyed_source(repartition, plan.source(name or ""), key, f"{app_id}-{repartition}",
+                                         key_format, carried)
+                sources.append(dataclasses.replace(rekeyed, timestamp=ROWTIME))  # the join reads its event time
+                names[side] = repartition
+        queries.append(dataclasses.replace(query, left=names.get(p.LEFT_SIDE, query.left),
+                                           right=names.get(p.RIGHT_SIDE, query.right),
+                                           repartition=False, repartition_right=False))
+    return dataclasses.replace(plan, sources=tuple(sources), queries=tuple(queries))
+
+
 def worker_refusal(plan: p.Plan) -> str | None:
     """Why the worker cannot run ``plan`` (one line naming the statement), or None: it runs every other plan.
 
     Asked by the worker's start only (``create_app``): the guard, the doctor and the Kafka Streams program
-    take every plan the planner makes.  The worker runs a stream-stream join of two streams joined on their
-    keys, each stream read by no other join; the rest runs in the pure engine and Kafka Streams only, so far.
+    take every plan the planner makes.  The worker runs stream-stream joins of single-column keys, either side
+    re-keyed (:func:`rekey_streams`), self-joins too; a stream's topic is read by one agent, so far: the one of the
+    stream-table joins and the re-keys (``agents/streams.py``) or the one of the stream-stream joins reading it as
+    it is (``agents/stream_joins.py``).  The rest runs in the pure engine and Kafka Streams only, so far.
     """
-    streams: dict[str, int] = {}
+    rekeyed: dict[str, str] = {}  # topic -> a stream read there by the stream agent
+    direct: dict[str, str] = {}  # topic -> a stream read there as it is by a stream-stream join
     for query in plan.queries:
+        if query.kind == p.STREAM_TABLE_JOIN:
+            rekeyed.setdefault(plan.source(query.left).topic, query.left)
         if query.kind != p.STREAM_STREAM_JOIN:
-            if query.kind == p.STREAM_TABLE_JOIN:
-                streams[query.left] = streams.get(query.left, 0) + 1
             continue
         assert query.right is not None
-        sides = (plan.source(query.left), plan.source(query.right))
-        what = ("stream-stream joins on a non-key column (a re-key)"
-                if query.repartition or query.repartition_right else
-                "stream-stream joins of multi-column keys" if any(len(s.key_columns) != 1 for s in sides) else
-                "stream-stream self-joins" if sides[0].topic == sides[1].topic else None)
-        for name in (query.left, query.right):
-            streams[name] = streams.get(name, 0) + 1
-        if what is not None:
+        if any(len(plan.source(name).key_columns) > 1 for name in (query.left, query.right)):
             return (f"{plan.origin}: line {query.line} (CREATE STREAM {query.name} AS SELECT ... JOIN): not supported "
-                    f"by the worker yet: {what}; `streamapp test-runner` runs them")
-    shared = next((name for name, n in streams.items() if n > 1
-                   and any(q.kind == p.STREAM_STREAM_JOIN and name in (q.left, q.right) for q in plan.queries)), None)
+                    "by the worker yet: stream-stream joins of multi-column keys; `streamapp test-runner` runs them")
+        for name, rekey in ((query.left, query.repartition), (query.right, query.repartition_right)):
+            (rekeyed if rekey else direct).setdefault(plan.source(name).topic, name)
+    shared = next((name for topic, name in direct.items() if topic in rekeyed), None)
     if shared is not None:
-        return (f"{plan.origin}: stream {shared} is read by a stream-stream join and another join: not supported by "
-                "the worker yet: a stream in two joins; `streamapp test-runner` runs them")
+        return (f"{plan.origin}: stream {shared} is read as it is by a stream-stream join and re-keyed or joined with "
+                "a table by a join: not supported by the worker yet: a stream in two joins; `streamapp test-runner` "
+                "runs them")
     return None
 
 
@@ -232,8 +325,9 @@ class Topology:
     def __init__(self, plan: p.Plan, settings: Settings) -> None:
         #: The plan as declared (what ksqlDB and the Kafka Streams program run).
         self.declared = plan
-        #: The plan the worker runs: the declared one, with each table a join re-keys copied (:func:`rekey_tables`).
-        self.plan = plan = rekey_tables(plan, settings.app_id)
+        #: The plan the worker runs: the declared one, with each table a join re-keys copied (:func:`rekey_tables`)
+        #: and each stream a stream-stream join re-keys read from its repartition topic (:func:`rekey_streams`).
+        self.plan = plan = rekey_streams(rekey_tables(plan, settings.app_id), settings.app_id)
         self.settings = settings
         renames = seed_renames(settings)
         declared = {s.name for s in self.declared.sources}
@@ -253,7 +347,8 @@ class Topology:
         def table_of(name: str) -> Table:
             return tables.setdefault(name, Table(plan.source(name), self.topics[name], name in timestamped))
 
-        joins, copies, table_joins, stream_joins = [], [], [], []
+        joins, copies, table_joins, stream_joins, rekeys = [], [], [], [], []
+        declared_queries = {q.name: q for q in self.declared.queries}
         for query in plan.queries:
             left = self.topics[query.left]
             output, ksqldb = self.topics[query.sink], self.ksqldb_topics.get(query.sink)  # None: an internal copy
@@ -264,13 +359,20 @@ class Topology:
             elif query.kind == p.STREAM_STREAM_JOIN:
                 assert query.right is not None
                 stream_joins.append(StreamStreamJoin(query, left, output, ksqldb, self.topics[query.right]))
+                first = declared_queries[query.name]
+                rekeys += [Rekey(first, side, self.topics[name], plan.source(rekeyed))
+                           for side, name, rekeyed in ((p.LEFT_SIDE, first.left, query.left),
+                                                       (p.RIGHT_SIDE, first.right or "", query.right))
+                           if rekeyed not in declared]
             elif query.kind == p.STREAM_TABLE_JOIN:
                 assert query.right is not None and ksqldb is not None
                 table = table_of(query.right)
                 if query.repartition and not query.repartition_right:
                     topic = f"{settings.app_id}-{query.name}-Join-repartition"  # internal: the app's, as a changelog
-                    rekeyed = rekeyed_source(query, plan.source(query.left), table.source, topic)
+                    rekeyed = rekeyed_source(f"{query.name}-Join-repartition", plan.source(query.left),
+                                             table.source.key_columns[0], topic, table.source.key_format)
                     joins.append(Join(query, topic, output, ksqldb, table, left, rekeyed))
+                    rekeys.append(Rekey(query, p.LEFT_SIDE, left, rekeyed))
                 else:
                     joins.append(Join(query, left, output, ksqldb, table))
             else:
@@ -284,6 +386,8 @@ class Topology:
         self.copies: tuple[Output, ...] = tuple(copies)
         #: The windowed stream-stream joins.
         self.stream_joins: tuple[StreamStreamJoin, ...] = tuple(stream_joins)
+        #: The streams the worker re-keys into a join's repartition topic (stream-table and stream-stream joins').
+        self.rekeys: tuple[Rekey, ...] = tuple(rekeys)
 
     @cached_property
     def stream_join_topics(self) -> tuple[str, ...]:
@@ -303,13 +407,13 @@ class Topology:
     @property
     def outputs(self) -> tuple[str, ...]:
         """The topics the worker's queries write: copies, joins and the repartition topics of re-keyed streams."""
-        rekeyed = tuple(j.source_topic for j in self.joins if j.rekeyed_from is not None)
+        rekeyed = tuple(r.topic for r in self.rekeys)
         return tuple(o.output for o in (*self.copies, *self.joins, *self.table_joins, *self.stream_joins)) + rekeyed
 
     @cached_property
     def rekeyed_topics(self) -> tuple[str, ...]:
         """The streams' topics the worker re-keys (into a join's repartition topic), each once."""
-        return tuple(dict.fromkeys(j.rekeyed_from for j in self.joins if j.rekeyed_from is not None))
+        return tuple(dict.fromkeys(r.stream for r in self.rekeys))
 
     def source_at(self, topic: str) -> p.Source:
         """The source the worker reads from ``topic``."""
@@ -334,5 +438,5 @@ def topology(settings: Settings) -> Topology:
     return Topology(load_plan(settings), settings)
 
 
-__all__ = ["PlanError", "Topology", "Join", "TableTableJoin", "StreamStreamJoin", "Table", "Output", "topology", "load_plan", "seed_renames",
-           "rekey_tables", "seed_text", "worker_refusal"]
+__all__ = ["PlanError", "Topology", "Join", "TableTableJoin", "StreamStreamJoin", "Table", "Output", "Rekey", "Rekeyer",
+           "topology", "load_plan", "seed_renames", "rekey_tables", "rekey_streams", "seed_text", "worker_refusal"]
