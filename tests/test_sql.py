@@ -87,7 +87,35 @@ def test_a_team_join_plans_its_columns_types_and_event_time() -> None:
      "WHERE tier = 'gold';", "not supported by streamapp yet: WHERE in a persistent query"),
     ("CREATE STREAM o AS SELECT p.customer_id, UCASE(tier) FROM payments p JOIN customers c "
      "ON p.customer_id = c.id;", "not supported by streamapp yet: function UCASE"),
-    ("INSERT INTO payments SELECT * FROM payments;", "not supported by streamapp yet: INSERT statements"),
+    ("INSERT INTO payments SELECT * FROM payments;", "not supported by streamapp yet: INSERT INTO PAYMENTS"),
+    ("INSERT INTO payments (customer_id, amount) VALUES (1, 2.5);", "not supported by streamapp yet: INSERT statements"),
+    ("INSERT INTO customers SELECT * FROM customers;",
+     "INSERT INTO can only be used to insert into a stream. CUSTOMERS is a table."),
+    ("INSERT INTO nowhere SELECT * FROM payments;", "Source `NOWHERE` does not exist."),
+    ("INSERT INTO payments SELECT customer_id, amount, paid_at, currency FROM payments;",
+     "Incompatible schema between results and sink. Result schema is `CUSTOMER_ID` BIGINT KEY, `AMOUNT` "
+     "DECIMAL(10, 2), `PAID_AT` BIGINT, `CURRENCY` STRING Sink schema is `CUSTOMER_ID` BIGINT KEY, `AMOUNT` "
+     "DECIMAL(10, 2), `CURRENCY` STRING, `PAID_AT` BIGINT"),
+    ("INSERT INTO payments SELECT p.customer_id, amount, currency, paid_at FROM payments p JOIN customers c "
+     "ON p.customer_id = c.id;", "not supported by streamapp yet: INSERT INTO PAYMENTS"),
+    ("INSERT INTO payments SELECT p.customer_id, q.amount, p.currency FROM payments p JOIN payments q WITHIN 1 SECOND "
+     "ON p.customer_id = q.customer_id;", "self joins are not yet supported"),
+    ("CREATE STREAM q (k BIGINT KEY, n INT) WITH (kafka_topic='q', value_format='JSON');\n"
+     "CREATE TABLE o AS SELECT p.customer_id, SUM(n) FROM payments p JOIN q WITHIN 1 MINUTE "
+     "ON p.customer_id = q.k GROUP BY p.customer_id HAVING SUM(q.n);",
+     "Type error in HAVING expression: Should evaluate to boolean but is SUM(Q_N) (INTEGER) instead."),
+    ("CREATE STREAM q (k BIGINT KEY, n INT) WITH (kafka_topic='q', value_format='JSON');\n"
+     "CREATE TABLE o AS SELECT p.customer_id, COUNT(*) FROM payments p JOIN q WITHIN 1 MINUTE "
+     "ON p.customer_id = q.k GROUP BY p.customer_id HAVING COUNT(*) > 'x';",
+     "Error in HAVING expression: Cannot compare COUNT(*) (BIGINT) to 'x' (STRING) with GREATER_THAN."),
+    ("CREATE STREAM q (k BIGINT KEY, n INT) WITH (kafka_topic='q', value_format='JSON');\n"
+     "CREATE TABLE o AS SELECT p.customer_id, SUM(n) FROM payments p JOIN q WITHIN 1 MINUTE "
+     "ON p.customer_id = q.n GROUP BY p.customer_id HAVING SUM(q.n) > 1;",
+     "Invalid join condition: types don't match."),
+    ("CREATE STREAM q (k BIGINT KEY, n INT) WITH (kafka_topic='q', value_format='JSON');\n"
+     "CREATE TABLE o AS SELECT p.customer_id, SUM(n) FROM payments p JOIN q WITHIN 1 MINUTE "
+     "ON p.customer_id = q.k GROUP BY p.customer_id HAVING SUM(q.n) > 1;",
+     "not supported by streamapp yet: GROUP BY / HAVING in a persistent query"),
     ("CREATE STREAM o AS SELECT amount FROM payments p JOIN customers c ON p.customer_id = c.id;",
      "Key missing from projection"),
     ("CREATE STREAM o AS SELECT p.customer_id, tier FROM payments p JOIN customers c ON p.currency = c.id;",

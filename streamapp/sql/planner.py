@@ -101,6 +101,8 @@ class _Planner:
                 sink, query = self._create_as(statement)
                 self._add(statement, sink)
                 self.queries.append(query)
+            elif isinstance(statement, s.InsertInto):
+                raise self._insert_into(statement)
             else:
                 raise self._unsupported(statement, f"{statement.keyword} statements are not supported: a statements "
                                                    "file declares sources and persistent queries (CREATE ...)")
@@ -280,6 +282,8 @@ class _Planner:
         if streams:
             self._reserved(statement, query.select)
         self._resolvable(statement, sides, query)
+        if streams and {"GROUP BY", "HAVING"} & set(query.clauses):
+            raise self._aggregation(statement, left, sides[1], query)
         for clause in query.clauses:
             if not ((tables or streams) and clause == "WHERE"):
                 raise self._unsupported(statement, f"{clause} in a persistent query")
@@ -585,11 +589,9 @@ class _Planner:
         grace = None if window.grace is None else _milliseconds(self, statement, window.grace)
         return before, after, grace
 
-    def _stream_join(self, statement: s.CreateAs, left: _Side, right: _Side,
-                     join: s.Join) -> tuple[p.Source, p.Query]:
-        """``CREATE STREAM ... AS SELECT ... FROM s1 JOIN s2 WITHIN ... ON ...``: ksqlDB's checks for two streams,
-        its key (the left ON column the projection names first, else the right one; FULL's synthetic ROWKEY) and
-        the re-keying of each side joined on anything but its key column."""
+    def _stream_condition(self, statement: s.Statement, left: _Side, right: _Side, join: s.Join
+                          ) -> tuple[tuple[_Side, p.Expression, str], tuple[_Side, p.Expression, str]]:
+        """ksqlDB's checks of two streams and of the ON that joins them; the left and the right half of ON."""
         sides = [left, right]
         kafka = [x.source.name for x in sides if x.source.value_format == "KAFKA"]
         if kafka:
@@ -623,6 +625,16 @@ class _Planner:
                                             f"column name: `{left.label}_{getattr(left_key, 'name', 'ROWKEY')}`. "
                                             f"Column type: {_ksql_type(left_half[2])}. See "
                                             "https://github.com/confluentinc/ksql/issues/6621 for more.")
+        return left_half, right_half
+
+    def _stream_join(self, statement: s.CreateAs, left: _Side, right: _Side,
+                     join: s.Join) -> tuple[p.Source, p.Query]:
+        """``CREATE STREAM ... AS SELECT ... FROM s1 JOIN s2 WITHIN ... ON ...``: ksqlDB's checks for two streams,
+        its key (the left ON column the projection names first, else the right one; FULL's synthetic ROWKEY) and
+        the re-keying of each side joined on anything but its key column."""
+        sides = [left, right]
+        left_half, right_half = self._stream_condition(statement, left, right, join)
+        left_key, right_key = left_half[1], right_half[1]
         props = self._properties(statement, statement.properties)
         if self._synthetic is not None:
             self._synthetic = (self._synthetic[0], left_half[2])
@@ -656,32 +668,42 @@ class _Planner:
             grace=grace)
         return sink, query
 
-    def _where(self, statement: s.Statement, sides: list[_Side], expression: s.Expression) -> p.Expression:
-        """A WHERE of comparisons, AND, OR and NOT over columns and constants: what a table-table join filters by.
+    def _where(self, statement: s.Statement, sides: list[_Side], expression: s.Expression,
+               clause: str = "WHERE") -> p.Expression:
+        """A WHERE of comparisons, AND, OR and NOT over columns and constants: what a table-table join filters by
+        (``clause``: HAVING for a HAVING, typed the same way over aggregates, for ksqlDB's refusals).
 
         Typed as ksqlDB types it (``ExpressionTypeManager``): it must be a BOOLEAN, and a comparison must
         compare numbers with numbers, text with text or booleans with booleans (by = or != only).
         """
-        resolved, type_, shown = self._predicate(statement, sides, expression)
+        resolved, type_, shown = self._predicate(statement, sides, expression, clause)
         if type_ not in ("BOOLEAN", None):
-            raise self._rejected(statement, f"Type error in WHERE expression: Should evaluate to boolean but is "
+            raise self._rejected(statement, f"Type error in {clause} expression: Should evaluate to boolean but is "
                                             f"{shown} ({_ksql_type(type_)}) instead.")
         return resolved
 
-    def _predicate(self, statement: s.Statement, sides: list[_Side],
-                   expression: s.Expression) -> tuple[p.Expression, str | None, str]:
+    def _predicate(self, statement: s.Statement, sides: list[_Side], expression: s.Expression,
+                   clause: str = "WHERE") -> tuple[p.Expression, str | None, str]:
         """(what a part of a WHERE computes, its type (None: NULL), how ksqlDB's messages show it)."""
         if isinstance(expression, s.Comparison):
             op = "!=" if expression.op == "<>" else expression.op
-            left, right = (self._predicate(statement, sides, x) for x in (expression.left, expression.right))
+            left, right = (self._predicate(statement, sides, x, clause) for x in (expression.left, expression.right))
             if not _comparable(left[1], op, right[1]):
-                raise self._rejected(statement, f"Error in WHERE expression: Cannot compare {left[2]} "
+                raise self._rejected(statement, f"Error in {clause} expression: Cannot compare {left[2]} "
                                                 f"({_ksql_type(left[1] or 'NULL')}) to {right[2]} "
                                                 f"({_ksql_type(right[1] or 'NULL')}) with {_COMPARISONS[op]}.")
             return p.Compare(op, left[0], right[0]), "BOOLEAN", f"({left[2]} {op} {right[2]})"
         if isinstance(expression, s.Other) and expression.kind in ("AND", "OR", "NOT"):
-            args = tuple(self._where(statement, sides, a) for a in expression.args)
+            args = tuple(self._where(statement, sides, a, clause) for a in expression.args)
             return p.Logical(expression.kind, args), "BOOLEAN", expression.text
+        if clause == "HAVING" and isinstance(expression, s.Call) and expression.name in _AGGREGATES:
+            args = [self._predicate(statement, sides, a, clause) for a in expression.args]
+            type_ = _AGGREGATES[expression.name] or (args[0][1] if args else None)
+            if type_ is not None:
+                return (p.Apply(expression.name, tuple(a[0] for a in args)), type_,
+                        f"{expression.name}({', '.join(a[2] for a in args)})")
+        if clause == "HAVING" and isinstance(expression, s.Other) and expression.kind == "COUNT(*)":
+            return p.Apply("COUNT", ()), "BIGINT", "COUNT(*)"
         if isinstance(expression, s.Literal):
             value = expression.value
             return (p.Literal(float(value) if isinstance(value, Decimal) else value), _literal_type(value),
@@ -692,6 +714,42 @@ class _Planner:
             return resolved, type_, shown
         what = expression.kind if isinstance(expression, s.Other) else "a function call"
         raise self._unsupported(statement, f"{what} in a WHERE ({expression})")
+
+    def _aggregation(self, statement: s.CreateAs, left: _Side, right: _Side, query: s.Query) -> PlanError:
+        """GROUP BY / HAVING over a stream-stream join: ksqlDB's checks of the join, then of its WHERE and its
+        HAVING over the join's columns (``LogicalPlanner.buildAggregateNode``), then refused: streamapp does not
+        aggregate."""
+        self._stream_condition(statement, left, right, query.joins[0])
+        if query.where is not None:
+            self._where(statement, [left, right], query.where)
+        if query.having is not None:
+            self._where(statement, [left, right], query.having, "HAVING")
+        return self._unsupported(statement, "GROUP BY / HAVING in a persistent query (an aggregation)")
+
+    def _insert_into(self, statement: s.InsertInto) -> PlanError:
+        """``INSERT INTO stream SELECT ...``: ksqlDB's checks of it (``AstSanitizer``: the target is a stream;
+        ``EngineExecutor.validateExistingSink``: the query's result has the target's schema), then refused."""
+        target = self.sources.get(statement.name)
+        if target is None:
+            return self._rejected(statement, f"Source `{statement.name}` does not exist.")
+        if target.kind != p.STREAM:
+            return self._rejected(statement, f"INSERT INTO can only be used to insert into a stream. "
+                                             f"{statement.name} is a table.")
+        query = statement.query
+        kinds = {self.sources[r.name].kind for r in (query.source, *(j.right for j in query.joins))
+                 if r.name in self.sources}
+        kind = "TABLE" if kinds == {p.TABLE} else "STREAM"
+        result, _ = self._create_as(s.CreateAs(statement.line, statement.text, kind=kind, name=statement.name,
+                                               properties=statement.properties, query=query,
+                                               if_not_exists=False, or_replace=False))
+        if result.kind != target.kind:
+            return self._rejected(statement, f"Incompatible data sink and query result. Data sink ({target.name}) "
+                                             f"type is K{target.kind.upper()} but select query result is "
+                                             f"K{result.kind.upper()}.")
+        if not _compatible_schema(result, target):
+            return self._rejected(statement, "Incompatible schema between results and sink. Result schema is "
+                                             f"{_schema(result)} Sink schema is {_schema(target)}")
+        return self._unsupported(statement, f"INSERT INTO {target.name} (a second query writing into a stream)")
 
     def _key_of(self, statement: s.CreateAs, sides: list[_Side], viable: list[p.ColumnOf],
                 items: list[tuple[str, p.Expression, str]], plural: bool = False) -> p.ColumnOf:
@@ -933,6 +991,34 @@ def _is_key(expression: p.Expression, source: p.Source) -> bool:
 _COMPARISONS = {"=": "EQUAL", "!=": "NOT_EQUAL", "<": "LESS_THAN", "<=": "LESS_THAN_OR_EQUAL", ">": "GREATER_THAN",
                 ">=": "GREATER_THAN_OR_EQUAL"}
 _NUMBERS = ("INT", "BIGINT", "DOUBLE", "DECIMAL")
+
+
+#: The aggregate functions a HAVING is typed with: the type each returns (None: its argument's).
+_AGGREGATES = {"SUM": None, "MIN": None, "MAX": None, "COUNT": "BIGINT", "COUNT_DISTINCT": "BIGINT",
+               "AVG": "DOUBLE"}
+
+
+def _schema(source: p.Source) -> str:
+    """A source's columns as ksqlDB's messages print a schema: ```K` STRING KEY, `V` INTEGER``."""
+    return ", ".join(f"`{c.name}` {_ksql_type(c.type)}{' KEY' if c in source.key_columns else ''}"
+                     for c in source.columns)
+
+
+def _compatible_schema(result: p.Source, sink: p.Source) -> bool:
+    """ksqlDB's ``LogicalSchema.compatibleSchema``: the same columns in the same order, each key or value as in
+    the sink, of its type or one ksqlDB widens to it (INT to BIGINT to DECIMAL to DOUBLE)."""
+    pairs = list(zip(result.columns, sink.columns))
+    return len(result.columns) == len(sink.columns) and all(
+        a.name == b.name and (a in result.key_columns) == (b in sink.key_columns) and _widens(a.type, b.type)
+        for a, b in pairs)
+
+
+def _widens(source: str, target: str) -> bool:
+    if source == target:
+        return True
+    ranks = [next((n for n, number in enumerate(("INT", "BIGINT", "DECIMAL", "DOUBLE")) if t.startswith(number)),
+                  None) for t in (source, target)]
+    return ranks[0] is not None and ranks[1] is not None and ranks[0] < ranks[1]
 
 
 def _literal_type(value: Any) -> str | None:

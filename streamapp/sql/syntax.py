@@ -160,6 +160,9 @@ class Query:
     clauses: tuple[str, ...]
     emit: str | None
     where: Expression | None = None
+    #: GROUP BY's expressions and the HAVING: the planner types them for ksqlDB's refusals, then refuses them.
+    group_by: tuple[Expression, ...] = ()
+    having: Expression | None = None
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,15 @@ class CreateAs(Statement):
     query: Query
     if_not_exists: bool
     or_replace: bool
+
+
+@dataclass(frozen=True)
+class InsertInto(Statement):
+    """``INSERT INTO stream SELECT ...``: planned for ksqlDB's checks of it, then refused."""
+
+    name: str
+    properties: tuple[tuple[str, Any], ...]
+    query: Query
 
 
 @dataclass(frozen=True)
@@ -364,8 +376,11 @@ class _ToStatements(Transformer):
         trees = [c for c in children if isinstance(c, Tree)]
         clauses = tuple(_KEYWORD_CLAUSES[t.data] for t in trees if t.data in _KEYWORD_CLAUSES)
         emit = next((" ".join(str(w).upper() for w in _words(t)) for t in trees if t.data == "emit"), None)
-        where = next((c for t in trees if t.data == "where" for c in t.children if not isinstance(c, Token)), None)
-        return Query(select, source, joins, clauses, emit, where)
+        where, having = (next((c for t in trees if t.data == clause for c in t.children if not isinstance(c, Token)),
+                              None) for clause in ("where", "having"))
+        group_by = next((tuple(c for c in t.children if not isinstance(c, Token)) for t in trees
+                         if t.data == "group_by"), ())
+        return Query(select, source, joins, clauses, emit, where, group_by, having)
 
     # statements
     def prop(self, children: list) -> tuple[str, Any]:
@@ -406,8 +421,17 @@ class _ToStatements(Transformer):
         return CreateAs(meta.line, self._source_text(meta), query=query, **self._create_parts(children))
 
     @v_args(meta=True)
+    def insert_into(self, meta: Any, children: list) -> InsertInto:
+        name = next(c for c in children if isinstance(c, str) and not isinstance(c, Token))
+        properties = next((c for c in children if isinstance(c, tuple)), ())
+        query = next(c for c in children if isinstance(c, Query))
+        return InsertInto(meta.line, self._source_text(meta), name, properties, query)
+
+    @v_args(meta=True)
     def other_statement(self, meta: Any, children: list) -> OtherStatement:
         return OtherStatement(meta.line, self._source_text(meta), str(children[0]).upper())
+
+    insert_values = other_statement
 
     def script(self, children: list) -> list[Statement]:
         return [c for c in children if isinstance(c, Statement)]

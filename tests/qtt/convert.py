@@ -299,11 +299,7 @@ STREAM_STREAM_NEGATIVE: tuple[Selected, ...] = (
 )
 
 #: The stream-stream rejections streamapp does not match yet, with why: not converted.
-STREAM_STREAM_NEGATIVE_NOT_YET: dict[tuple[str, int], str] = {
-    ("comparison-expression.json", 8): "GROUP BY / HAVING over a join (refused as not supported)",
-    ("insert-into.json", 18): "INSERT INTO (refused as not supported)",
-    ("insert-into.json", 19): "INSERT INTO (refused as not supported)",
-}
+STREAM_STREAM_NEGATIVE_NOT_YET: dict[tuple[str, int], str] = {}
 
 
 def stream_features(node: dict[str, Any], fmt: str | None) -> tuple[str, ...]:
