@@ -272,6 +272,79 @@ def test_the_worker_refuses_a_stream_read_as_it_is_by_a_stream_stream_join_and_r
                                   "joins; `streamapp test-runner` runs them")
 
 
+def _rekeys(statements: str, tmp_path: Path) -> tuple[Any, dict[str, Any]]:
+    """The worker's topology of ``statements`` and its re-keys by side."""
+    from streamapp.settings import Settings
+    from streamapp.sql.topology import topology
+
+    path = tmp_path / "joins.sql"
+    path.write_text(statements, encoding="utf-8")
+    joins = topology(Settings(statements=str(path), app_id="app"))
+    return joins, {r.side: r for r in joins.rekeys}
+
+
+@pytest.mark.parametrize("key_format, on, rekeyed", [
+    ("DELIMITED", "L.ID = R.ID", p.RIGHT_SIDE),  # key to key, the right's key in another format
+    ("KAFKA", "L.ID = R.N", p.RIGHT_SIDE),  # the right joined on a value column
+    ("KAFKA", "L.N = R.ID", p.LEFT_SIDE)])
+def test_a_rekeyed_side_is_keyed_as_the_other_sides_keys_so_the_partitioner_places_it_with_them(
+        key_format: str, on: str, rekeyed: str, tmp_path: Path) -> None:
+    """The re-keyed record's key is the join key in the key format of the side it meets: its bytes, and so the
+    partition the join's partitioner (murmur2, Kafka Streams') picks, are that side's for the same key."""
+    from streamapp.sql.formats import Codec
+    from streamapp.sql.topology import Rekeyer
+
+    joins, rekeys = _rekeys(
+        f"CREATE STREAM L (ID INT KEY, N INT, A STRING) WITH (kafka_topic='l', key_format='{key_format}', "
+        "value_format='JSON');\nCREATE STREAM R (ID INT KEY, N INT, B STRING) WITH (kafka_topic='r', "
+        f"key_format='KAFKA', value_format='JSON');\nCREATE STREAM O AS SELECT * FROM L JOIN R WITHIN 1 SECOND ON {on};",
+        tmp_path)
+    assert list(rekeys) == [rekeyed]
+    rekey = rekeys[rekeyed]
+    assert rekey.topic == f"app-O-Join-{rekeyed}-repartition"
+    kept, own = (joins.plan.source(name) for name in (("R", "L") if rekeyed == p.LEFT_SIDE else ("L", "R")))
+    for join_key in (7, 1234, -5):
+        row = ({"ID": join_key, "N": join_key, "A": "a", "B": "b"}, 1000)
+        key, _ = Rekeyer(rekey).rekey(row, 0, 0)
+        assert key == Codec(kept).encode_key(join_key)
+        assert key != Codec(own).encode_key(join_key) or key_format == "KAFKA"  # a DELIMITED key: b"7", not 4 bytes
+
+
+def test_a_rekeyed_record_carries_its_row_its_own_key_and_event_time_and_reads_back_as_that_row(
+        tmp_path: Path) -> None:
+    """Its value holds every column, its own key and ``ROWTIME`` (the join reads its time there, whatever the
+    repartition record's timestamp); a null join key stays null (an outer side writes it at once, as the engine)."""
+    from streamapp.sql.engine import Reader
+    from streamapp.sql.topology import ROWTIME, Rekeyer
+
+    joins, rekeys = _rekeys(SOURCES + "CREATE STREAM O AS SELECT L.ID, A, B FROM L LEFT JOIN R WITHIN 1 SECOND "
+                                      "ON L.A = R.B;", tmp_path)
+    assert set(rekeys) == {p.LEFT_SIDE, p.RIGHT_SIDE}
+    [join] = joins.stream_joins
+    left = rekeys[p.LEFT_SIDE]
+    assert joins.plan.source(join.query.left) == left.source and left.source.timestamp == ROWTIME
+    key, value = Rekeyer(left).rekey(({"ID": 3, "A": "x"}, 4242), 1, 9)
+    assert json.loads(value) == {"A": "x", "ID": 3, ROWTIME: 4242}
+    _, row = Reader(left.source).read(key, value, 1)
+    assert row is not None and row[1] == 4242 and row[0]["ID"] == 3 and row[0]["A"] == "x"
+    assert Rekeyer(left).rekey(({"ID": 3, "A": None}, 5), 0, 0)[0] is None
+
+
+def test_a_rekeyed_record_carries_where_it_was_read_when_its_join_reads_it(tmp_path: Path) -> None:
+    """``ON a.ROWPARTITION = b.ROWPARTITION``: the join key and the output are the source topic's partition and
+    offset, not the repartition topic's, as ksqlDB's pseudo columns are."""
+    from streamapp.sql.topology import Rekeyer
+
+    _, rekeys = _rekeys(SOURCES + "CREATE STREAM O AS SELECT L.ROWPARTITION AS P, A, B, L.ROWOFFSET AS LO FROM L JOIN R "
+                                  "WITHIN 1 SECOND ON L.ROWPARTITION = R.ROWPARTITION;", tmp_path)
+    key, value = Rekeyer(rekeys[p.LEFT_SIDE]).rekey(({"ID": 3, "A": "x"}, 10), 4, 17)
+    assert json.loads(value)["ROWPARTITION"] == 4 and json.loads(value)["ROWOFFSET"] == 17
+    assert key == (4).to_bytes(4, "big")  # the join key, KAFKA INT
+    unread = _rekeys(SOURCES + "CREATE STREAM O AS SELECT L.ID, A, B FROM L JOIN R WITHIN 1 SECOND ON L.A = R.B;",
+                     tmp_path)[1]
+    assert "ROWPARTITION" not in json.loads(Rekeyer(unread[p.LEFT_SIDE]).rekey(({"ID": 3, "A": "x"}, 10), 4, 17)[1])
+
+
 def _encoder(plan: p.Plan) -> Any:
     """A test record (topic, key, value, timestamp) as the bytes the engine reads."""
     from streamapp.sql.runner import encode_inputs
