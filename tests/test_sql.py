@@ -181,6 +181,21 @@ def test_json_and_delimited_keys_and_values() -> None:
     assert delimited.encode_value({"A": 3, "B": "x,y"}) == b'3,"x,y"'
 
 
+def test_a_json_key_of_several_columns_is_an_object_read_as_ksqldb_reads_a_struct_key() -> None:
+    keyed = p.Source("S", p.STREAM, "s", (p.Column("K", "INT"), p.Column("K2", "STRING")), (p.Column("V", "INT"),),
+                     "JSON", "JSON")
+    codec = Codec(keyed)
+    assert codec.decode_key(b'{"k":"1","K2":"a","X":0}') == {"K": 1, "K2": "a"}  # any case; coerced by type
+    assert codec.decode_key(b'{"K2":"a"}') == {"K": None, "K2": "a"}
+    assert codec.decode_key(None) == codec.decode_key(b"null") == {"K": None, "K2": None}
+    assert codec.encode_key({"K": 1, "K2": None}) == b'{"K":1,"K2":null}'
+    with pytest.raises(RecordError, match="is not a JSON object: a key of the columns K, K2 is one"):
+        codec.decode_key(b"1")
+    with pytest.raises(PlanError, match="S has 2 key columns"):  # KAFKA has no such key; JSON only where it runs
+        plan_text("CREATE STREAM s (k INT KEY, k2 INT KEY, v INT) WITH (kafka_topic='s', format='JSON');\n"
+                  "CREATE STREAM o AS SELECT k, v FROM s;")
+
+
 def test_an_unwrapped_single_value_is_the_bare_json() -> None:
     codec = Codec(source("BIGINT", wrap=False))
     assert codec.decode_value(b'"a"') == {"V": "a"} and codec.encode_value({"V": "a"}) == b'"a"'

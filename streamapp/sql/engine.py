@@ -58,7 +58,9 @@ class Reader:
     def __init__(self, source: p.Source) -> None:
         self.source = source
         self.codec = Codec(source)
-        self._key_name = source.key_columns[0].name if source.key_columns else None
+        self._key_name = source.key_columns[0].name if len(source.key_columns) == 1 else None
+        #: A key of several columns: the codec reads it as a dict of them, each put in the row.
+        self._key_names = len(source.key_columns) > 1
         self._timestamp = source.timestamp
 
     def row(self, record: Record) -> tuple[Any, Row | None]:
@@ -79,6 +81,8 @@ class Reader:
             return key, None
         if self._key_name is not None:
             columns[self._key_name] = key
+        elif self._key_names:
+            columns.update(key)
         if self._timestamp is not None:
             timestamp = columns.get(self._timestamp)
             if timestamp is None or not 0 <= timestamp <= MAX_TIMESTAMP_MS:

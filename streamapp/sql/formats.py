@@ -7,8 +7,9 @@ record the same way, and a record that cannot be read raises
 
 - KAFKA key: INT 4 bytes and BIGINT 8 bytes big-endian, DOUBLE 8-byte IEEE-754,
   STRING UTF-8, BYTES as they are (``KafkaSerdeFactory`` in the ksql repository);
-- JSON: a single-column key is the bare JSON value; a value is an object of its
-  columns, or the bare value of its one column with ``WRAP_SINGLE_VALUE=false``;
+- JSON: a single-column key is the bare JSON value, a key of several columns an object of them
+  (ksqlDB's STRUCT key; :meth:`Codec.decode_key` gives it as a dict by column); a value is an object of
+  its columns, or the bare value of its one column with ``WRAP_SINGLE_VALUE=false``;
 - DELIMITED: comma-separated text, an empty field NULL;
 - NONE: no key (whatever bytes the record has are ignored).
 """
@@ -203,6 +204,9 @@ class Codec:
         self.value_format = source.value_format
         self.key_column = source.key_columns[0] if source.key_columns else None
         self._key_reader = reader(self.key_column.type) if self.key_column else None
+        #: A key of several columns (JSON only: the planner refuses the rest): each column's name and reader.
+        self._key_fields = tuple((c.name, reader(c.type)) for c in source.key_columns) \
+            if len(source.key_columns) > 1 else ()
         self._columns = tuple((c.name, reader(c.type), c.type) for c in source.value_columns)
         self._unwrapped = source.wrap_single_value is False
         #: The value columns' names in order: a row of exactly these, in this order, is written by the C encoder.
@@ -222,7 +226,10 @@ class Codec:
     # ---- keys --------------------------------------------------------------------------------------------------------
 
     def decode_key(self, data: bytes | None) -> Any:
-        """The key column's value (None: a null key, or a source without key columns)."""
+        """The key column's value (None: a null key, or a source without key columns); a key of several columns:
+        a dict of their values by name (each None in a null key)."""
+        if self._key_fields:
+            return self._decode_key_fields(data)
         if self._string_key and data is not None:  # the common key: its UTF-8, which strict decoding checks
             try:
                 return data.decode("utf-8")
@@ -247,7 +254,26 @@ class Codec:
             return self._key_reader(_text_node(text, column_.type), name)  # type: ignore[misc]
         return self._key_reader(decode_document(data), name)  # type: ignore[misc]
 
+    def _decode_key_fields(self, data: bytes | None) -> dict[str, Any]:
+        """A JSON object key as ksqlDB reads a STRUCT key: each column from its field (named as the column, or in
+        another case), a missing field NULL."""
+        if data is None or self.key_format == "NONE":
+            return {name: None for name, _ in self._key_fields}
+        document = decode_document(data)
+        if document is None:
+            return {name: None for name, _ in self._key_fields}
+        if not isinstance(document, dict):
+            raise RecordError(f"key {data[:60]!r} is not a JSON object: a key of the columns "
+                              f"{', '.join(name for name, _ in self._key_fields)} is one", "key")
+        return {name: read(column(document, name.upper()) if name not in document else document[name], name)
+                for name, read in self._key_fields}
+
     def encode_key(self, value: Any) -> bytes | None:
+        if self._key_fields:
+            if value is None or self.key_format == "NONE":
+                return None
+            return ("{" + ",".join(f"{_encode_string(n)}:{json_text(value.get(n))}" for n, _ in self._key_fields)
+                    + "}").encode("utf-8")
         if self._string_key and type(value) is str:  # the common key: its UTF-8
             return value.encode("utf-8")
         column_ = self.key_column

@@ -242,8 +242,9 @@ class _Planner:
         if source.value_format not in VALUE_FORMATS:
             raise self._unsupported(statement, f"{source.name}'s value format {source.value_format} (streamapp reads "
                                                f"{', '.join(VALUE_FORMATS)})")
-        if len(source.key_columns) > 1:
-            raise self._unsupported(statement, f"{source.name} has {len(source.key_columns)} key columns")
+        if len(source.key_columns) > 1 and not (self._rich and source.key_format == "JSON"):
+            raise self._unsupported(statement, f"{source.name} has {len(source.key_columns)} key columns (streamapp "
+                                               "reads a key of several columns in a stream-stream join, in JSON)")
         for column in source.key_columns:
             if source.key_format in ("KAFKA", "DELIMITED") and column.type not in KAFKA_KEY_TYPES:
                 raise self._rejected(statement, f"The '{source.key_format}' format does not support type "

@@ -106,6 +106,14 @@ def read_records(path: str | Path, part: str) -> list[TestRecord]:
 def _input_key(codec: Codec, key: Any, where: str) -> bytes | None:
     if key is None:
         return None
+    if len(codec.source.key_columns) > 1 and codec.key_format == "JSON":  # ksqlDB's STRUCT key: an object
+        if not isinstance(key, dict):
+            raise RunnerError(f"{where}: key {_show(key)} is not an object of the key columns "
+                              f"{', '.join(c.name for c in codec.source.key_columns)}")
+        try:
+            return codec.encode_key(codec.decode_key(json_text(key).encode("utf-8")))
+        except RecordError as exc:
+            raise RunnerError(f"{where}: key {_show(key)} is not a key of {codec.source.name} ({exc})") from None
     if codec.key_column is None or codec.key_format in ("NONE", "DELIMITED"):
         # ksqlDB's runner writes these keys as text: a keyless source's is ignored, a DELIMITED one is its text
         return str(key).encode("utf-8")

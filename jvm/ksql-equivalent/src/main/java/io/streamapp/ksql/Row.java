@@ -28,12 +28,17 @@ final class Row {
         this.offset = offset;
     }
 
-    /** A source record as a row: its key (for a source with a key column) and its value columns. */
+    /**
+     * A source record as a row: its key (for a source with a key column; the {@code Object[]} of a key of several
+     * columns, {@link KeyFormat}) and its value columns.
+     */
     static Row of(Plan.Source source, Object key, Object[] values, long rowtime, int partition, long offset) {
         int keys = source.keyColumns().size();
         Object[] columns = new Object[keys + values.length];
         if (keys == 1) {
             columns[0] = key;
+        } else if (keys > 1 && key instanceof Object[] parts) {
+            System.arraycopy(parts, 0, columns, 0, keys);
         }
         System.arraycopy(values, 0, columns, keys, values.length);
         return new Row(columns, rowtime, partition, offset);

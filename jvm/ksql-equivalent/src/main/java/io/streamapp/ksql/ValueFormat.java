@@ -61,7 +61,7 @@ final class ValueFormat {
     }
 
     /** ksqlDB's case-insensitive lookup: the exact name, else the upper-cased name, else the last equal upper-cased. */
-    private static JsonNode field(JsonNode object, String name) {
+    static JsonNode field(JsonNode object, String name) {
         if (object.has(name)) {
             return object.get(name);
         }
