@@ -255,21 +255,25 @@ def test_the_worker_reads_a_side_joined_on_a_non_key_column_from_ksqldbs_reparti
     assert {"app-O-Join-left-repartition", "app-O-Join-right-repartition"} <= set(joins.outputs)  # not fingerprinted
 
 
-def test_the_worker_refuses_a_stream_read_as_it_is_by_a_stream_stream_join_and_rekeyed_by_another(
-        tmp_path: Path) -> None:
-    """One agent reads a topic: the stream agent (stream-table joins, re-keys) or the stream-stream one, so far."""
+@pytest.mark.parametrize("other", [
+    "CREATE STREAM P AS SELECT L.A, B FROM L JOIN R WITHIN 1 SECOND ON L.A = R.B;",  # re-keys L
+    "CREATE TABLE T (ID BIGINT PRIMARY KEY, C STRING) WITH (kafka_topic='t', value_format='JSON');\n"
+    "CREATE STREAM P AS SELECT L.ID, A, C FROM L JOIN T ON L.ID = T.ID;"])  # looks L's records up in a table
+def test_a_stream_in_two_joins_is_read_by_one_agent_its_stream_stream_side_re_keyed_by_its_own_key(
+        other: str, tmp_path: Path) -> None:
+    """The stream agent reads L for the other join: the stream-stream join on L's key then takes L's records from
+    the agent too, re-keyed by that key into its repartition topic; a topic is never read by two agents."""
     from streamapp.settings import Settings
     from streamapp.worker.app import create_app
 
     statements = tmp_path / "joins.sql"
     statements.write_text(SOURCES + "CREATE STREAM O AS SELECT L.ID, A, B FROM L JOIN R WITHIN 1 SECOND "
-                                    "ON L.ID = R.ID;\nCREATE STREAM P AS SELECT L.A, B FROM L JOIN R WITHIN 1 SECOND "
-                                    "ON L.A = R.B;\n", encoding="utf-8")
-    with pytest.raises(PlanError) as refused:
-        create_app(Settings(statements=str(statements)))
-    assert str(refused.value) == (f"{statements}: stream L is read as it is by a stream-stream join and re-keyed or "
-                                  "joined with a table by a join: not supported by the worker yet: a stream in two "
-                                  "joins; `streamapp test-runner` runs them")
+                                    f"ON L.ID = R.ID;\n{other}\n", encoding="utf-8")
+    joins = create_app(Settings(statements=str(statements), app_id="app", data_dir=str(tmp_path / "data"))).topology
+    assert not joins.declared.queries[0].repartition  # ksqlDB would not re-key it: the worker's own hop
+    assert joins.stream_joins[0].source_topic == "app-O-Join-left-repartition"
+    assert joins.stream_joins[0].right_topic == ("app-O-Join-right-repartition" if "P AS SELECT L.A" in other else "r")
+    assert not set(joins.stream_join_topics) & {*joins.rekeyed_topics, *joins.stream_topics}
 
 
 def _rekeys(statements: str, tmp_path: Path) -> tuple[Any, dict[str, Any]]:

@@ -171,44 +171,86 @@ def _accepted_r1_cases() -> list[Path]:
     return cases
 
 
+def through_the_worker(app: Any, records: list[Any]) -> tuple[list[Any], list[Any], Any, Any]:
+    """(what the worker writes, what the pure engine writes, the run, the engine) for ``records`` (the engine's, of
+    the declared topics) of the app's one stream-stream join, each record a fetch.  A topic the worker re-keys goes
+    through the stream agent's re-keys (:class:`~streamapp.sql.topology.Rekeyer`) into their repartition topics'
+    records first; the join reads those."""
+    from aiokafka.structs import ConsumerRecord
+
+    from agents.stream_joins import StreamJoinRun
+    from agents.streams import StreamReader
+    from streamapp.sql.stream_join import StreamJoin
+    from streamapp.sql.topology import Rekeyer
+
+    joins = app.topology
+    [joined] = joins.stream_joins
+    run = StreamJoinRun(app, joined, clock=lambda: 0)
+    engine = StreamJoin(joins.declared, joins.declared.queries[-1])
+    worker, pure = [], []
+    for offset, record in enumerate(records):
+        msg = ConsumerRecord(record.topic, 0, offset, record.timestamp, 0, record.key, record.value, None, 0, 0, [])
+        fed = [(record.topic, msg)]
+        rekeys = [Rekeyer(r) for r in joins.rekeys if r.stream == record.topic]
+        if rekeys:  # the stream agent's re-keys, then the join reads their repartition topics
+            assert record.topic not in run.engine_topic  # one agent reads a topic
+            row = StreamReader(joins.source_at(record.topic), False).row(msg)
+            fed = [(r.topic, ConsumerRecord(r.topic, 0, offset, row[1], 0, *r.rekey(row, 0, offset), None, 0, 0, []))
+                   for r in rekeys]
+        for topic, fed_msg in fed:
+            worker += [(key, value, ts) for _, key, value, ts in run.process(topic, 0, fed_msg)]
+            run.stored()  # a record a fetch: the state goes through RocksDB between every two
+        pure += [(o.record.key, o.record.value, o.record.timestamp)
+                 for o in engine.process(record._replace(offset=offset))]
+    return worker, pure, run, engine
+
+
 @pytest.mark.parametrize("case", _accepted_r1_cases(), ids=lambda d: d.name)
 def test_each_ksqldb_case_the_worker_accepts_is_joined_against_rocksdb_as_the_engine_joins_it(
         case: Path, tmp_path: Path) -> None:
     """The inputs of ksqlDB's case, through the agent's join and its RocksDB stores, write what the pure engine
     writes (which tests/test_qtt.py holds to ksqlDB's outputs).  A side the join re-keys goes through the stream
-    agent's re-key (:class:`~streamapp.sql.topology.Rekeyer`) into its repartition topic's record first."""
-    from aiokafka.structs import ConsumerRecord
-
-    from agents.stream_joins import StreamJoinRun
-    from agents.streams import StreamReader
+    agent's re-key into its repartition topic's record first."""
     from streamapp.sql.runner import encode_inputs, read_records
-    from streamapp.sql.stream_join import StreamJoin
-    from streamapp.sql.topology import Rekeyer
     from streamapp.worker.app import create_app
 
     app = create_app(Settings(statements=str(case / "statements.sql"), data_dir=str(tmp_path / "data")))
-    joins = app.topology
-    [joined] = joins.stream_joins
-    run = StreamJoinRun(app, joined, clock=lambda: 0)
-    engine = StreamJoin(joins.declared, joins.declared.queries[0])
-    records = encode_inputs(joins.declared, read_records(case / "input.json", "inputs"), "input")
+    declared = app.topology.declared
+    records = encode_inputs(declared, read_records(case / "input.json", "inputs"), "input")
     assert records
-    rekeys = {r.stream: r for r in joins.rekeys}
-    assert bool(rekeys) == bool(joins.declared.queries[0].repartition or joins.declared.queries[0].repartition_right)
-    worker, pure = [], []
-    for offset, record in enumerate(records):
-        topic = record.topic
-        msg = ConsumerRecord(topic, 0, offset, record.timestamp, 0, record.key, record.value, None, 0, 0, [])
-        if topic in rekeys:  # the stream agent's re-key, then the join reads its repartition topic
-            row = StreamReader(joins.source_at(topic), False).row(msg)
-            key, value = Rekeyer(rekeys[topic]).rekey(row, 0, offset)
-            topic = rekeys[topic].topic
-            msg = ConsumerRecord(topic, 0, offset, row[1], 0, key, value, None, 0, 0, [])
-        worker += [(key, value, ts) for _, key, value, ts in run.process(topic, 0, msg)]
-        run.stored()  # a record a fetch: the state goes through RocksDB between every two
-        pure += [(o.record.key, o.record.value, o.record.timestamp)
-                 for o in engine.process(record._replace(offset=offset))]
+    assert bool(app.topology.rekeys) == (declared.queries[0].repartition or declared.queries[0].repartition_right)
+    worker, pure, run, engine = through_the_worker(app, records)
     assert worker == pure and run.engine.late == engine.late
+
+
+SELF = """
+CREATE STREAM S (ID BIGINT KEY, A STRING, B STRING) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');
+CREATE STREAM T (ID BIGINT KEY, A STRING, B STRING) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');
+"""
+
+
+@pytest.mark.parametrize("query, rekeyed", [
+    ("SELECT S.ID, S.A, T.B AS TB FROM S JOIN T WITHIN 1 SECOND ON S.ID = T.ID", 0),  # one agent feeds both sides
+    ("SELECT S.ID, S.A, T.B AS TB FROM S RIGHT JOIN T WITHIN 2 SECONDS GRACE PERIOD 1 SECOND ON S.ID = T.ID", 0),
+    ("SELECT S.A, S.ID AS SID, T.B AS TB FROM S LEFT JOIN T WITHIN 1 SECOND GRACE PERIOD 1 SECOND ON S.A = T.B", 2),
+    ("SELECT ROWKEY AS K, S.A, T.B AS TB FROM S FULL JOIN T WITHIN 1 SECOND ON S.A = T.B", 2),
+    ("SELECT S.ID, S.A, T.B AS TB FROM S JOIN T WITHIN 1 SECOND ON S.ID = T.ID + 1", 2),  # S too: one agent a topic
+])
+def test_a_self_join_of_two_streams_over_one_topic_is_joined_as_the_engine_joins_it(
+        query: str, rekeyed: int, tmp_path: Path) -> None:
+    from streamapp.sql.runner import TestRecord, encode_inputs
+    from streamapp.worker.app import create_app
+
+    path = tmp_path / "self.sql"
+    path.write_text(SELF + f"CREATE STREAM O AS {query};", encoding="utf-8")
+    app = create_app(Settings(statements=str(path), data_dir=str(tmp_path / "data")))
+    assert len(app.topology.rekeys) == rekeyed
+    values = [(1, "x", "y", 1000), (2, "y", "x", 1500), (1, "z", "x", 1800), (2, "x", "z", 2100), (3, "x", "z", 9000),
+              (1, "y", "q", 9500), (4, None, "y", 9600), (2, "q", "x", 20_000)]
+    records = encode_inputs(app.topology.declared, [TestRecord("s", k, {"A": a, "B": b}, ts, i)
+                                                    for i, (k, a, b, ts) in enumerate(values)], "input")
+    worker, pure, _, _ = through_the_worker(app, records)
+    assert worker == pure and len(worker) >= 3
 
 
 def test_exactly_once_is_refused_at_start_in_one_line_for_a_stream_stream_join(tmp_path: Path) -> None:

@@ -249,14 +249,21 @@ def stream_join_key(plan: p.Plan, query: p.Query) -> tuple[p.Column, str]:
     its keys are); with both sides re-keyed, the sink's key (ksqlDB's join key format, unless the statement sets
     another: both sides meet either way).
     """
-    kept = [name for name, rekeyed in ((query.left, query.repartition), (query.right, query.repartition_right))
-            if not rekeyed]
+    kept = [name for _, name, rekeyed in _sides(query) if not rekeyed]
     side = plan.source(kept[0]) if kept else plan.sink_of(query)
     return side.key_columns[0], side.key_format
 
 
-#: The side of a stream-stream join in its repartition topic's name, as ksqlDB names it.
-_SIDE_WORD = {p.LEFT_SIDE: "left", p.RIGHT_SIDE: "right"}
+def _sides(query: p.Query) -> tuple[tuple[str, str, bool], ...]:
+    """(side: ``left`` or ``right``, as ksqlDB's topic names it; source; whether the plan re-keys it) of a join."""
+    return ((p.LEFT_SIDE, query.left, query.repartition), (p.RIGHT_SIDE, query.right or "", query.repartition_right))
+
+
+def stream_agent_topics(plan: p.Plan) -> set[str]:
+    """The stream topics the stream agent reads (``agents/streams.py``): stream-table joins' and re-keyed sides'."""
+    return ({plan.source(q.left).topic for q in plan.queries if q.kind == p.STREAM_TABLE_JOIN}
+            | {plan.source(name).topic for q in plan.queries if q.kind == p.STREAM_STREAM_JOIN
+               for _, name, rekeyed in _sides(q) if rekeyed})
 
 
 def rekey_streams(plan: p.Plan, app_id: str) -> p.Plan:
@@ -265,24 +272,26 @@ def rekey_streams(plan: p.Plan, app_id: str) -> p.Plan:
 
     As ksqlDB's ``<query>-Join-left-repartition`` / ``-Join-right-repartition``: here the app's
     ``<app_id>-<QUERY>-Join-left-repartition``, whose records :class:`Rekeyer` writes (:func:`rekeyed_source`,
-    keyed by :func:`stream_join_key`); the join reads the re-keyed source in place of the declared one.
+    keyed by :func:`stream_join_key`); the join reads the re-keyed source in place of the declared one.  A side
+    joined on its key goes that way too when the stream agent reads its topic anyway (a stream in a stream-table
+    join too, or re-keyed by another join, or the other side of a self-join): one agent reads a topic.
     """
     sources, queries = list(plan.sources), []
+    shared = stream_agent_topics(plan)
     for query in plan.queries:
-        if query.kind != p.STREAM_STREAM_JOIN or not (query.repartition or query.repartition_right):
+        rekeyed = {side: name for side, name, rekey in _sides(query) if query.kind == p.STREAM_STREAM_JOIN
+                   and (rekey or plan.source(name).topic in shared)}
+        if not rekeyed:
             queries.append(query)
             continue
         key, key_format = stream_join_key(plan, query)
         carried = tuple(c for c in WHERE_READ if c.name in where_read(query))
         names = {}
-        for side, name, rekeyed in ((p.LEFT_SIDE, query.left, query.repartition),
-                                    (p.RIGHT_SIDE, query.right, query.repartition_right)):
-            if rekeyed:
-                repartition = f"{query.name}-Join-{_SIDE_WORD[side]}-repartition"
-                rekeyed = rekeyed_source(repartition, plan.source(name or ""), key, f"{app_id}-{repartition}",
-                                         key_format, carried)
-                sources.append(dataclasses.replace(rekeyed, timestamp=ROWTIME))  # the join reads its event time
-                names[side] = repartition
+        for side, name in rekeyed.items():
+            repartition = f"{query.name}-Join-{side}-repartition"
+            source = rekeyed_source(repartition, plan.source(name), key, f"{app_id}-{repartition}", key_format, carried)
+            sources.append(dataclasses.replace(source, timestamp=ROWTIME))  # the join reads its event time there
+            names[side] = repartition
         queries.append(dataclasses.replace(query, left=names.get(p.LEFT_SIDE, query.left),
                                            right=names.get(p.RIGHT_SIDE, query.right),
                                            repartition=False, repartition_right=False))
@@ -293,29 +302,15 @@ def worker_refusal(plan: p.Plan) -> str | None:
     """Why the worker cannot run ``plan`` (one line naming the statement), or None: it runs every other plan.
 
     Asked by the worker's start only (``create_app``): the guard, the doctor and the Kafka Streams program
-    take every plan the planner makes.  The worker runs stream-stream joins of single-column keys, either side
-    re-keyed (:func:`rekey_streams`), self-joins too; a stream's topic is read by one agent, so far: the one of the
-    stream-table joins and the re-keys (``agents/streams.py``) or the one of the stream-stream joins reading it as
-    it is (``agents/stream_joins.py``).  The rest runs in the pure engine and Kafka Streams only, so far.
+    take every plan the planner makes.  The worker runs every stream-stream join of single-column keys, either
+    side re-keyed (:func:`rekey_streams`), a self-join or a stream in two joins too; one of multi-column keys runs in
+    the pure engine and Kafka Streams only, so far.
     """
-    rekeyed: dict[str, str] = {}  # topic -> a stream read there by the stream agent
-    direct: dict[str, str] = {}  # topic -> a stream read there as it is by a stream-stream join
     for query in plan.queries:
-        if query.kind == p.STREAM_TABLE_JOIN:
-            rekeyed.setdefault(plan.source(query.left).topic, query.left)
-        if query.kind != p.STREAM_STREAM_JOIN:
-            continue
-        assert query.right is not None
-        if any(len(plan.source(name).key_columns) > 1 for name in (query.left, query.right)):
+        if query.kind == p.STREAM_STREAM_JOIN and any(len(plan.source(name).key_columns) > 1
+                                                      for _, name, _ in _sides(query)):
             return (f"{plan.origin}: line {query.line} (CREATE STREAM {query.name} AS SELECT ... JOIN): not supported "
                     "by the worker yet: stream-stream joins of multi-column keys; `streamapp test-runner` runs them")
-        for name, rekey in ((query.left, query.repartition), (query.right, query.repartition_right)):
-            (rekeyed if rekey else direct).setdefault(plan.source(name).topic, name)
-    shared = next((name for topic, name in direct.items() if topic in rekeyed), None)
-    if shared is not None:
-        return (f"{plan.origin}: stream {shared} is read as it is by a stream-stream join and re-keyed or joined with "
-                "a table by a join: not supported by the worker yet: a stream in two joins; `streamapp test-runner` "
-                "runs them")
     return None
 
 
