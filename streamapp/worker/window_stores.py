@@ -8,7 +8,9 @@ docs/explanation/worker-internals.md#stream-stream-joins.
 """
 from __future__ import annotations
 
+import json
 import pickle
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import faust
@@ -36,6 +38,16 @@ def _seq(seq: int) -> bytes:
 
 def _sized(key: bytes) -> bytes:
     return len(key).to_bytes(4, "big") + key
+
+
+def _read_time(data: bytes) -> int:
+    return int.from_bytes(data, "big") - 2**63
+
+
+def _read_seq(data: bytes) -> int:
+    """An offset as :func:`_seq` wrote it (the engine's -1, no offset, comes back as -1)."""
+    seq = int.from_bytes(data, "big")
+    return seq - 2**64 if seq >= 2**63 else seq
 
 
 def _scan(db: Any, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
@@ -135,3 +147,41 @@ class RocksOuter:
         for k, _ in found:
             self.writes.delete(k)
         return [pickle.loads(v) for _, v in found]
+
+
+#: The widest time range a read may ask for (a store's times are 8-byte signed milliseconds; the end is exclusive).
+MIN_TIME, MAX_TIME = -(2**63), 2**63 - 2
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A record a store holds: its event time, its offset in its topic, its row's columns; in the outer store, also
+    whether it is of the join's "this" side (the left one, the right one of a RIGHT join)."""
+
+    time: int
+    offset: int
+    columns: dict[str, Any]
+    this_side: bool | None = None
+
+
+def window_records(db: Any, key: Any, start: int, end: int) -> list[StoredRecord]:
+    """Join key ``key``'s records in one partition's window store with ``start <= time <= end``, by time then
+    offset: one range scan, what the join itself reads (expired records not deleted yet included)."""
+    prefix = DATA + _sized(store_key(key))
+    return [StoredRecord(_read_time(k[-16:-8]), _read_seq(k[-8:]), pickle.loads(v)[0])
+            for k, v in _scan(db, prefix + _time(start), prefix + _time(end + 1))]
+
+
+def outer_records(db: Any, key: Any, start: int, end: int) -> list[StoredRecord]:
+    """Join key ``key``'s unmatched records waiting in one partition's outer store with ``start <= time <= end``:
+    the store is by time first, so the time range is scanned and the key picked out."""
+    sized = _sized(store_key(key))
+    return [StoredRecord(_read_time(k[1:9]), _read_seq(k[-8:]), pickle.loads(v)[1][0], k[9] == 1)
+            for k, v in _scan(db, DATA + _time(start), DATA + _time(end + 1)) if k[10:-8] == sized]
+
+
+def stream_times(db: Any) -> dict[str, Any]:
+    """What one partition's state keeps of its stream times (in the left window store's database): the join's
+    ``stream_time``, and per side ``[observed, swept]``; empty before the partition's first record."""
+    meta = db.get(META)
+    return json.loads(meta) if meta is not None else {}

@@ -48,7 +48,7 @@ def local_partitions(app: AppT, table: CollectionT) -> set[int]:
             if tp.topic == topic}
 
 
-def _db(table: CollectionT, partition: int) -> Any:
+def store_db(table: CollectionT, partition: int) -> Any:
     if not isinstance(table.data, RocksDBStore):
         raise LookupUnavailable(f"table {table.name} is not in RocksDB: its partitions cannot be inspected")
     return partition_db(table, partition)
@@ -80,7 +80,7 @@ def find(app: AppT, table: CollectionT, key: bytes) -> list[LocalRow]:
     actives = active_partitions(app, table)
     rows = []
     for partition in sorted(local_partitions(app, table)):
-        raw = _db(table, partition).get(key)
+        raw = store_db(table, partition).get(key)
         if raw is not None:
             rows.append(LocalRow(partition, partition in actives, decode_value(app, table, raw)))
     return rows
@@ -90,7 +90,7 @@ def page(app: AppT, table: CollectionT, partition: int, after: bytes | None, lim
     """Up to ``limit`` rows of one local partition in key order after ``after``; and whether more follow."""
     if partition not in local_partitions(app, table):
         return [], False
-    db = _db(table, partition)
+    db = store_db(table, partition)
     offset_key = getattr(table.data, "offset_key", None)
     it = db.iter()
     if after is None:

@@ -5,6 +5,7 @@ Pure functions over plain strings, so every rule is tested without a server.
 from __future__ import annotations
 
 import struct
+from datetime import datetime, timezone
 from typing import Mapping
 from urllib.parse import unquote_to_bytes
 
@@ -12,6 +13,7 @@ from ...errors import StreamappError
 from ...model.records import RecordError
 from ...sql import plan as p
 from ...sql.formats import Codec, reader
+from ..window_stores import MAX_TIME, MIN_TIME
 
 #: Largest page ``/users`` returns; a bigger ``limit`` is refused, not silently clipped.
 MAX_LIMIT = 500
@@ -69,6 +71,43 @@ def table(raw: str, names: list[str]) -> str:
     if raw not in names:
         raise WebInputError("table", f"table={raw!r}: expected one of {', '.join(names)}")
     return raw
+
+
+def store(raw: str, names: list[str]) -> str:
+    """One of the windowed joins' stores' names."""
+    if raw not in names:
+        raise WebInputError("store", f"store={raw!r}: expected one of {', '.join(names) or '(none: no windowed join)'}")
+    return raw
+
+
+def time_bound(field: str, raw: str) -> int:
+    """A time in epoch milliseconds: the integer itself, or an ISO-8601 time (UTC unless it names its offset)."""
+    text = raw.strip()
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise WebInputError(field, f"{field}={raw[:80]!r}: expected milliseconds since the epoch or an ISO-8601 "
+                                       f"time, e.g. 2026-11-27T06:00:00Z") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        value = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    if not MIN_TIME <= value <= MAX_TIME:
+        raise WebInputError(field, f"{field}={value}: must be between {MIN_TIME} and {MAX_TIME}")
+    return value
+
+
+def time_range(query: Mapping[str, str]) -> tuple[int | None, int | None]:
+    """The ``from`` and ``to`` of a window store's read, both included (None: not given, no bound)."""
+    bounds = {field: time_bound(field, raw) if (raw := query.get(field, "")).strip() else None
+              for field in ("from", "to")}
+    start, end = bounds["from"], bounds["to"]
+    if start is not None and end is not None and start > end:
+        raise WebInputError("from", f"from={query['from']!r} is after to={query['to']!r}: an empty range")
+    return start, end
 
 
 def path_key(raw_path: str, field: str = "key") -> str:

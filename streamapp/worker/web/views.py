@@ -27,6 +27,7 @@ from ..metrics import MetricsView
 from . import lookup, params, picture, rechecks, routing
 from .placement import diagnose, expected_partition, place
 from .stats import merge
+from .windows import WindowKeyView, WindowsView
 
 if TYPE_CHECKING:
     from ..app import StreamappApp
@@ -426,6 +427,8 @@ ROUTES = (
     ("/tables", "streamapp_tables", TablesView),
     ("/tables/{table}", "streamapp_table", TableView),
     ("/tables/{table}/{key}", "streamapp_table_key", TableKeyView),
+    ("/windows", "streamapp_windows", WindowsView),
+    ("/windows/{store}/{key}", "streamapp_window_key", WindowKeyView),
     ("/users/{user_id}", "streamapp_user", UserView),
     ("/users", "streamapp_users", UsersView),
     ("/partition/{key}", "streamapp_partition", PartitionView),
