@@ -146,6 +146,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str, ru
                     sender.add_to(output, where, None, value, timestamp, msg)
                 else:
                     sender.add(output, key, value, timestamp, msg)
+                counters.record_written(output, partition)
             for run in mine:  # the stores' changes go out with the outputs, before the offsets are acked
                 changelog(run.changes)
                 run.changes.clear()

@@ -59,6 +59,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
     copies = [(copy, Query(plan, copy.query)) for copy in topology.copies if copy.source_topic == topic]
     written = tables.written
     sides = sides_of(app, topic)  # the table-table joins this topic's updates feed
+    side_outputs = frozenset(side.output for side in sides)  # their records are counted as written (the metrics)
     timestamped = any(t.timestamped for t in topology.tables if t.topic == topic)
     # a copy whose rows are this topic's rows, loaded into a table as they are: its records need no decoding later
     remembered = {copy.output for copy, _ in copies
@@ -138,6 +139,8 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                 sender.add(output, key, out_value, out_time, msg)
                 if output in remembered and out_value is not None and value is not None and key is not None:
                     written.add(key, out_value, value)
+                if output in side_outputs:
+                    counters.record_written(output, partition)
             counters.record_row(topic, partition, value is not None)
             for side, missed in zip(sides, misses):  # each update of a side: did the other side hold the key?
                 if missed is None:

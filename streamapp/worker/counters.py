@@ -33,6 +33,9 @@ class Counters:
     miss_causes: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     #: Source topic -> its dead letters by reason (:data:`agents.dead_lettering.REASONS`).
     dead_letter_reasons: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    #: Output -> records queued to it per source partition by the joins that write none, one or more per record
+    #: read (table-table and stream-stream joins; a stream-table join's are its joined and missed counts).
+    written: defaultdict[str, Counter[int]] = field(default_factory=_by_name)
 
     def record_row(self, topic: str, partition: int, present: bool) -> None:
         (self.rows if present else self.deleted)[topic][partition] += 1
@@ -47,6 +50,9 @@ class Counters:
         """A miss whose cause is known (the metrics are on): counted as :meth:`record_join` counts it, and by cause."""
         self.missed[output][partition] += 1
         self.miss_causes[output][cause] += 1
+
+    def record_written(self, output: str, partition: int, count: int = 1) -> None:
+        self.written[output][partition] += count
 
     def record_late(self, topic: str, partition: int, count: int = 1) -> None:
         self.late[topic][partition] += count
@@ -64,6 +70,7 @@ class Counters:
         totals["dead_lettered"] = sum(sum(c.values()) for c in self.dead_lettered.values())
         snap["miss_causes"] = {output: dict(c) for output, c in self.miss_causes.items()}
         snap["dead_letter_reasons"] = {topic: dict(c) for topic, c in self.dead_letter_reasons.items()}
+        snap["written"] = {output: _plain(c) for output, c in self.written.items()}
         snap["totals"] = totals
         return snap
 
