@@ -393,6 +393,22 @@ def test_a_stream_stream_join_writes_what_the_pure_engine_writes(
     assert 'O: key 1, value {"V":"a1","W":"b1"}, timestamp 1500' in kafka_streams
 
 
+def test_a_json_key_of_several_columns_is_read_by_both_engines_alike(streams: TopologyTestRunner) -> None:
+    """ksqlDB's STRUCT key (an object of the key columns), re-keyed by a FULL join on one of them: a field in
+    another case, a missing field, a null key and a number in a string are read the same by both engines."""
+    plan = plan_text("CREATE STREAM S1 (K INT KEY, K2 STRING KEY, V INT) WITH (kafka_topic='s1', format='JSON');\n"
+                     "CREATE STREAM S2 (K INT KEY, K2 STRING KEY, V INT) WITH (kafka_topic='s2', format='JSON');\n"
+                     "CREATE STREAM O AS SELECT ROWKEY AS KK, S1.K, S2.K2, S1.V AS V1, S2.V AS V2 FROM S1 FULL JOIN S2 "
+                     "WITHIN 1 SECOND ON S1.K2 = S2.K2;")
+    inputs = [runner.TestRecord(topic, key, {"V": v}, ts, i) for i, (topic, key, v, ts) in enumerate([
+        ("s1", {"K": 1, "k2": "a"}, 0, 0), ("s2", {"K": 2, "K2": "a"}, 5, 10), ("s2", {"K": 3}, 6, 20),
+        ("s1", None, 7, 30), ("s1", {"K": "4", "K2": "b"}, 8, 5000)])]
+    kafka_streams = _shown(streams.run(plan, inputs))
+    assert kafka_streams == _shown(runner.run(plan, inputs))
+    assert kafka_streams[1] == 'O: key "a", value {"S1_K":1,"S2_K2":"a","V1":0,"V2":5}, timestamp 10'
+    assert kafka_streams[4] == 'O: key "b", value {"S1_K":4,"S2_K2":null,"V1":8,"V2":null}, timestamp 5000'
+
+
 @pytest.mark.parametrize("join", ["RIGHT", "FULL"])
 def test_finding_kafka_streams_emits_the_closed_outer_rows_of_b_the_pure_engine_holds(
         join: str, streams: TopologyTestRunner) -> None:
