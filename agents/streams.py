@@ -91,6 +91,9 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                         reads_right_key(join.query, join.table.source)))
              for join in direct]
     rekeys = [Rekeyer(rekey) for rekey in topology.rekeys if rekey.stream == topic]
+    #: Read for stream-stream joins only, which ignore a null value (a stream-table join dead-letters it).
+    ignores_null = not direct and all(r.query.kind == p.STREAM_STREAM_JOIN
+                                      for r in topology.rekeys if r.stream == topic)
     exactly_once = app.settings.processing_guarantee == "exactly_once"
     transactions = transactions_install(app, topic, dead_letters.refused_in) if exactly_once else None
     null_keys = NullKeyPartitions()  # sticky across fetches, as one producer's partitioner is
@@ -104,7 +107,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                               int(time.time() * 1000))
 
         def join(partition: int, msg: Record) -> Joined:
-            if msg.value is None and not joins:  # re-keyed for stream-stream joins only: they ignore it
+            if msg.value is None and ignores_null:
                 return msg.timestamp, []
             row = rows.row(msg)
             checks.check_timestamp(row[1], time_field)

@@ -301,7 +301,8 @@ def test_a_rekeyed_side_is_keyed_as_the_other_sides_keys_so_the_partitioner_plac
     joins, rekeys = _rekeys(
         f"CREATE STREAM L (ID INT KEY, N INT, A STRING) WITH (kafka_topic='l', key_format='{key_format}', "
         "value_format='JSON');\nCREATE STREAM R (ID INT KEY, N INT, B STRING) WITH (kafka_topic='r', "
-        f"key_format='KAFKA', value_format='JSON');\nCREATE STREAM O AS SELECT * FROM L JOIN R WITHIN 1 SECOND ON {on};",
+        "key_format='KAFKA', value_format='JSON');\n"
+        f"CREATE STREAM O AS SELECT * FROM L JOIN R WITHIN 1 SECOND ON {on};",
         tmp_path)
     assert list(rekeys) == [rekeyed]
     rekey = rekeys[rekeyed]
@@ -339,8 +340,8 @@ def test_a_rekeyed_record_carries_where_it_was_read_when_its_join_reads_it(tmp_p
     offset, not the repartition topic's, as ksqlDB's pseudo columns are."""
     from streamapp.sql.topology import Rekeyer
 
-    _, rekeys = _rekeys(SOURCES + "CREATE STREAM O AS SELECT L.ROWPARTITION AS P, A, B, L.ROWOFFSET AS LO FROM L JOIN R "
-                                  "WITHIN 1 SECOND ON L.ROWPARTITION = R.ROWPARTITION;", tmp_path)
+    _, rekeys = _rekeys(SOURCES + "CREATE STREAM O AS SELECT L.ROWPARTITION AS P, A, B, L.ROWOFFSET AS LO FROM L "
+                                  "JOIN R WITHIN 1 SECOND ON L.ROWPARTITION = R.ROWPARTITION;", tmp_path)
     key, value = Rekeyer(rekeys[p.LEFT_SIDE]).rekey(({"ID": 3, "A": "x"}, 10), 4, 17)
     assert json.loads(value)["ROWPARTITION"] == 4 and json.loads(value)["ROWOFFSET"] == 17
     assert key == (4).to_bytes(4, "big")  # the join key, KAFKA INT

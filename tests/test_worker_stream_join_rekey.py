@@ -3,7 +3,8 @@
 orders x shipments joined on the shipment's ORDER_ID (a value column): the shipments, keyed by their own id, land
 in partitions that have nothing to do with their order's; the worker re-keys them by ORDER_ID into ksqlDB's
 ``<app_id>-ORDER_SHIPMENTS-Join-right-repartition`` (murmur2, as Kafka Streams places it, with their event time),
-where each meets its order.  What it writes equals the test runner's prediction.  The re-key step and every
+where each meets its order.  What it writes equals the test runner's prediction; a shipment without a value, which
+the join ignores, is re-keyed nowhere and is no dead letter.  The re-key step and every
 re-keyed QTT case are checked without a broker (tests/test_stream_joins.py, tests/test_worker_stream_join.py).
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ from streamapp.sql.runner import TestRecord, run
 from streamapp.worker.process import WorkerProcess
 
 from test_worker_table_join_broker import shown
-from workerkit import declare, murmur2_partition, produce, read_all
+from workerkit import declare, murmur2_partition, produce, read_all, stats, wait_until
 
 STATEMENTS = """
 CREATE STREAM orders (id BIGINT KEY, item STRING) WITH (KAFKA_TOPIC='orders_{tag}', VALUE_FORMAT='JSON');
@@ -55,12 +56,16 @@ def test_a_join_on_a_value_column_re_keys_its_side_and_writes_what_the_test_runn
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
         produce(bootstrap, orders, [(key(i), json.dumps(v).encode(), ts) for i, v, ts in ORDERS])
-        produce(bootstrap, shipments, [(key(i), json.dumps(v).encode(), ts) for i, v, ts in SHIPMENTS])
+        produce(bootstrap, shipments, [(key(i), json.dumps(v).encode(), ts) for i, v, ts in SHIPMENTS]
+                + [(key(200), None, T0)])
         got = read_all(bootstrap, declared.output("order_shipments"), n, sum(expected.values()))
         codec = Codec(plan.source("ORDER_SHIPMENTS"))
         assert Counter(shown(codec, r) for r in got) == expected, worker.tail()
         assert all(r.partition == murmur2_partition(r.key, n) for r in got)
         rekeyed = read_all(bootstrap, f"{settings.app_id}-ORDER_SHIPMENTS-Join-right-repartition", n, len(SHIPMENTS))
+        read = wait_until(lambda: stats(worker)["records"].get(shipments) == len(SHIPMENTS) + 1 and stats(worker),
+                          30, "the null shipment read", [worker])
+        assert read["dead_lettered"] == 0
     finally:
         assert worker.stop() == 0, worker.tail()
     # each shipment once, keyed by its order id, in the partition its order's key is in, carrying its event time
