@@ -90,7 +90,9 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
               RowLookup(tables.by_name[join.table.name], join.table.source,
                         reads_right_key(join.query, join.table.source)))
              for join in direct]
-    rekeys = [Rekeyer(rekey) for rekey in topology.rekeys if rekey.stream == topic]
+    #: Each re-key, with a reader of its own for a stream declared over this topic with other columns.
+    rekeys = [(Rekeyer(rekey), None if rekey.declared == rows.reader.source else StreamReader(rekey.declared, False))
+              for rekey in topology.rekeys if rekey.stream == topic]
     #: Read for stream-stream joins only, which ignore a null value (a stream-table join dead-letters it).
     ignores_null = not direct and all(r.query.kind == p.STREAM_STREAM_JOIN
                                       for r in topology.rekeys if r.stream == topic)
@@ -103,7 +105,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
 
     async def join_records(batches: Mapping[TP, Sequence[Record]]) -> None:
         checks = OutputChecks(await dead_letters.size_limits(),
-                              [output for output, _, _ in joins] + [rekey.topic for rekey in rekeys],
+                              [output for output, _, _ in joins] + [rekey.topic for rekey, _ in rekeys],
                               int(time.time() * 1000))
 
         def join(partition: int, msg: Record) -> Joined:
@@ -112,8 +114,8 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
             row = rows.row(msg)
             checks.check_timestamp(row[1], time_field)
             joined: list[tuple[str, bytes | None, bytes | None, bool | str | None]] = []
-            for rekey in rekeys:  # re-keyed by the join key, in the format of the keys it meets
-                new_key, value = rekey.rekey(row, partition, msg.offset)
+            for rekey, own in rekeys:  # re-keyed by the join key, in the format of the keys it meets
+                new_key, value = rekey.rekey(row if own is None else own.row(msg), partition, msg.offset)
                 checks.check_size(rekey.topic, new_key, value, "re-keyed record")
                 joined.append((rekey.topic, new_key, value, None))
             texts: dict[str, str] = {}  # the record's columns as JSON, written once for every join

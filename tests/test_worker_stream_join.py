@@ -191,12 +191,14 @@ def through_the_worker(app: Any, records: list[Any]) -> tuple[list[Any], list[An
     for offset, record in enumerate(records):
         msg = ConsumerRecord(record.topic, 0, offset, record.timestamp, 0, record.key, record.value, None, 0, 0, [])
         fed = [(record.topic, msg)]
-        rekeys = [Rekeyer(r) for r in joins.rekeys if r.stream == record.topic]
+        rekeys = [r for r in joins.rekeys if r.stream == record.topic]
         if rekeys:  # the stream agent's re-keys, then the join reads their repartition topics
             assert record.topic not in run.engine_topic  # one agent reads a topic
-            row = StreamReader(joins.source_at(record.topic), False).row(msg)
-            fed = [(r.topic, ConsumerRecord(r.topic, 0, offset, row[1], 0, *r.rekey(row, 0, offset), None, 0, 0, []))
-                   for r in rekeys]
+            fed = []
+            for rekey in rekeys:  # each read as its stream declares the topic's records
+                row = StreamReader(rekey.declared, False).row(msg)
+                fed.append((rekey.topic, ConsumerRecord(rekey.topic, 0, offset, row[1], 0,
+                                                        *Rekeyer(rekey).rekey(row, 0, offset), None, 0, 0, [])))
         for topic, fed_msg in fed:
             worker += [(key, value, ts) for _, key, value, ts in run.process(topic, 0, fed_msg)]
             run.stored()  # a record a fetch: the state goes through RocksDB between every two
@@ -226,6 +228,7 @@ def test_each_ksqldb_case_the_worker_accepts_is_joined_against_rocksdb_as_the_en
 SELF = """
 CREATE STREAM S (ID BIGINT KEY, A STRING, B STRING) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');
 CREATE STREAM T (ID BIGINT KEY, A STRING, B STRING) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');
+CREATE STREAM U (ID BIGINT KEY, B STRING) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');
 """
 
 
@@ -235,6 +238,7 @@ CREATE STREAM T (ID BIGINT KEY, A STRING, B STRING) WITH (KAFKA_TOPIC='s', VALUE
     ("SELECT S.A, S.ID AS SID, T.B AS TB FROM S LEFT JOIN T WITHIN 1 SECOND GRACE PERIOD 1 SECOND ON S.A = T.B", 2),
     ("SELECT ROWKEY AS K, S.A, T.B AS TB FROM S FULL JOIN T WITHIN 1 SECOND ON S.A = T.B", 2),
     ("SELECT S.ID, S.A, T.B AS TB FROM S JOIN T WITHIN 1 SECOND ON S.ID = T.ID + 1", 2),  # S too: one agent a topic
+    ("SELECT S.A, S.ID AS SID, U.B AS UB FROM S JOIN U WITHIN 1 SECOND ON S.A = U.B", 2),  # U: other columns
 ])
 def test_a_self_join_of_two_streams_over_one_topic_is_joined_as_the_engine_joins_it(
         query: str, rekeyed: int, tmp_path: Path) -> None:

@@ -178,6 +178,8 @@ class Rekey:
     stream: str
     #: The re-keyed stream (:func:`rekeyed_source`); its topic is the join's repartition topic.
     source: p.Source
+    #: The stream as declared (its records are read as its columns: streams over one topic may differ).
+    declared: p.Source
 
     @property
     def topic(self) -> str:
@@ -355,7 +357,7 @@ class Topology:
                 assert query.right is not None
                 stream_joins.append(StreamStreamJoin(query, left, output, ksqldb, self.topics[query.right]))
                 first = declared_queries[query.name]
-                rekeys += [Rekey(first, side, self.topics[name], plan.source(rekeyed))
+                rekeys += [Rekey(first, side, self.topics[name], plan.source(rekeyed), plan.source(name))
                            for side, name, rekeyed in ((p.LEFT_SIDE, first.left, query.left),
                                                        (p.RIGHT_SIDE, first.right or "", query.right))
                            if rekeyed not in declared]
@@ -367,7 +369,7 @@ class Topology:
                     rekeyed = rekeyed_source(f"{query.name}-Join-repartition", plan.source(query.left),
                                              table.source.key_columns[0], topic, table.source.key_format)
                     joins.append(Join(query, topic, output, ksqldb, table, left, rekeyed))
-                    rekeys.append(Rekey(query, p.LEFT_SIDE, left, rekeyed))
+                    rekeys.append(Rekey(query, p.LEFT_SIDE, left, rekeyed, plan.source(query.left)))
                 else:
                     joins.append(Join(query, left, output, ksqldb, table))
             else:
