@@ -211,13 +211,12 @@ def _identity(key: bytes | None, value: dict[str, Any]) -> tuple[bytes | None, i
     return key, value["TS"], value["PRODUCT_ID"]
 
 
-def produce_with_ksql_equivalent(bootstrap: str, topics: dict[str, str], scenario: Scenario, data_dir: Path,
-                                 check: bool = True) -> None:
+def produce_with_ksql_equivalent(bootstrap: str, topics: dict[str, str], scenario: Scenario, data_dir: Path) -> None:
     """Write the scenario as :func:`produce` does, except the ksqlDB outputs: the real Kafka Streams program
     (``streamapp ksql-equivalent``) writes those from the users and orders topics.
 
     As the scenario says, every user is in the tables before the orders arrive, except the
-    late ones, written once the program has joined every order.  With ``check``, the program's
+    late ones, written once the program has joined every order.  The program's
     records must be the ksqlDB records the scenario predicts (key, JSON value, partition, timestamp).
     """
     from streamapp.demo.ksql_equivalent import KsqlEquivalent
@@ -245,8 +244,6 @@ def produce_with_ksql_equivalent(bootstrap: str, topics: dict[str, str], scenari
             written[role] = [r for r in read if _identity(r.key, json.loads(r.value)) in wanted]
         produce(bootstrap, topics, Scenario(n, {"users": late}))
         _follow(bootstrap, repartition, holds_users(late))
-    if not check:
-        return
     for role in KSQLDB_ROLES:
         got = sorted((r.partition, r.key, r.timestamp, json.dumps(json.loads(r.value), sort_keys=True))
                      for r in written[role])
