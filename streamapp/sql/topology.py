@@ -147,7 +147,7 @@ class StreamStreamJoin(Output):
 
 #: The value column that carries a re-keyed stream record's event time through its repartition topic.
 ROWTIME = "ROWTIME"
-#: The key column of a re-keyed stream: the join key, in the table's key format (a name no declared column takes).
+#: The key column of a re-keyed stream: the join key, in the format of the keys it meets (a name no column takes).
 JOIN_KEY = "__streamapp_join_key"
 #: The pseudo columns of where a record was read, with their types: a re-keyed stream carries those its join reads.
 WHERE_READ = (p.Column("ROWPARTITION", "INT"), p.Column("ROWOFFSET", "BIGINT"))
@@ -195,7 +195,9 @@ class Rekeyer:
     def __init__(self, rekey: Rekey) -> None:
         self.topic = rekey.topic
         self.codec = Codec(rekey.source)
-        key = compile_expression(rekey.query.left_key if rekey.side == p.LEFT_SIDE else rekey.query.right_key)
+        expression = rekey.query.left_key if rekey.side == p.LEFT_SIDE else rekey.query.right_key
+        assert expression is not None
+        key = compile_expression(expression)
         self._key = (lambda row: key(None, row, None)) if rekey.side == p.LEFT_SIDE else (
             lambda row: key(None, None, row))
         self._where = [c.name for c in rekey.source.value_columns if c in WHERE_READ]
@@ -288,7 +290,7 @@ def rekey_streams(plan: p.Plan, app_id: str) -> p.Plan:
             continue
         key, key_format = stream_join_key(plan, query)
         carried = tuple(c for c in WHERE_READ if c.name in where_read(query))
-        names = {}
+        names: dict[str, str] = {}
         for side, name in rekeyed.items():
             repartition = f"{query.name}-Join-{side}-repartition"
             source = rekeyed_source(repartition, plan.source(name), key, f"{app_id}-{repartition}", key_format, carried)
@@ -357,10 +359,9 @@ class Topology:
                 assert query.right is not None
                 stream_joins.append(StreamStreamJoin(query, left, output, ksqldb, self.topics[query.right]))
                 first = declared_queries[query.name]
-                rekeys += [Rekey(first, side, self.topics[name], plan.source(rekeyed), plan.source(name))
-                           for side, name, rekeyed in ((p.LEFT_SIDE, first.left, query.left),
-                                                       (p.RIGHT_SIDE, first.right or "", query.right))
-                           if rekeyed not in declared]
+                rekeys += [Rekey(first, side, self.topics[name], plan.source(read), plan.source(name))
+                           for (side, name, _), read in zip(_sides(first), (query.left, query.right or ""))
+                           if read not in declared]
             elif query.kind == p.STREAM_TABLE_JOIN:
                 assert query.right is not None and ksqldb is not None
                 table = table_of(query.right)
