@@ -118,6 +118,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str, ru
         checks = OutputChecks(await dead_letters.size_limits(), [run.output for run in mine],
                               int(time.time() * 1000))
         sender = dead_letters.sender()
+        last = next((messages[-1] for messages in reversed(list(batches.values())) if messages), None)
 
         def check(partition: int, msg: Record) -> tuple[Written, int]:
             written: Written = []
@@ -150,14 +151,17 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str, ru
             for run in mine:  # the stores' changes go out with the outputs, before the offsets are acked
                 changelog(run.changes)
                 run.changes.clear()
+                if msg is last:  # and the stream times in the same send: a second one waits for the broker
+                    changelog(run.stored())
 
         try:
             await dead_letters.handle(batches, check, write, sender)
         finally:
-            sender = dead_letters.sender()
-            for run in mine:
-                changelog(run.stored())
-            await sender.send()
+            left = [change for run in mine for change in run.stored()]  # the last record was dead-lettered
+            if left:
+                sender = dead_letters.sender()
+                changelog(left)
+                await sender.send()
 
     app.batch_agent(app.join_tables.topics[topic])(Handler(handle, event_time=_event_time(mine, topic)))
 
