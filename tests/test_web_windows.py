@@ -1,5 +1,5 @@
-"""The web views of the windowed joins' stores: ``GET /windows`` lists them, ``GET /windows/{store}/{key}`` reads a key's
-records of a time range, answered by the worker that owns the key's partition.
+"""The web views of the windowed joins' stores: ``GET /windows`` lists them, ``GET /windows/{store}/{key}`` reads a
+key's records of a time range, answered by the worker that owns the key's partition.
 
 Without a broker: what the RocksDB layout reader finds is what the pure engine's in-memory stores hold after the same
 records, and the time range's parameters.  On the session broker, a worker runs orders x shipments, ``LEFT JOIN WITHIN
@@ -24,7 +24,7 @@ from streamapp.worker.web import params
 from streamapp.worker.web.routing import ROUTED_FROM
 from streamapp.worker.window_stores import outer_records, window_records
 
-from workerkit import declare, murmur2_partition, produce, stats, wait_until
+from workerkit import declare, murmur2_partition, produce, read_all, stats, wait_until
 
 STREAMS = """
 CREATE STREAM L (ID BIGINT KEY, A STRING) WITH (KAFKA_TOPIC='l_{tag}', VALUE_FORMAT='JSON');
@@ -119,7 +119,8 @@ def test_the_listed_stores_name_their_join_side_stream_key_and_window(tmp_path: 
     app, _, _ = fed(tmp_path)
     shown = [listed(s) for s in stores(app).values()]
     assert [(s["store"], s["kind"], s["source"], s["topic"]) for s in shown] == [
-        ("o-left-window", "left", "L", "l_t"), ("o-right-window", "right", "R", "r_t"), ("o-outer", "outer", "L", "l_t")]
+        ("o-left-window", "left", "L", "l_t"), ("o-right-window", "right", "R", "r_t"),
+        ("o-outer", "outer", "L", "l_t")]
     assert all(s["key"] == [{"name": "ID", "type": "BIGINT"}] and s["type"] == "LEFT" for s in shown)
     assert shown[0]["window"] == {"before_ms": 60_000, "after_ms": 60_000, "grace_ms": 30_000, "retention_ms": 150_000}
 
@@ -219,7 +220,8 @@ async def test_a_keys_records_of_a_range_are_exactly_those_produced(running: Run
     for side, kind, ids in (("l", "left", range(1, 9)), ("r", "right", range(1, 5))):
         for i in ids:
             for start, end in ranges:
-                query = "&".join(f"{name}={value}" for name, value in (("from", start), ("to", end)) if value is not None)
+                query = "&".join(f"{name}={value}" for name, value in (("from", start), ("to", end))
+                                 if value is not None)
                 for routed_from in (None, "http://127.0.0.1:1"):
                     status, body = await get(f"{running.url}/windows/o-{kind}-window/{i}?{query}", routed_from)
                     assert status == 200, body
@@ -241,6 +243,26 @@ async def test_iso_times_and_the_outer_stores_waiting_records(running: Running) 
         assert status == 200, body
         assert [(r["time"], r["side"], r["row"]) for r in body["records"]] == (
             [(T0 + 1000 * i, "left", {"A": f"order {i}", "ID": i})] if i >= 5 else []), i
+
+
+async def test_the_metrics_count_the_joins_records_written_and_its_stores_bytes(running: Running) -> None:
+    """Orders 1 to 4 and both later orders of 3 meet their shipment: 6 records written (orders 5 to 8 wait).  The
+    stores' bytes as RocksDB counts them: tests/test_metrics_windows.py."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    settings = running.worker.settings
+    output = read_all(settings.bootstrap_servers, f"{settings.output_prefix}o_{running.tag}", running.partitions, 6)
+    assert len(output) == 6
+    metrics = {f.name: f for f in text_string_to_metric_families(running.worker.get("/metrics").text)}
+    assert {s.labels["join"]: s.value for s in metrics["streamapp_records_written"].samples
+            if s.name.endswith("_total")} == {"o": 6}
+    held = {(s.labels["store"], int(s.labels["partition"]), s.labels["part"]): s.value
+            for s in metrics["streamapp_window_store_bytes"].samples}
+    stores = ("o-left-window", "o-right-window", "o-outer")
+    assert set(held) == {(store, partition, part) for store in stores for partition in range(running.partitions)
+                         for part in ("memtables", "sst_files")}  # every partition is active on the one worker
+    # a few records: each partition's in its memtables (at least their first block), none flushed yet
+    assert all(count > 0 if part == "memtables" else count == 0 for (_, _, part), count in held.items()), held
 
 
 @pytest.mark.parametrize(("path", "fragment"), [

@@ -225,6 +225,15 @@ class TableJoinFacts:
     output: str
 
 
+@dataclass(frozen=True)
+class StreamJoinFacts:
+    """A declared windowed stream-stream join as the metrics label it, with its stores (their Faust tables)."""
+
+    join: str
+    output: str
+    stores: tuple[str, ...] = ()
+
+
 @dataclass
 class Scrape:
     """Everything one scrape exposes, as plain data (see :func:`read`); :func:`families` is pure over it."""
@@ -252,6 +261,10 @@ class Scrape:
     table_rows: Mapping[tuple[str, int], int] = field(default_factory=dict)
     instruments: Instruments | None = None
     table_joins: Sequence[TableJoinFacts] = ()
+    stream_joins: Sequence[StreamJoinFacts] = ()
+    #: (store, partition, part) -> bytes of a windowed join's store in RocksDB's memtables and SST files, of the
+    #: active partitions held here.
+    window_bytes: Mapping[tuple[str, int, str], int] = field(default_factory=dict)
 
 
 def join_facts(app: StreamappApp) -> list[JoinFacts]:
@@ -265,7 +278,8 @@ def read(app: StreamappApp, instruments: Instruments | None = None) -> Scrape:
     settings = app.settings
     scrape = Scrape(join_facts(app), app.counters.snapshot(), settings.app_id, settings.partitioner,
                     settings.processing_guarantee, instruments=instruments,
-                    table_joins=[TableJoinFacts(j.pair, j.output) for j in app.topology.table_joins])
+                    table_joins=[TableJoinFacts(j.pair, j.output) for j in app.topology.table_joins],
+                    stream_joins=[StreamJoinFacts(j.pair, j.output, j.stores) for j in app.topology.stream_joins])
     parts: dict[str, Callable[[], None]] = {
         "readiness": lambda: setattr(scrape, "ready", bool(app.ready)),
         "health": lambda: setattr(scrape, "health", app.kafka_monitor.status()),
@@ -276,6 +290,7 @@ def read(app: StreamappApp, instruments: Instruments | None = None) -> Scrape:
         "lag": lambda: setattr(scrape, "lag", consumer_lag(app)),
         "restore": lambda: setattr(scrape, "restore", restore_remaining(app)),
         "table rows": lambda: setattr(scrape, "table_rows", table_rows(app)),
+        "window bytes": lambda: setattr(scrape, "window_bytes", window_bytes(app)),
     }
     for name, part in parts.items():
         try:
@@ -347,6 +362,32 @@ def table_rows(app: StreamappApp) -> dict[tuple[str, int], int]:
                 estimate -= 1
             rows[(name, partition)] = max(0, estimate)
     return rows
+
+
+#: What a store's bytes are, by the RocksDB property that counts them (RocksDB's own accounting, no scan): its
+#: memtables (in memory: the writes since the last flush) and its live SST files (on disk).
+STORE_BYTES = {"memtables": "rocksdb.cur-size-all-mem-tables", "sst_files": "rocksdb.live-sst-files-size"}
+
+
+def window_bytes(app: StreamappApp) -> dict[tuple[str, int, str], int]:
+    """Bytes of each windowed join's store per active partition held here, in memory and on disk (the state's size:
+    a count of its records would need a scan, and RocksDB's estimate of its keys counts overwrites and deletes)."""
+    from .web.lookup import active_partitions
+
+    held: dict[tuple[str, int, str], int] = {}
+    for join in app.topology.stream_joins:
+        for name in join.stores:
+            table = app.join_tables.windows[name]
+            if isinstance(table.data, RocksDBStore):
+                for partition in sorted(active_partitions(app, table)):
+                    for part, count in store_bytes(partition_db(table, partition)).items():
+                        held[(name, partition, part)] = count
+    return held
+
+
+def store_bytes(db: Any) -> dict[str, int]:
+    """One partition's database's bytes, by :data:`STORE_BYTES`."""
+    return {part: int(db.property_int_value(name) or 0) for part, name in STORE_BYTES.items()}
 
 
 # -- the families (pure) ----------------------------------------------------------------------------------------
@@ -426,6 +467,9 @@ def written(scrape: Scrape) -> dict[tuple[str, str], int]:
         out[(j.output, j.join)] = joined + (missed if j.type != "INNER" else 0)
         if j.repartition is not None and j.rekeyed_from is not None:
             out[(j.repartition, j.join)] = totals["records"].get(j.rekeyed_from, 0)
+    counted = scrape.counters.get("written", {})  # the joins that write none, one or more per record read
+    for facts in (*scrape.table_joins, *scrape.stream_joins):
+        out[(facts.output, facts.join)] = sum(counted.get(facts.output, {}).values())
     return out
 
 
@@ -446,7 +490,8 @@ def _inputs_outputs(scrape: Scrape) -> Iterator[Metric]:
     _per_partition(updates, counters["deleted"], "delete")
     yield updates
     out = CounterMetricFamily(_name("records_written"), "Records each join queued to its output topic (and a "
-                              "re-keyed join to its repartition topic).", labels=["output", "join"])
+                              "re-keyed join to its repartition topic): stream-table, table-table and windowed "
+                              "stream-stream joins.", labels=["output", "join"])
     for (output, join), count in sorted(written(scrape).items()):
         out.add_metric([output, join], count)
     yield out
@@ -491,6 +536,15 @@ def _state(scrape: Scrape) -> Iterator[Metric]:
     for (table, partition), count in sorted(scrape.table_rows.items()):
         rows.add_metric([table, str(partition)], count)
     yield rows
+    joins = {store: j.join for j in scrape.stream_joins for store in j.stores}
+    held = GaugeMetricFamily(_name("window_store_bytes"), "Bytes of each store of a windowed stream-stream join (a "
+                             "side's window store, or the outer store of the unmatched records waiting for their "
+                             "window to close) per partition this worker is active for, in RocksDB's memtables "
+                             "(part=memtables: memory) and live SST files (part=sst_files: disk).",
+                             labels=["join", "store", "partition", "part"])
+    for (store, partition, part), count in sorted(scrape.window_bytes.items()):
+        held.add_metric([joins.get(store, ""), store, str(partition), part], count)
+    yield held
 
 
 def _verdicts(scrape: Scrape) -> Iterator[Metric]:
