@@ -239,6 +239,7 @@ def test_only_stream_stream_plans_carry_the_new_fields_in_their_json() -> None:
 def test_the_worker_reads_a_side_joined_on_a_non_key_column_from_ksqldbs_repartition_topic(tmp_path: Path) -> None:
     """Each side a join re-keys is re-keyed by the stream agent into ``<app_id>-<QUERY>-Join-left-repartition`` /
     ``-Join-right-repartition`` (ksqlDB's names), and the window join reads those topics."""
+    from streamapp.copartition.guard import joined_pairs, written_topics
     from streamapp.settings import Settings
     from streamapp.worker.app import create_app
 
@@ -253,6 +254,9 @@ def test_the_worker_reads_a_side_joined_on_a_non_key_column_from_ksqldbs_reparti
     assert joins.rekeyed_topics == ("l", "r")
     assert {"l", "r", "app-O-Join-left-repartition", "app-O-Join-right-repartition"} <= set(joins.owned_topics())
     assert {"app-O-Join-left-repartition", "app-O-Join-right-repartition"} <= set(joins.outputs)  # not fingerprinted
+    # the guard pairs what the join reads: the worker placed both sides, so no producer's partitioner matters
+    assert joined_pairs(joins) == [("app-O-Join-left-repartition", "app-O-Join-right-repartition")]
+    assert written_topics(joins) == []
 
 
 @pytest.mark.parametrize("other", [
