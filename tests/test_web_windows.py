@@ -159,6 +159,15 @@ PRODUCED = ([("l", i, {"A": f"order {i}"}, T0 + 1000 * i) for i in range(1, 9)]
             + [("r", i, {"B": f"shipment {i}"}, T0 + 1000 * i + 500) for i in range(1, 5)])
 
 
+#: A table-table join beside it on the broker, for the metrics: customers then their accounts, ids 1 to 3 and 1 to 2.
+TABLES = """
+CREATE TABLE C (ID BIGINT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC='c_{tag}', VALUE_FORMAT='JSON');
+CREATE TABLE A (ID BIGINT PRIMARY KEY, BALANCE BIGINT) WITH (KAFKA_TOPIC='a_{tag}', VALUE_FORMAT='JSON');
+CREATE TABLE CA WITH (KAFKA_TOPIC='ca_{tag}') AS SELECT C.ID, NAME, BALANCE FROM C LEFT JOIN A ON C.ID = A.ID;
+"""
+ROWS = {"c": [(i, {"NAME": f"customer {i}"}) for i in (1, 2, 3)], "a": [(i, {"BALANCE": 10 * i}) for i in (1, 2)]}
+
+
 def key(i: int) -> bytes:
     return struct.pack(">q", i)
 
@@ -175,14 +184,18 @@ class Running:
 def running(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     tmp = tmp_path_factory.mktemp("windows")
     base = broker.settings(Settings()).replace(data_dir=str(tmp / "data"))
-    declared = declare(base, tmp, STREAMS, "win")
+    declared = declare(base, tmp, STREAMS + TABLES, "win")
     n, bootstrap = declared.settings.partitions, declared.settings.bootstrap_servers
-    ensure_topics(bootstrap, {declared.topic("l"): n, declared.topic("r"): n})
+    ensure_topics(bootstrap, {declared.topic(name): n for name in ("l", "r", "c", "a")})
     worker = WorkerProcess(declared.settings, tmp / "worker.log").start(timeout=120)
     try:
         for side in ("l", "r"):
             produce(bootstrap, declared.topic(side), [(key(i), json.dumps(v).encode(), t)
                                                       for s, i, v, t in PRODUCED if s == side])
+        for table, rows in ROWS.items():  # the customers read before their accounts
+            produce(bootstrap, declared.topic(table), [(key(i), json.dumps(v).encode()) for i, v in rows])
+            wait_until(lambda: stats(worker)["rows"].get(declared.topic(table), 0) == len(rows), 60,
+                       f"the worker to read {table}", [worker])
         counts = {declared.topic(s): sum(1 for x in PRODUCED if x[0] == s) for s in ("l", "r")}
         wait_until(lambda: all(stats(worker)["records"].get(topic, 0) == count for topic, count in counts.items()),
                    60, "the worker to read every record", [worker])
@@ -246,16 +259,18 @@ async def test_iso_times_and_the_outer_stores_waiting_records(running: Running) 
 
 
 async def test_the_metrics_count_the_joins_records_written_and_its_stores_bytes(running: Running) -> None:
-    """Orders 1 to 4 and both later orders of 3 meet their shipment: 6 records written (orders 5 to 8 wait).  The
-    stores' bytes as RocksDB counts them: tests/test_metrics_windows.py."""
+    """Orders 1 to 4 and both later orders of 3 meet their shipment: 6 records written (orders 5 to 8 wait); each
+    customer and each account is one record of the table-table join.  The stores' bytes as RocksDB counts them:
+    tests/test_metrics_windows.py."""
     from prometheus_client.parser import text_string_to_metric_families
 
     settings = running.worker.settings
-    output = read_all(settings.bootstrap_servers, f"{settings.output_prefix}o_{running.tag}", running.partitions, 6)
-    assert len(output) == 6
+    written = {join: len(read_all(settings.bootstrap_servers, f"{settings.output_prefix}{join}_{running.tag}",
+                                  running.partitions, count)) for join, count in (("o", 6), ("ca", 5))}
+    assert written == {"o": 6, "ca": 5}
     metrics = {f.name: f for f in text_string_to_metric_families(running.worker.get("/metrics").text)}
     assert {s.labels["join"]: s.value for s in metrics["streamapp_records_written"].samples
-            if s.name.endswith("_total")} == {"o": 6}
+            if s.name.endswith("_total")} == written
     held = {(s.labels["store"], int(s.labels["partition"]), s.labels["part"]): s.value
             for s in metrics["streamapp_window_store_bytes"].samples}
     stores = ("o-left-window", "o-right-window", "o-outer")
