@@ -125,6 +125,25 @@ def test_the_listed_stores_name_their_join_side_stream_key_and_window(tmp_path: 
     assert shown[0]["window"] == {"before_ms": 60_000, "after_ms": 60_000, "grace_ms": 30_000, "retention_ms": 150_000}
 
 
+def test_a_record_older_than_the_sides_stream_time_less_the_retention_is_shown_expired(tmp_path: Path) -> None:
+    """The join no longer sees it (its fetch starts there), though its sweep has not deleted it yet; columns as
+    ksqlDB's JSON writes them; an outer store's record is of the side it came from."""
+    from decimal import Decimal
+
+    from streamapp.worker.web.windows import shown, stores
+    from streamapp.worker.window_stores import StoredRecord
+
+    app, _, _ = fed(tmp_path)
+    left, _, outer = stores(app).values()  # retention 150 s
+    found = [StoredRecord(1000, 7, {"A": "x", "ID": 1}), StoredRecord(1001, 8, {"A": Decimal("1.50"), "ID": 1})]
+    assert [(r["expired"], r["row"], r["side"]) for r in shown(left, found, 151_000)] == [
+        (True, {"A": "x", "ID": 1}, "left"), (False, {"A": 1.5, "ID": 1}, "left")]
+    assert [r["expired"] for r in shown(left, found, None)] == [False, False]  # no stream time yet
+    waiting = [StoredRecord(5, 1, {"B": "y"}, this_side=False), StoredRecord(5, 2, {"A": "z"}, this_side=True)]
+    assert [(r["side"], r["time_iso"]) for r in shown(outer, waiting, None)] == [
+        ("right", "1970-01-01T00:00:00.005+00:00"), ("left", "1970-01-01T00:00:00.005+00:00")]
+
+
 @pytest.mark.parametrize(("query", "expected"), [
     ({}, (None, None)),
     ({"from": "1700000000000", "to": " 1700000001000 "}, (1_700_000_000_000, 1_700_000_001_000)),

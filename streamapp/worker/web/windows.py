@@ -116,11 +116,18 @@ def read(app: StreamappApp, store: Store, partition: int, key: Any, start: int |
         found, observed = window_stores.outer_records(db, key, start, end), None
     else:
         found = window_stores.window_records(db, key, start, end)
-        first = lookup.store_db(app.join_tables.windows[store.join.stores[0]], partition)
-        observed = window_stores.stream_times(first).get(store.kind, [None])[0]
+        first = app.join_tables.windows[store.join.stores[0]]  # the partition's stream times are in the left's
+        observed = (window_stores.stream_times(lookup.store_db(first, partition)).get(store.kind, [None])[0]
+                    if partition in lookup.local_partitions(app, first) else None)
+    return shown(store, found, observed), observed
+
+
+def shown(store: Store, found: list[window_stores.StoredRecord], observed: int | None) -> list[dict[str, Any]]:
+    """The records as the view answers them: ``expired`` when older than the side's stream time (``observed``)
+    less the retention (the join no longer sees them, and deletes them at its next sweep)."""
     oldest = None if observed is None else observed - store.window.retention + 1
     return [{"time": r.time, "time_iso": iso(r.time), "offset": r.offset, "side": store.side_of(r.this_side),
-             "expired": oldest is not None and r.time < oldest, "row": plain_row(r.columns)} for r in found], observed
+             "expired": oldest is not None and r.time < oldest, "row": plain_row(r.columns)} for r in found]
 
 
 class WindowsView(web.View):
