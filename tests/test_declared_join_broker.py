@@ -17,22 +17,19 @@ import json
 import random
 import re
 import struct
-import uuid
 from pathlib import Path
 
 import pytest
 
 from streamapp.kafka.admin import ensure_topics
-from streamapp.kafka.broker import free_port
 from streamapp.kafka.reader import Record
 from streamapp.settings import Settings
 from streamapp.sql import engine
 from streamapp.sql.formats import Codec
-from streamapp.sql.planner import plan_file
 from streamapp.sql.runner import TestRecord, read_back, run
 from streamapp.worker.process import WorkerProcess
 
-from workerkit import group_progress, murmur2_partition, produce, read_all, stats, wait_until
+from workerkit import declare, group_progress, murmur2_partition, produce, read_all, start_together, stats, wait_until
 
 CUSTOMERS, PAYMENTS = 60, 120
 #: customers x payments, each join with the table as written and with its copy through murmur2 (also the
@@ -48,12 +45,8 @@ def crc32_partition(key: bytes, n: int) -> int:
 
 def test_a_join_declared_in_sql_runs_as_the_test_runner_predicts_and_misses_where_the_partitioners_differ(
         broker_settings: Settings, tmp_path: Path) -> None:
-    tag = uuid.uuid4().hex[:8]
-    statements = tmp_path / "joins.sql"
-    statements.write_text(STATEMENTS.format(tag=tag), encoding="utf-8")
-    plan = plan_file(statements)
-    settings = broker_settings.replace(statements=str(statements), app_id=f"decl-{tag}", web_port=free_port(),
-                                       dead_letter_topic=f"dead_{tag}")
+    declared = declare(broker_settings, tmp_path, STATEMENTS, "decl")
+    tag, plan, settings = declared.tag, declared.plan, declared.settings
     n = settings.partitions
     rng = random.Random(33)
     ids = rng.sample(range(1, 10**12), CUSTOMERS)
@@ -141,12 +134,8 @@ def test_a_join_rekeys_the_stream_or_the_table_as_ksqldb_does(
 
     Under exactly_once each of the three streams the worker reads (payments, their repartition topic, refunds)
     has its own transactions, and the same records come out, once each."""
-    tag = uuid.uuid4().hex[:8]
-    statements = tmp_path / "rekeyed.sql"
-    statements.write_text(REKEYED.format(tag=tag), encoding="utf-8")
-    plan = plan_file(statements)
-    settings = broker_settings.replace(statements=str(statements), app_id=f"rekey-{tag}", web_port=free_port(),
-                                       dead_letter_topic=f"dead_{tag}", processing_guarantee=guarantee)
+    declared = declare(broker_settings, tmp_path, REKEYED, "rekey", processing_guarantee=guarantee)
+    tag, plan, settings = declared.tag, declared.plan, declared.settings
     n = settings.partitions
     rng = random.Random(97)
     ids = rng.sample(range(1, 10**12), 40)
@@ -200,11 +189,8 @@ def test_the_worker_and_kafka_streams_agree_record_for_record_on_the_declared_jo
     records, the direct join's misses included."""
     from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan
 
-    tag = uuid.uuid4().hex[:8]
-    statements = tmp_path / "joins.sql"
-    statements.write_text(STATEMENTS.format(tag=tag), encoding="utf-8")
-    settings = broker_settings.replace(statements=str(statements), app_id=f"both-{tag}", web_port=free_port(),
-                                       dead_letter_topic=f"dead_{tag}")
+    declared = declare(broker_settings, tmp_path, STATEMENTS, "both")
+    tag, settings = declared.tag, declared.settings
     n = settings.partitions
     rng = random.Random(34)
     ids = rng.sample(range(1, 10**12), 30)
@@ -214,9 +200,10 @@ def test_the_worker_and_kafka_streams_agree_record_for_record_on_the_declared_jo
                  1_700_000_000_000 + k) for k in range(60)]
     ensure_topics(settings.bootstrap_servers, {f"customers_{tag}": n, f"payments_{tag}": n})
     produce(settings.bootstrap_servers, f"customers_{tag}", customers, "consistent_random")
-    worker = WorkerProcess(settings, tmp_path / "worker.log").start(timeout=120)
-    streams = KsqlEquivalent(settings, state_dir=tmp_path / "ks", plan=cluster_plan(settings)).start()
+    worker = WorkerProcess(settings, tmp_path / "worker.log")
+    streams = KsqlEquivalent(settings, state_dir=tmp_path / "ks", plan=cluster_plan(settings))
     try:
+        start_together(streams, worker)
         assert set(streams.created_topics) >= {f"payments_enriched_{tag}", f"customers_by_id_{tag}"}
         wait_until(lambda: stats(worker)["rows"].get(f"streamapp_customers_by_id_{tag}") == len(customers), 90,
                    "the worker's tables", [worker])
