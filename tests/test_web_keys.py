@@ -2,13 +2,12 @@
 
 The router's own reading refused ``{`` and ``}`` (404) and kept ``%ff%fe`` as its
 text, so ``%ff`` and ``%25ff`` looked up the same key. Pure parts first, then a real
-worker on the session's broker holding users whose ids are made of such characters.
+worker on the session's broker holding users whose ids are made of such characters.  Two workers forwarding
+and gathering such keys: tests/test_web_routing.py (its two workers hold these users too).
 """
 from __future__ import annotations
 
-import asyncio
 import json
-from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote
 
@@ -23,9 +22,7 @@ from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 from streamapp.worker.web.params import WebInputError, path_key
 from streamapp.worker.web.views import any_segment
-from test_web_placement import rdkafka_partition
-from test_web_routing import assignment
-from test_web_views import DIRECT, PARTITIONS, REPARTITIONED, TOKEN, Running, unique_settings, wait_for
+from test_web_views import DIRECT, REPARTITIONED, TOKEN, Running, unique_settings, wait_for
 
 #: User ids a router or a decoder could get wrong: braces, a slash, percent signs, a plus, non-ASCII, a space.
 IDS = ("a{b}", "{}", "x/y", "50%", "%ff", "%25", "a+b", "ü-ñ", "a b", "?q=1", "#h")
@@ -110,36 +107,3 @@ async def found_at(base: str, key: str) -> Any:
     """The lookup's answer once ``key`` is in both tables (None before)."""
     status, body, _ = await fetch(URL(f"{base}/tables/{REPARTITIONED}/{quote(key, safe='')}", encoded=True))
     return body if status == 200 and all(t["found"] for t in body["tables"].values()) else None
-
-
-def test_two_workers_forward_and_gather_any_key(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    """A lookup sent to the worker that does not own the key is forwarded with its escapes (``x/y``, ``%ff``),
-    and the other table's row is gathered from the other worker the same way."""
-    base = unique_settings(broker, tmp_path, TOKEN)
-    produce_ids(base)
-    workers: list[WorkerProcess] = []
-    try:
-        for name in ("a", "b"):
-            settings = base.replace(web_port=free_port(), data_dir=str(tmp_path / name))
-            worker = WorkerProcess(settings, tmp_path / f"{name}.log", extra_env={"TABLE_STANDBY_REPLICAS": "0"})
-            workers.append(worker.start(timeout=120))
-        asyncio.run(_forward_and_gather(Running(base, workers, {})))
-    finally:
-        codes = [(w.stop(), w.tail()) for w in workers]
-    assert all(code == 0 for code, _ in codes), codes
-
-
-async def _forward_and_gather(running: Running) -> None:
-    rep_owners = await assignment(running, REPARTITIONED)
-    direct_owners = await assignment(running, DIRECT)
-    urls = [running.url(0), running.url(1)]
-    forwarded = gathered = 0
-    for i, key in enumerate(IDS):
-        owner = rep_owners[rdkafka_partition("murmur2", key.encode(), PARTITIONS)]
-        other = urls[1 - urls.index(owner)]
-        body = await wait_for(lambda: found_at(other, key), f"user {key!r} in both tables, asked at {other}")
-        assert (body["key"], body["answered_by"], body["routed_from"]) == (key, owner, other)
-        assert body["tables"][DIRECT]["row"]["NAME"] == f"U{i}" and body["unreachable"] == []
-        forwarded += 1
-        gathered += direct_owners[body["tables"][DIRECT]["partition"]] != owner
-    assert forwarded == len(IDS) and gathered > 0

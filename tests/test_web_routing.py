@@ -2,7 +2,8 @@
 
 Standby replicas are off (Faust's ``TABLE_STANDBY_REPLICAS=0``), so each worker
 holds only the partitions it owns: a users row written by crc32 into the other
-worker's partition can only be found by asking that worker.
+worker's partition can only be found by asking that worker.  The two workers also hold users whose ids a router
+could get wrong (tests/test_web_keys.py's): forwarded and gathered with their escapes kept.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.worker.process import WorkerProcess
+from test_web_keys import IDS, found_at, produce_ids
 from test_web_placement import rdkafka_partition
 from test_web_views import (DIRECT, PARTITIONS, REPARTITIONED, TOKEN, Running, declared, get, produce_users, unique_settings,
                             wait_for, wait_loaded)
@@ -25,6 +27,7 @@ def two_workers(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
     tmp: Path = tmp_path_factory.mktemp("web2")
     base = unique_settings(broker, tmp, TOKEN)
     users = produce_users(base, USERS)
+    produce_ids(base)  # users whose ids a router could get wrong (braces, a slash, percent signs...), placed by crc32
     workers: list[WorkerProcess] = []
     try:
         for name in ("a", "b"):
@@ -109,12 +112,15 @@ async def test_partition_page_sent_to_the_non_owner_is_answered_by_the_owner(two
     owners = await assignment(two_workers, DIRECT)
     await wait_loaded(two_workers, two_workers.url(1))
     urls = [two_workers.url(0), two_workers.url(1)]
+    for key in IDS:  # the odd ids' users too, before pages that list every key
+        await wait_for(lambda: found_at(urls[0], key), f"user {key!r} in both tables")
     for partition, owner in owners.items():
         other = urls[1 - urls.index(owner)]
         status, body = await get(f"{other}/tables/{DIRECT}?partition={partition}&limit=500")
         assert status == 200, body
         assert body["answered_by"] == body["owner"] == owner
-        expected = sorted(u for u, (p, _) in two_workers.users.items() if p == partition)
+        expected = sorted([u for u, (p, _) in two_workers.users.items() if p == partition]
+                          + [k for k in IDS if rdkafka_partition("consistent", k.encode(), PARTITIONS) == partition])
         assert [row["key"] for row in body["rows"]] == expected
 
 
@@ -126,3 +132,22 @@ async def test_stats_add_up_both_workers(two_workers: Running) -> None:
     topic = two_workers.settings.users_topic
     per_worker = [w["totals"]["rows"].get(topic, 0) for w in body["workers"].values()]
     assert body["group"]["totals"]["rows"][topic] == sum(per_worker) >= USERS
+
+
+async def test_two_workers_forward_and_gather_any_key(two_workers: Running) -> None:
+    """A lookup sent to the worker that does not own the key is forwarded with its escapes (``x/y``, ``%ff``),
+    and the other table's row is gathered from the other worker the same way (the ids of tests/test_web_keys.py)."""
+    running = two_workers
+    rep_owners = await assignment(running, REPARTITIONED)
+    direct_owners = await assignment(running, DIRECT)
+    urls = [running.url(0), running.url(1)]
+    forwarded = gathered = 0
+    for i, key in enumerate(IDS):
+        owner = rep_owners[rdkafka_partition("murmur2", key.encode(), PARTITIONS)]
+        other = urls[1 - urls.index(owner)]
+        body = await wait_for(lambda: found_at(other, key), f"user {key!r} in both tables, asked at {other}")
+        assert (body["key"], body["answered_by"], body["routed_from"]) == (key, owner, other)
+        assert body["tables"][DIRECT]["row"]["NAME"] == f"U{i}" and body["unreachable"] == []
+        forwarded += 1
+        gathered += direct_owners[body["tables"][DIRECT]["partition"]] != owner
+    assert forwarded == len(IDS) and gathered > 0
