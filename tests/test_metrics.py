@@ -589,13 +589,17 @@ def test_the_monitoring_page_lists_every_metric_and_every_alert() -> None:
     assert set(re.findall(r"^\| `(Streamapp\w+)` \|", page, re.M)) == ALERTS
 
 
+#: The real Prometheus' time scale: a minute of the shipped rules is a second (5 m windows: 5 scrapes).
+PROMETHEUS_SECONDS_PER_MINUTE = 1
+
+
 class Prometheus:
     """A real Prometheus (Debian's) scraping one worker every second, with the shipped rules time-scaled."""
 
     def __init__(self, tmp: Path, target: str, token: str) -> None:
         self.port = free_port()
         (tmp / "token").write_text(token)
-        (tmp / "alerts.yml").write_text(scaled_rules((DEPLOY / "alerts.yml").read_text()))
+        (tmp / "alerts.yml").write_text(scaled_rules((DEPLOY / "alerts.yml").read_text(), PROMETHEUS_SECONDS_PER_MINUTE))
         (tmp / "prometheus.yml").write_text(json.dumps({
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(tmp / "alerts.yml")],
@@ -707,8 +711,9 @@ def test_prometheus_itself_fires_the_alerts_when_a_producer_switches_partitioner
         prometheus = Prometheus(tmp_path, f"127.0.0.1:{settings.web_port}", TOKEN)
         orders = OrderStream(bootstrap, settings.orders_topic, good)
         orders.start()
-        # The right partitioner: 45 s (past the scaled baseline's 30 s offset), and never a watched alert, not even pending.
-        quiet_until = time.monotonic() + 45
+        # The right partitioner: 25 scaled minutes, 10 past the baseline's 15-minute offset (so the jump alert has its
+        # baseline), and never a watched alert, not even pending.
+        quiet_until = time.monotonic() + 25 * PROMETHEUS_SECONDS_PER_MINUTE
         while time.monotonic() < quiet_until:
             active = {key: state for key, state in prometheus.alerts().items() if key[0] in watched}
             assert not active, active
