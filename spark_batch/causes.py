@@ -37,7 +37,9 @@ from .summary import PartitionCell
 
 #: A null ``ts`` as the orders' probe key (see :func:`order_info`); a real ts equal to it only adds a hit.
 _NO_TS = -(2**63)
-CAUSES = ("copartition_violation", "late_user", "unknown_user", "key_format", NULL_KEY, NON_UTF8_KEY, "other")
+#: Every cause; ``late_record`` is a two-sided join's (``spark_batch.two_sided``).
+CAUSES = ("copartition_violation", "late_user", "late_record", "unknown_user", "key_format", NULL_KEY, NON_UTF8_KEY,
+          "other")
 
 
 def normalized_key(column: Column) -> Column:

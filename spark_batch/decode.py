@@ -30,7 +30,7 @@ from streamapp.sql import plan as p
 from . import ksql_json
 from .errors import ReconcileError
 from .ksql_json import KINDS, NON_UTF8_KEY, NULL_KEY, TOMBSTONE, UNDECODABLE, ddl
-from .roles import Field, Group, Pair, spark_type
+from .roles import Field, Group, Pair, TwoSidedPair, spark_type
 from .window import TimeWindow
 
 #: Spark's JSON reader sets this column to the record's text when it cannot read it as the sink's columns.
@@ -49,7 +49,7 @@ COUNTED_KINDS = KINDS
 _PLACE = {"partition": "int", "offset": "bigint", "timestamp_ms": "bigint"}
 
 
-def output_fields(group: Group) -> tuple[str, ...]:
+def output_fields(group: Group | TwoSidedPair) -> tuple[str, ...]:
     """The columns of a group's decoded output rows: identity, table fields, partition, offset."""
     return (*[f.name for f in group.identity], *[f.name for f in group.joined], "partition", "offset")
 
@@ -83,14 +83,16 @@ def in_window(frame: DataFrame, window: TimeWindow, time: str | None = None) -> 
     return frame.where(moment.isNull() | ((moment >= window.start_ms) & (moment < window.end_ms)))
 
 
-def _sink(pair: Pair, plan: p.Plan) -> p.Source:
+def _sink(pair: Pair | TwoSidedPair, plan: p.Plan) -> p.Source:
     return plan.source(pair.sink)
 
 
-def output_columns(frame: DataFrame, group: Group, plan: p.Plan, pair: Pair | None = None) -> DataFrame:
+def output_columns(frame: DataFrame, group: Group | TwoSidedPair, plan: p.Plan, pair: Pair | TwoSidedPair | None = None,
+                   tombstones: bool = False) -> DataFrame:
     """Join output records (Faust's or ksqlDB's, tagged ``pair`` and ``side``) as pair, side + ``output_fields``
     + ``undecodable`` (see the module's docstring).  ``pair``: the frame holds that pair's output alone; else
-    each row is decoded by its ``pair`` column's sink."""
+    each row is decoded by its ``pair`` column's sink.  ``tombstones`` (a table-table join's changelog): a null
+    value is the key's deletion, flagged ``tombstone`` (in an export: every compared column null), not undecodable."""
     pairs = [pair] if pair is not None else list(group.pairs)
     fields = {f.name: f for f in (*group.identity, *group.joined)}
     if not is_raw(frame):
@@ -99,7 +101,13 @@ def output_columns(frame: DataFrame, group: Group, plan: p.Plan, pair: Pair | No
         if group.time.source is None and group.time.name not in by_lower:  # the record timestamp is the event time
             stamp = by_lower.get("timestamp_ms") or by_lower.get("timestamp")
             frame = frame.withColumn(group.time.name, _millis(frame, stamp) if stamp else F.lit(None).cast("bigint"))
-        return _decoded(frame, ("pair", "side", *output_fields(group)), types, "a join output export", group.time.name)
+        decoded = _decoded(frame, ("pair", "side", *output_fields(group)), types, "a join output export", group.time.name)
+        if tombstones:
+            gone = F.lit(True)
+            for f in group.joined:
+                gone = gone & F.col(f.name).isNull() if f is not group.time else gone
+            decoded = decoded.withColumn("tombstone", gone)
+        return decoded
     sinks = {pr.name: _sink(pr, plan) for pr in pairs}
     value_types: dict[str, str] = {}
     for sink in sinks.values():
@@ -107,13 +115,16 @@ def output_columns(frame: DataFrame, group: Group, plan: p.Plan, pair: Pair | No
     value = F.from_json(F.col("value").cast("string"), ddl({**value_types, _CORRUPT: "string"}),
                         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
     undecodable = F.col("value").isNull() | value.isNull() | value[_CORRUPT].isNotNull()
+    if tombstones:
+        undecodable = F.col("value").isNotNull() & (value.isNull() | value[_CORRUPT].isNotNull())
     columns: dict[str, Column] = {}
     for name, f in fields.items():
         columns[name] = _by_pair([(pr.name, _where(f, group, sinks[pr.name])) for pr in pairs], value, f.spark)
     keys = [(pr.name, ("key", _key_only(sinks[pr.name]))) for pr in pairs]
     keyed = _by_pair(keys, value, "boolean", lambda sink: ksql_json.output_key(sink, F.col("key"))[1])
     undecodable = undecodable | ~keyed | columns[group.time.name].isNull()
-    return frame.select("pair", "side", *[c.alias(n) for n, c in columns.items()], "partition", "offset",
+    extra = [F.col("value").isNull().alias("tombstone")] if tombstones else []
+    return frame.select("pair", "side", *[c.alias(n) for n, c in columns.items()], "partition", "offset", *extra,
                         undecodable.alias("undecodable"))
 
 
@@ -121,7 +132,7 @@ def output_columns(frame: DataFrame, group: Group, plan: p.Plan, pair: Pair | No
 _Where = tuple
 
 
-def _where(f: Field, group: Group, sink: p.Source) -> _Where:
+def _where(f: Field, group: Group | TwoSidedPair, sink: p.Source) -> _Where:
     if f.source is None and f.name == group.time.name and f.output not in {c.name for c in sink.columns}:
         return ("timestamp",)  # the output record's timestamp: the stream record's event time
     if f.output in {c.name for c in sink.key_columns}:

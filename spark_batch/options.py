@@ -222,9 +222,8 @@ def plan_roles(settings: Settings, args: argparse.Namespace) -> tuple[Roles, dic
         roles = Roles(topology(settings))
     except PlanShapeError as exc:
         raise ReconcileError(str(exc)) from None
-    if not roles.pairs:
-        raise ReconcileError(f"--statements={args.statements or settings.statements!r}: declares no stream-table join "
-                             "to reconcile")
+    if not roles.pairs and not roles.two_sided:
+        raise ReconcileError(f"--statements={args.statements or settings.statements!r}: declares no join to reconcile")
     topics = roles.topics()
     named = {getattr(settings, setting): flag for flag, setting in SEED_FLAGS.items()} if not args.statements else {}
     return roles, {role: named[topic] for role, topic in topics.items() if topic in named}

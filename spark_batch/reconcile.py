@@ -1,8 +1,9 @@
 """Nightly reconciliation of the Faust worker's joins against ksqlDB's, with a root cause per mismatch.
 
 Run as ``python -m spark_batch.reconcile --date YYYY-MM-DD [--statements FILE] ...`` or
-``spark-submit spark_batch/reconcile.py ...``.  Every stream-table join query of the declared
-statements (the seed's by default) is one pair of outputs (``spark_batch.roles``).  Exit codes: 0 within the
+``spark-submit spark_batch/reconcile.py ...``.  Every join query of the declared statements (the seed's by
+default) is one pair of outputs (``spark_batch.roles``): stream-table joins classified and explained by
+``compare`` and ``causes``, windowed stream-stream and table-table joins by ``two_sided``.  Exit codes: 0 within the
 threshold, 1 threshold breached, 2 error (one line naming the option/topic), a window not over included
 (``--allow-partial`` reads it as partial and keeps no offsets).
 """
@@ -35,13 +36,13 @@ from rich.table import Table
 import streamapp
 from streamapp.errors import StreamappError
 
-from spark_batch import causes, compare, decode, report
+from spark_batch import causes, compare, decode, report, two_sided
 from spark_batch.errors import ReconcileError, one_line
 from spark_batch.files_source import check_exports, read_export
 from spark_batch.kafka_source import RAW_SCHEMA, choose_reader, connector_jars, range_error, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import Options, parse
-from spark_batch.roles import SIDES, Roles
+from spark_batch.roles import SIDES, Roles, TwoSidedPair
 from spark_batch.summary import InputRecords, OutputRecords, PairTotals, Sample, Summary, Threshold
 from spark_batch.window import OffsetPlan, Partial, iso, wall_clock_ms, written_after_close
 
@@ -101,8 +102,12 @@ class Inputs:
     observations: list[Observation]
     #: The offsets read (``None`` for files).
     plan: OffsetPlan | None
-    #: Stream role -> its topic's partition count.
+    #: Stream role -> its topic's partition count (a two-sided pair's tables too).
     partitions: dict[str, int]
+    #: Per two-sided pair (``roles.two_sided``, in order), per side: that engine's decoded, valid outputs.
+    two_sided: list[dict[str, DataFrame]]
+    #: A two-sided pair's input role -> its records (``two_sided.decoded_side``; a stream's cut to the window).
+    sides: dict[str, DataFrame]
 
 
 def decoded_columns(roles: Roles, role: str) -> tuple[str, ...]:
@@ -112,6 +117,11 @@ def decoded_columns(roles: Roles, role: str) -> tuple[str, ...]:
         pair = roles.pair(roles.outputs[role][0])
         fields = [f.name for f in (*pair.identity, *pair.joined) if f.source is not None]
         return (*fields, "partition")
+    if role in roles.two_sided_outputs:
+        two = roles.two_sided_pair(roles.two_sided_outputs[role][0])
+        return (*[f.name for f in (*two.identity, *two.joined) if f.source is not None], "partition")
+    if role in roles.two_sided_inputs and role not in roles.inputs:
+        return (*[c.name.lower() for c in roles.two_sided_inputs[role].columns], "partition")
     if role in roles.streams:
         pair = next(pair for pair in roles.pairs if pair.stream_role == role)
         sources = [c.name.lower() for c in pair.stream.columns
@@ -129,6 +139,9 @@ def _event_time(roles: Roles, role: str) -> str | None:
     if role in roles.streams:
         stream = roles.inputs[role]
         return stream.timestamp.lower() if stream.timestamp else None
+    source = roles.two_sided_inputs.get(role)
+    if source is not None and source.kind == "stream" and source.timestamp:
+        return source.timestamp.lower()
     return None
 
 
@@ -170,7 +183,19 @@ def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> Inputs:
             outputs.append(_by_side(decoded))
         streams = {role: decode.in_window(frames[role], options.window, _event_time(roles, role)) for role in roles.streams}
         tables = {role: frames[role] for role in roles.inputs if role not in roles.streams}
-        return Inputs(outputs, streams, tables, observations, None, dict.fromkeys(roles.streams, options.partitions))
+        two = []
+        for pair in roles.two_sided:
+            by_side = {}
+            for side in SIDES:
+                role = f"{side}_{pair.name}"
+                observations.append(Observation(role))
+                tagged = decode.in_window(frames[role], options.window, pair.time.name).select(
+                    F.lit(pair.name).alias("pair"), F.lit(side).alias("side"), "*")
+                by_side[side] = _two_sided_outputs(tagged, options, pair, side, observations[-1])
+            two.append(by_side)
+        sides = {role: _side(frames[role], options, role) for role in roles.two_sided_inputs}
+        return Inputs(outputs, streams, tables, observations, None,
+                      dict.fromkeys((*roles.streams, *roles.two_sided_inputs), options.partitions), two, sides)
     counts = partition_counts(options.bootstrap, options.topics, options.flags)
     previous = out_dir / PLAN_FILE
     plan = _reusable_plan(options, previous)
@@ -198,8 +223,36 @@ def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> Inputs:
                for role in roles.streams}
     tables = {role: read_ranges(spark, options.bootstrap, [plan.topics[role]], reader)
               for role in roles.inputs if role not in roles.streams}
+    two = []
+    for pair in roles.two_sided:
+        by_side = {}
+        for side in SIDES:
+            raw = read_ranges(spark, options.bootstrap, [plan.topics[f"{side}_{pair.name}"]], reader)
+            observations.append(Observation(f"outputs:{side}:{pair.name}"))
+            tagged = decode.in_window(raw, options.window).select(F.lit(pair.name).alias("pair"), F.lit(side).alias("side"),
+                                                                  *raw.columns)
+            by_side[side] = _two_sided_outputs(tagged, options, pair, side, observations[-1])
+        two.append(by_side)
+    sides = {role: _side(read_ranges(spark, options.bootstrap, [plan.topics[role]], reader), options, role)
+             for role in roles.two_sided_inputs}
     return Inputs(outputs, streams, tables, observations, plan,
-                  {role: counts[options.topics[role]] for role in roles.streams})
+                  {role: counts[options.topics[role]] for role in (*roles.streams, *roles.two_sided_inputs)}, two, sides)
+
+
+def _two_sided_outputs(tagged: DataFrame, options: Options, pair: TwoSidedPair, side: str,
+                       observation: Observation) -> DataFrame:
+    """One engine's output of a two-sided pair, decoded (a table join's tombstones kept), its records counted."""
+    decoded = decode.output_columns(tagged, pair, options.roles.topology.declared, pair, tombstones=not pair.windowed)
+    return decode.valid_outputs(decoded, [(pair.name, side)], observation, alone=True)
+
+
+def _side(frame: DataFrame, options: Options, role: str) -> DataFrame:
+    """A two-sided pair's input, decoded; a stream's cut to the window, a table's whole."""
+    source = options.roles.two_sided_inputs[role]
+    stream = source.kind == "stream"
+    if stream:
+        frame = decode.in_window(frame, options.window, _event_time(options.roles, role))
+    return two_sided.decoded_side(frame, source, stream)
 
 
 def _by_side(decoded: list[tuple[str, DataFrame]]) -> dict[str, DataFrame]:
@@ -284,13 +337,22 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
     options.output.mkdir(parents=True, exist_ok=True)
     inputs = _inputs(spark, options, out_dir)
     statuses = [Observation(f"statuses:{i}") for i in range(len(roles.groups))]
-    classified = _union([compare.classify(group, by_side["faust"], by_side["ksqldb"], matches=options.detail == "all")
-                         .observe(observation, *compare.status_metrics(group.names))
-                         for group, by_side, observation in zip(roles.groups, inputs.outputs, statuses)])
+    by_group = [compare.classify(group, by_side["faust"], by_side["ksqldb"], matches=options.detail == "all")
+                .observe(observation, *compare.status_metrics(group.names))
+                for group, by_side, observation in zip(roles.groups, inputs.outputs, statuses)]
+    by_pair = [two_sided.classify(pair, by_side["faust"], by_side["ksqldb"])
+               for pair, by_side in zip(roles.two_sided, inputs.two_sided)]
     try:
+        stage = paired = None
         with _step("Read and classified the join outputs"):
-            classified.write.parquet(str(staging / "_classified"))
-        stage = spark.read.schema(classified.schema).parquet(str(staging / "_classified"))  # schema: may be empty
+            if by_group:
+                classified = _union(by_group)
+                classified.write.parquet(str(staging / "_classified"))
+                stage = spark.read.schema(classified.schema).parquet(str(staging / "_classified"))  # may be empty
+            if by_pair:
+                rows = _union(by_pair)
+                rows.write.parquet(str(staging / "_two_sided"))
+                paired = spark.read.schema(rows.schema).parquet(str(staging / "_two_sided"))
         output_records = _output_records(roles, inputs)
         faust_records = {pair: output_records[role].rows - output_records[role].undecodable
                          for role, (pair, side) in roles.outputs.items() if side == "faust"}
@@ -298,15 +360,23 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
         for observation in statuses:
             metrics.update(observed(observation))
         counts = compare.status_counts([pair.name for pair in roles.pairs], faust_records, metrics)
+        counts.update(_two_sided_counts(roles, paired))
         mismatching = {pair: sum(n for status, n in by.items() if status != "match") for pair, by in counts.items()}
         kinds = {role: Observation(f"kinds:{role}") for role in roles.inputs}  # counted by the explain step's scans
-        explained = _union(_explained(options, inputs, stage, mismatching, kinds))
+        frames = _explained(options, inputs, stage, mismatching, kinds) if stage is not None else []
+        if paired is not None:
+            frames += _two_sided_explained(roles, inputs, paired)
+        explained = _union(frames)
         if options.detail == "all":
-            explained = explained.unionByName(stage.where(F.col("status") == "match"), allowMissingColumns=True)
+            matches = [frame.where(F.col("status") == "match") for frame in (stage, paired) if frame is not None]
+            explained = _union([explained, *[m.drop(*[c for c in m.columns if c.startswith("_")]) for m in matches]])
         with _step("Explained the mismatches from the input topics"), _settings(spark, EXPLAIN_SETTINGS):
             explained.write.partitionBy("status").parquet(str(staging / "detail"))
-        shutil.rmtree(staging / "_classified")
+        for scratch in ("_classified", "_two_sided"):
+            shutil.rmtree(staging / scratch, ignore_errors=True)
         input_records = _input_records(roles, inputs, {role: observed(kinds[role]) for role in roles.inputs})
+        input_records.update({role: InputRecords(**_kind_fields(two_sided.kinds(frame)))
+                              for role, frame in inputs.sides.items() if role not in input_records})
         with _step("Summarised"):
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
             with ThreadPoolExecutor(1) as thread:  # two small queries, each mostly waiting on its stages: together
@@ -345,6 +415,33 @@ def _explained(options: Options, inputs: Inputs, stage: DataFrame, mismatching: 
     return frames
 
 
+def _two_sided_counts(roles: Roles, paired: DataFrame | None) -> dict[str, dict[str, int]]:
+    """{pair: {status: rows}} of the two-sided pairs, every status present (their classified rows hold the matches)."""
+    counts = {pair.name: dict.fromkeys(compare.STATUSES, 0) for pair in roles.two_sided}
+    if paired is not None:
+        for row in paired.groupBy("pair", "status").count().collect():
+            counts[row["pair"]][row["status"]] = int(row["count"])
+    return counts
+
+
+def _two_sided_explained(roles: Roles, inputs: Inputs, paired: DataFrame) -> list[DataFrame]:
+    """Each two-sided pair's mismatches with their causes (``two_sided.explain``)."""
+    frames = []
+    for pair in roles.two_sided:
+        mine = paired.where((F.col("pair") == pair.name) & (F.col("status") != "match"))
+        left = two_sided.side_records(pair, "left", inputs.sides[pair.left_role])
+        right = two_sided.side_records(pair, "right", inputs.sides[pair.right_role])
+        frames.append(two_sided.explain(pair, mine, left, right))
+    return frames
+
+
+def _kind_fields(found: dict[str, int]) -> dict[str, int]:
+    """``InputRecords``' fields from counts by kind (``decode.kind_counts``)."""
+    return {field: int(found.get(kind, 0)) for field, kind in (
+        ("rows", "rows"), ("undecodable", decode.UNDECODABLE), ("null_key", decode.NULL_KEY),
+        ("non_utf8_key", decode.NON_UTF8_KEY), ("tombstones", decode.TOMBSTONE))}
+
+
 def _input_records(roles: Roles, inputs: Inputs, counted: dict[str, dict[str, Any]]) -> dict[str, InputRecords]:
     """Every stream and table record (streams: of the window) counted by kind, so that none is left out
     without a word: the undecodable ones, the ones only Kafka Streams reads, tombstones.
@@ -354,7 +451,7 @@ def _input_records(roles: Roles, inputs: Inputs, counted: dict[str, dict[str, An
     and only then are the inputs read again to count them.
     """
     found = counted
-    if not all(counted.values()):
+    if roles.inputs and not all(counted.values()):
         with _step("Counted the input records by kind (nothing to explain)"):
             groups = {group.stream_role: group for group in roles.groups}
             kinds = _union([
@@ -363,9 +460,7 @@ def _input_records(roles: Roles, inputs: Inputs, counted: dict[str, dict[str, An
                 *[decode.all_users(frame, roles.inputs[role]).select(F.lit(role).alias("role"), "kind")
                   for role, frame in inputs.tables.items()]])
             found = {row["role"]: row.asDict() for row in kinds.groupBy("role").agg(*decode.kind_counts()).collect()}
-    return {role: InputRecords(**{field: int(found[role][kind]) if role in found else 0 for field, kind in (
-        ("rows", "rows"), ("undecodable", decode.UNDECODABLE), ("null_key", decode.NULL_KEY),
-        ("non_utf8_key", decode.NON_UTF8_KEY), ("tombstones", decode.TOMBSTONE))}) for role in roles.inputs}
+    return {role: InputRecords(**_kind_fields(found.get(role, {}))) for role in roles.inputs}
 
 
 def _output_records(roles: Roles, inputs: Inputs) -> dict[str, OutputRecords]:
@@ -375,16 +470,25 @@ def _output_records(roles: Roles, inputs: Inputs) -> dict[str, OutputRecords]:
         for name, value in observed(observation).items():
             metrics[name] = metrics.get(name, 0) + int(value)
     return {role: OutputRecords(int(metrics.get(f"rows:{pair}:{side}", 0)), int(metrics.get(f"undecodable:{pair}:{side}", 0)))
-            for role, (pair, side) in roles.outputs.items()}
+            for role, (pair, side) in roles.all_outputs.items()}
 
 
 def describe(roles: Roles) -> dict[str, dict[str, Any]]:
     """Pair -> what it reconciles, for summary.json and the report."""
     origin = roles.topology.declared.origin
-    return {pair.name: {"statements": origin, "query": pair.query.name, "stream": pair.stream.name,
-                        "table": pair.table.name, "table_input": pair.table_input.name,
-                        "repartitioned": pair.repartitioned, "identity": [f.output for f in pair.identity],
-                        "table_columns": [f.output for f in pair.joined]} for pair in roles.pairs}
+    described = {pair.name: {"statements": origin, "query": pair.query.name, "stream": pair.stream.name,
+                             "table": pair.table.name, "table_input": pair.table_input.name,
+                             "repartitioned": pair.repartitioned, "identity": [f.output for f in pair.identity],
+                             "table_columns": [f.output for f in pair.joined]} for pair in roles.pairs}
+    for two in roles.two_sided:  # "stream" and "table" name the left and right sources, as the report shows them
+        query = two.query
+        described[two.name] = {
+            "statements": origin, "query": query.name, "kind": query.kind, "join_type": query.join_type,
+            "stream": two.left.name, "table": two.right.name, "identity": [f.output for f in two.identity],
+            "compared_columns": [f.output for f in two.compared],
+            **({"window_ms": {"before": query.within_before, "after": query.within_after, "grace": query.grace}}
+               if two.windowed else {})}
+    return described
 
 
 def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[str, dict[str, int]],
@@ -409,9 +513,11 @@ def _summary(options: Options, inputs: Inputs, detail: DataFrame, counts: dict[s
 
 def _samples(roles: Roles, detail: DataFrame) -> list[Sample]:
     """The first ``SAMPLES`` mismatches by pair, status and identity: a rerun shows the same ones."""
-    identity = list(dict.fromkeys(f.name for group in roles.groups for f in group.identity))
-    key = F.coalesce(*[F.col(name).cast("string") for name in dict.fromkeys(g.join_key.name for g in roles.groups)])
-    moment = F.coalesce(*[F.col(name).cast("bigint") for name in dict.fromkeys(g.time.name for g in roles.groups)])
+    identity = list(dict.fromkeys(f.name for group in (*roles.groups, *roles.two_sided) for f in group.identity))
+    keys = [g.join_key.name for g in roles.groups] + [f.name for pair in roles.two_sided for f in pair.row_keys]
+    key = F.coalesce(*[F.col(name).cast("string") for name in dict.fromkeys(keys)], F.lit(""))
+    moment = F.coalesce(*[F.col(name).cast("bigint") for name in dict.fromkeys(
+        g.time.name for g in (*roles.groups, *roles.two_sided))])
     ordered = detail.orderBy("pair", "status", *identity)
     return [Sample(*row) for row in ordered.select("pair", "status", "cause", key, moment, "cause_detail")
             .limit(SAMPLES).collect()]
@@ -463,9 +569,13 @@ def warm_up(spark: SparkSession, scratch: Path, roles: Roles) -> None:
     Parquet out and back), so that the JVM loads and compiles it while the caller is still writing the
     records (``--start-then-wait``)."""
     raw = spark.createDataFrame([(b"u", b'{"x": 1}', "t", 0, 0, 1), (b"u", b"[]", "t", 0, 1, 1)], RAW_SCHEMA)
-    group = roles.groups[0]
-    kinds = decode.all_orders(raw, group).select("kind").unionByName(
-        decode.all_users(raw, roles.inputs[group.table_roles[0]]).select("kind"))
+    if roles.groups:
+        group = roles.groups[0]
+        kinds = decode.all_orders(raw, group).select("kind").unionByName(
+            decode.all_users(raw, roles.inputs[group.table_roles[0]]).select("kind"))
+    else:
+        pair = roles.two_sided[0]
+        kinds = two_sided.decoded_side(raw, pair.left, pair.windowed).select("kind")
     kinds.groupBy("kind").agg(*decode.kind_counts()).write.mode("overwrite").parquet(str(scratch))
     spark.read.parquet(str(scratch)).where(F.col("rows") > 0).count()
     shutil.rmtree(scratch, ignore_errors=True)

@@ -13,7 +13,8 @@ outputs are *roles*, each with its topic: ``<source>`` (lower-cased) for an inpu
 ``faust_<pair>`` and ``ksqldb_<pair>`` for the outputs.  A pair is named by its table's
 placement, ``direct`` (the table as its producer wrote it) or ``repartition`` (a copy the plan
 writes through the join's partitioner), when the plan has one join of each; otherwise by its
-query's name, lower-cased.
+query's name, lower-cased.  A windowed stream-stream or a table-table join is a :class:`TwoSidedPair`
+(its query's name), reconciled by :mod:`spark_batch.two_sided`.
 """
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ from functools import cached_property
 
 from streamapp.settings import Settings
 from streamapp.sql import plan as p
-from streamapp.sql.topology import Join, Topology
+from streamapp.sql.topology import Join, Output, Topology
 
-__all__ = ["DIRECT", "REPARTITION", "Field", "Group", "Pair", "PlanShapeError", "Roles", "SIDES", "SPARK_TYPES", "pair_names",
-           "spark_type"]
+__all__ = ["DIRECT", "REPARTITION", "Field", "Group", "Pair", "PlanShapeError", "Roles", "SIDES", "SPARK_TYPES",
+           "TwoSidedPair", "pair_names", "spark_type"]
 
 #: The two engines of a pair.
 SIDES = ("faust", "ksqldb")
@@ -167,6 +168,108 @@ def _table_input(plan: p.Plan, table: str) -> tuple[p.Source, bool]:
     return source, copied
 
 
+@dataclass(frozen=True)
+class TwoSidedPair:
+    """A windowed stream-stream or a table-table join query: its outputs' topics, its two sources, the fields of its rows.
+
+    A stream-stream row's **identity** is the pair of records it joins: both sides' projected columns and the
+    output's timestamp (the later of the two); an outer row, one side NULL, is its own.  A table-table row's is
+    its key: the output is the join's changelog, and each key's last record of the window is compared.
+    """
+
+    name: str
+    #: The worker's join (its topics); ``query`` the declared one.
+    join: Output
+    query: p.Query
+    left: p.Source
+    right: p.Source
+    #: The projected columns each side's record gives, the join key (``JoinKey``, a key projection of a table
+    #: join) and what the projection computes (compared, not identity).
+    left_fields: tuple[Field, ...]
+    right_fields: tuple[Field, ...]
+    key_fields: tuple[Field, ...]
+    computed: tuple[Field, ...]
+    #: The output record's timestamp.
+    time: Field
+    #: The fields that hold the row's join key, in order of preference (the first one not null is it).
+    row_keys: tuple[Field, ...]
+
+    @property
+    def windowed(self) -> bool:
+        return self.query.kind == p.STREAM_STREAM_JOIN
+
+    @property
+    def sink(self) -> str:
+        return self.query.sink
+
+    @property
+    def identity(self) -> tuple[Field, ...]:
+        if self.windowed:
+            return (*self.left_fields, *self.right_fields, *self.key_fields, self.time)
+        return self.key_fields
+
+    @property
+    def joined(self) -> tuple[Field, ...]:
+        """The compared columns (a table join's time last: decoded, kept in the detail, not compared)."""
+        if self.windowed:
+            return self.computed
+        return (*self.left_fields, *self.right_fields, *self.computed, self.time)
+
+    @property
+    def compared(self) -> tuple[Field, ...]:
+        return tuple(f for f in self.joined if f is not self.time)
+
+    # what ``decode.output_columns`` reads of a group: this pair is a group of one
+    @property
+    def pairs(self) -> tuple["TwoSidedPair", ...]:
+        return (self,)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name,)
+
+    @property
+    def left_role(self) -> str:
+        return self.left.name.lower()
+
+    @property
+    def right_role(self) -> str:
+        return self.right.name.lower()
+
+
+def _two_sided(plan: p.Plan, join: Output) -> TwoSidedPair:
+    query = _declared(plan, join)
+    assert query.right is not None
+    left, right = plan.source(query.left), plan.source(query.right)
+    fields: dict[str, list[Field]] = {p.LEFT_SIDE: [], p.RIGHT_SIDE: [], "key": [], "computed": []}
+    windowed = query.kind == p.STREAM_STREAM_JOIN
+    for projection in query.projection:
+        name, output, kind = projection.name.lower(), projection.name, projection.type
+        expression = projection.expression
+        while isinstance(expression, p.AsValue):
+            expression = expression.argument
+        if isinstance(expression, p.ColumnOf) and not (projection.key and not windowed):
+            fields[expression.side].append(Field(name, output, kind, expression.name))
+        elif isinstance(expression, (p.JoinKey, p.ColumnOf)):
+            source = expression.name if isinstance(expression, p.ColumnOf) else (
+                left.key_columns[0].name if left.key_columns else output)
+            fields["key"].append(Field(name, output, kind, source))
+        else:  # computed (a ROWTIME too: a field read from the value, never the record's timestamp)
+            fields["computed"].append(Field(name, output, kind, output))
+    time = Field(ROWTIME, ROWTIME.upper(), "BIGINT", None)
+
+    def keyed(side: str, key: p.Expression | None) -> list[Field]:
+        if isinstance(key, p.ColumnOf):
+            return [f for f in fields[side] if f.source == key.name]
+        return []
+
+    right_key = query.right_key if windowed else p.ColumnOf(p.RIGHT_SIDE, right.key_columns[0].name) \
+        if right.key_columns else None
+    row_keys = (*fields["key"], *keyed(p.LEFT_SIDE, query.left_key), *keyed(p.RIGHT_SIDE, right_key))
+    return TwoSidedPair(query.name.lower(), join, query, left, right, tuple(fields[p.LEFT_SIDE]),
+                        tuple(fields[p.RIGHT_SIDE]), tuple(fields["key"]), tuple(fields["computed"]), time, row_keys)
+
+
 class PlanShapeError(ValueError):
     """A join whose output the reconciliation cannot identify rows of; one line naming the query."""
 
@@ -226,6 +329,9 @@ class Roles:
         for pair in self.pairs:
             groups.setdefault((pair.stream.name, pair.identity, pair.join_key), []).append(pair)
         self.groups: tuple[Group, ...] = tuple(Group(tuple(pairs)) for pairs in groups.values())
+        #: The windowed stream-stream joins, then the table-table joins.
+        self.two_sided: tuple[TwoSidedPair, ...] = tuple(
+            _two_sided(plan, j) for j in (*topology.stream_joins, *topology.table_joins))
 
     @classmethod
     def of(cls, settings: Settings) -> "Roles":
@@ -246,13 +352,32 @@ class Roles:
 
     @cached_property
     def outputs(self) -> dict[str, tuple[str, str]]:
-        """Output role -> (pair, side): ``faust_<pair>``, ``ksqldb_<pair>`` for each pair."""
+        """Output role -> (pair, side): ``faust_<pair>``, ``ksqldb_<pair>`` for each stream-table pair."""
         return {f"{side}_{pair.name}": (pair.name, side) for pair in self.pairs for side in SIDES}
+
+    @cached_property
+    def two_sided_inputs(self) -> dict[str, p.Source]:
+        """Input role -> its source, of the two-sided pairs (a self-join's one stream once)."""
+        return {role: source for pair in self.two_sided
+                for role, source in ((pair.left_role, pair.left), (pair.right_role, pair.right))}
+
+    @cached_property
+    def two_sided_outputs(self) -> dict[str, tuple[str, str]]:
+        """Output role -> (pair, side) of the two-sided pairs."""
+        return {f"{side}_{pair.name}": (pair.name, side) for pair in self.two_sided for side in SIDES}
+
+    @cached_property
+    def all_outputs(self) -> dict[str, tuple[str, str]]:
+        return {**self.outputs, **self.two_sided_outputs}
 
     @cached_property
     def timed(self) -> tuple[str, ...]:
         """Roles whose records are cut to the window; tables are read whole (a row may predate the day)."""
-        return (*self.streams, *self.outputs)
+        streams = [role for role, source in self.two_sided_inputs.items() if source.kind == p.STREAM]
+        return tuple(dict.fromkeys((*self.streams, *self.outputs, *streams, *self.two_sided_outputs)))
+
+    def two_sided_pair(self, name: str) -> TwoSidedPair:
+        return next(pair for pair in self.two_sided if pair.name == name)
 
     def pair(self, name: str) -> Pair:
         return next(pair for pair in self.pairs if pair.name == name)
@@ -263,4 +388,10 @@ class Roles:
         for pair in self.pairs:
             topics[f"faust_{pair.name}"] = pair.join.output
             topics[f"ksqldb_{pair.name}"] = pair.join.ksqldb_output
+        for role, source in self.two_sided_inputs.items():
+            topics[role] = self.topology.ksqldb_topics[source.name]
+        for two in self.two_sided:
+            assert two.join.ksqldb_output is not None
+            topics[f"faust_{two.name}"] = two.join.output
+            topics[f"ksqldb_{two.name}"] = two.join.ksqldb_output
         return topics
