@@ -170,16 +170,6 @@ def test_cli_scores_a_user_partitioner_and_rejects_a_bad_one(bootstrap, new_topi
 
 
 @pytest.mark.slow
-def test_unreachable_bootstrap_is_one_line(capsys) -> None:
-    from streamapp.kafka.broker import free_port
-
-    bootstrap = f"127.0.0.1:{free_port()}"
-    assert main(["fingerprint", "--topic", "t", "--bootstrap-servers", bootstrap]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"streamapp fingerprint: cannot reach the Kafka brokers at {bootstrap}: "), err
-    assert err.count("\n") == 1 and err.endswith("\n"), err
-
-
 def test_topic_of_null_keys_says_why_nothing_is_fingerprinted(bootstrap, new_topic, capsys) -> None:
     """It used to print '0 records sampled' and no reason."""
     from streamapp.cli import main
