@@ -141,6 +141,16 @@ def test_the_readme_is_short_and_its_links_resolve(site: Path) -> None:
             assert not anchor or anchor in page_ids, f"README.md links to {link}: no such anchor in the built page"
 
 
+def test_the_readme_counts_ksqldbs_cases_as_their_table_does() -> None:
+    """The README's counts of ksqlDB's cases are those of docs/reference/ksqldb-tests.md (tests/test_qtt.py keeps it true)."""
+    rings = re.findall(r"^\| (R0\+?|R1|R2|RN) \|", (DOCS / "reference" / "ksqldb-tests.md").read_text(encoding="utf-8"),
+                       re.MULTILINE)
+    stream_table, stream_stream, table_table = (sum(r in ring for r in rings) for ring in (("R0", "R0+"), ("R1",), ("R2",)))
+    expected = (f"{stream_table + stream_stream + table_table} of ksqlDB's join test cases ({stream_table} stream–table, "
+                f"{stream_stream} stream–stream, {table_table} table–table) and {rings.count('RN')} of its rejections")
+    assert expected in README.read_text(encoding="utf-8")
+
+
 def test_the_readme_names_each_task_with_a_link() -> None:
     text = README.read_text(encoding="utf-8")
     for words, doc, _shown in TASKS:
