@@ -21,6 +21,7 @@ from streamapp.sql.engine import Query, Reader, Row
 from streamapp.sql.topology import JOIN_KEY, ROWTIME, Rekeyer
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.tables import RowLookup
+from streamapp.worker.transactions import OpenTransaction, in_transactions
 from streamapp.worker.transactions import install as transactions_install
 from streamapp.worker.transport import Handler, Record
 
@@ -150,20 +151,13 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
             sender = dead_letters.sender()
             await dead_letters.handle(batches, join, write, sender)
             return
-        async with transactions.lock:  # each partition's outputs, dead letters and offset in its transaction
-            for tp, messages in batches.items():
-                txn = transactions.get(tp.partition)
-                messages = txn.unprocessed(messages) if txn is not None else ()
-                if not messages:  # not fenced yet (the seek after its fence reads them again), or done already
-                    continue
-                sender = dead_letters.sender(producer=txn.producer, on_failure=txn.on_failure)
-                try:
-                    await dead_letters.handle({tp: messages}, join, write, sender, producer=txn.producer)
-                except Exception as exc:  # noqa: BLE001 - not the records' (they are netted): the transaction's
-                    await transactions.failed(tp.partition, exc)
-                    continue
-                txn.processed(messages[-1].offset + 1, len(messages))
-        await transactions.commit_due()
+
+        async def in_transaction(tp: TP, messages: Sequence[Record], txn: OpenTransaction) -> None:
+            nonlocal sender  # each partition's outputs, dead letters and offset in its transaction
+            sender = dead_letters.sender(producer=txn.producer, on_failure=txn.on_failure)
+            await dead_letters.handle({tp: messages}, join, write, sender, producer=txn.producer)
+
+        await in_transactions(transactions, batches, in_transaction)
 
     stream = tables.topics[topic]
     if exactly_once:  # Faust never commits the stream: its offsets go in the transactions only

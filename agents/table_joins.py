@@ -8,10 +8,9 @@ fetch's rows not written there yet.  See docs/explanation/worker-internals.md#th
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Sequence
 
 import faust
-from faust.types import TP
 
 from streamapp.sql import plan as p
 from streamapp.sql.engine import Record as EngineRecord
@@ -22,7 +21,6 @@ from streamapp.sql.topology import TableTableJoin
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.faust_internals import partition_db
 from streamapp.worker.tables import RowLookup, RowWrites
-from streamapp.worker.transactions import OpenTransaction, Transactions
 from streamapp.worker.transport import Record
 
 logger = logging.getLogger(__name__)
@@ -75,26 +73,6 @@ def sides_of(app: StreamappApp, topic: str) -> list[JoinSide]:
     """The sides of the table-table joins that the worker's table topic ``topic`` updates."""
     return [JoinSide(app, join, side) for join in app.topology.table_joins
             for side, table, _ in join.sides if table.topic == topic]
-
-
-async def in_transactions(transactions: Transactions, batches: Mapping[TP, Sequence[Record]],
-                          handle: Callable[[TP, Sequence[Record], OpenTransaction], Awaitable[None]]) -> None:
-    """exactly_once: ``handle`` each partition's records in its open transaction (their outputs, dead letters and
-    offset), as the stream-table join's agent does; a partition not fenced yet waits, a failed batch's transaction
-    is dropped (its records are read again)."""
-    async with transactions.lock:
-        for tp, messages in batches.items():
-            txn = transactions.get(tp.partition)
-            messages = txn.unprocessed(messages) if txn is not None else ()
-            if txn is None or not messages:  # not fenced yet (the seek after its fence reads them again), or done
-                continue
-            try:
-                await handle(tp, messages, txn)
-            except Exception as exc:  # noqa: BLE001 - not the records' (they are netted): the transaction's
-                await transactions.failed(tp.partition, exc)
-                continue
-            txn.processed(messages[-1].offset + 1, len(messages))
-    await transactions.commit_due()
 
 
 class UndoLog:

@@ -21,12 +21,12 @@ from streamapp.sql.topology import Output
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.faust_internals import aiokafka_producer
 from streamapp.worker.tables import RowWrites, table_row
-from streamapp.worker.transactions import OpenTransaction
+from streamapp.worker.transactions import OpenTransaction, in_transactions
 from streamapp.worker.transactions import install as transactions_install
 from streamapp.worker.transport import Handler, Record
 
 from .dead_lettering import DeadLettering, OutputChecks
-from .table_joins import UndoLog, in_transactions, sides_of
+from .table_joins import UndoLog, sides_of
 
 #: A row's value where the topic loads no table: the record is a row, not a delete, with no bytes to store.
 DELETE_NOT = b""

@@ -44,13 +44,15 @@ class Msg:
 
 def test_a_transaction_takes_no_order_below_where_it_stands() -> None:
     """A batch fetched before the fence's seek (older offsets) or fetched again after it is not processed twice."""
-    txn = OpenTransaction(0, producer=None, base_offset=100)
-    assert [m.offset for m in txn.unprocessed([Msg(o) for o in range(95, 103)])] == [100, 101, 102]
-    txn.processed(103, 3)
-    assert [m.offset for m in txn.unprocessed([Msg(o) for o in range(100, 106)])] == [103, 104, 105]
+    txn = OpenTransaction(0, producer=None, base_offsets={"orders": 100, "shipments": 7})
+    assert [m.offset for m in txn.unprocessed("orders", [Msg(o) for o in range(95, 103)])] == [100, 101, 102]
+    txn.processed("orders", 103, 3)
+    assert [m.offset for m in txn.unprocessed("orders", [Msg(o) for o in range(100, 106)])] == [103, 104, 105]
     batch = [Msg(o) for o in range(103, 106)]
-    assert txn.unprocessed(batch) is batch  # the usual case costs no copy
-    assert OpenTransaction(1, producer=None).unprocessed(batch) is batch  # no base known: all
+    assert txn.unprocessed("orders", batch) is batch  # the usual case costs no copy
+    assert OpenTransaction(1, producer=None).unprocessed("orders", batch) is batch  # no base known: all
+    # a co-partitioned topic sharing the transaction (a stream-stream join's other side) stands where it stands
+    assert [m.offset for m in txn.unprocessed("shipments", [Msg(o) for o in range(5, 9)])] == [7, 8]
 
 
 def test_a_fence_error_left_on_a_future_nobody_awaits_is_not_logged_as_a_traceback(caplog) -> None:

@@ -216,15 +216,19 @@ async def seek_fenced(consumer: Any, seek: Callable[[], Awaitable[Mapping[TP, in
         return await seek()
     async with contextlib.AsyncExitStack() as locks:
         ours: dict[str, list[int]] = {}
+        held = set()  # co-partitioned topics share one Transactions (a stream-stream join's sides): one lock, one fence
         for topic, transactions in sorted(every.items()):  # each topic's lock, always in the same order
-            await locks.enter_async_context(transactions.lock)
             ours[topic] = [tp.partition for tp in consumer.assignment() if tp.topic == topic]
-            await transactions.before_seek(ours[topic])
+            if id(transactions) not in held:
+                held.add(id(transactions))
+                await locks.enter_async_context(transactions.lock)
+                await transactions.before_seek(tp.partition for tp in consumer.assignment()
+                                               if tp.topic in transactions.topics)
         committed = await seek()
         for topic, transactions in sorted(every.items()):
             offsets = {tp.partition: offset for tp, offset in committed.items() if tp.topic == topic}
             for partition in ours[topic]:
                 if not offsets.get(partition):
                     await consumer.seek(TP(topic, partition), 0)
-            transactions.based({p: offsets.get(p) for p in ours[topic]})
+            transactions.based({p: offsets.get(p) for p in ours[topic]}, topic)
         return committed

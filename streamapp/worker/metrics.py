@@ -325,8 +325,8 @@ def consumer_lag(app: StreamappApp) -> dict[tuple[str, int], int]:
                                              for tp, offset in monitor.tp_committed_offsets.items()}
     for topic, transactions in list(app.transactions.items()):
         for partition, txn in list(transactions.open.items()):
-            if txn.base_offset is not None:
-                committed[(topic, partition)] = txn.base_offset
+            if topic in txn.base_offsets:
+                committed[(topic, partition)] = txn.base_offsets[topic]
     assigned = {(tp.topic, tp.partition) for tp in app.consumer.assignment()}
     lag = {}
     for tp, end in list(monitor.tp_end_offsets.items()):

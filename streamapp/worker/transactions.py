@@ -1,7 +1,8 @@
 """Exactly-once join output (``processing_guarantee=exactly_once``): one Kafka transaction per stream partition.
 
 One transactional producer per joined stream partition (:func:`transactional_id`, ``{app_id}-{topic}-{p}``)
-puts the partition's outputs, dead letters and offset in one transaction, committed every
+puts the partition's outputs, dead letters and offset in one transaction (partition p of co-partitioned topics
+read together, a stream-stream join's sides, share one: their stores' changelogs and both offsets), committed every
 :data:`COMMIT_INTERVAL` seconds or :data:`MAX_ORDERS` orders. aiokafka cannot fence a zombie by group
 generation (KIP-447), so :meth:`Transactions.fence` runs InitProducerId before the new owner reads its
 offsets (:func:`streamapp.worker.faust_internals.fence_before_seek`). A fence never crashes the worker.
@@ -53,9 +54,10 @@ def transactional_id(app_id: str, topic: str, partition: int) -> str:
 
 
 def transaction_counts(transactions: Mapping[str, "Transactions"]) -> dict[str, int]:
-    """The counts of every stream topic's transactions, summed (for /stats and the metrics)."""
+    """The counts of every stream topic's transactions, summed (for /stats and the metrics); co-partitioned topics
+    that share their transactions are counted once."""
     totals: dict[str, int] = {}
-    for each in transactions.values():
+    for each in {id(t): t for t in transactions.values()}.values():
         for name, count in each.counts.items():
             totals[name] = totals.get(name, 0) + count
     return totals
@@ -79,21 +81,21 @@ def producer_factory(settings: Settings) -> MakeProducer:
 
 @dataclass
 class OpenTransaction:
-    """One orders partition's transaction: what it holds so far."""
+    """One orders partition's transaction (of each topic it reads in that partition): what it holds so far."""
 
     partition: int
     producer: Any
     started: float = field(default_factory=time.monotonic)
     #: Orders processed in it.
     orders: int = 0
-    #: Offset after its last processed order: what its commit stores for the group.
-    next_offset: int | None = None
-    #: Committed offset it started from (where its work is read again from if it is dropped).
-    base_offset: int | None = None
+    #: Per topic, the offset after its last processed order: what its commit stores for the group.
+    next_offsets: dict[str, int] = field(default_factory=dict)
+    #: Per topic, the committed offset it started from (where its work is read again from if it is dropped).
+    base_offsets: dict[str, int] = field(default_factory=dict)
     #: Batches the broker refused: (topic, partition, source messages, error), dead-lettered before the commit.
     refused: list[tuple[str, int, list[Any], BaseException]] = field(default_factory=list)
 
-    def unprocessed(self, messages: Sequence[Any]) -> Sequence[Any]:
+    def unprocessed(self, topic: str, messages: Sequence[Any]) -> Sequence[Any]:
         """The messages at or after the offset this transaction has reached (its base before its first order).
 
         A fetch can hand over records read from a position older than the seek
@@ -102,13 +104,13 @@ class OpenTransaction:
         the seek makes the consumer fetch again what a handled batch held: neither
         may be processed twice.
         """
-        start = self.next_offset if self.next_offset is not None else self.base_offset
+        start = self.next_offsets.get(topic, self.base_offsets.get(topic))
         if start is None or not messages or messages[0].offset >= start:
             return messages
         return [m for m in messages if m.offset >= start]
 
-    def processed(self, next_offset: int, orders: int) -> None:
-        self.next_offset = next_offset
+    def processed(self, topic: str, next_offset: int, orders: int) -> None:
+        self.next_offsets[topic] = next_offset
         self.orders += orders
 
     def on_failure(self, topic: str, partition: int, sources: list[Any], error: BaseException) -> None:
@@ -123,12 +125,14 @@ class Transactions:
     transaction is never committed or aborted while a batch is half in it.
     """
 
-    def __init__(self, topic: str, group_id: str, app_id: str, make_producer: MakeProducer,
-                 on_refused: OnRefused, seek: Callable[[int, int], Awaitable[None]] | None = None,
+    def __init__(self, topics: str | Sequence[str], group_id: str, app_id: str, make_producer: MakeProducer,
+                 on_refused: OnRefused, seek: Callable[[str, int, int], Awaitable[None]] | None = None,
                  assigned: Callable[[], Iterable[int]] = tuple, rebalancing: Callable[[], bool] = lambda: False,
-                 committed: Callable[[int], Awaitable[int | None]] | None = None,
+                 committed: Callable[[str, int], Awaitable[int | None]] | None = None,
                  interval: float = COMMIT_INTERVAL) -> None:
-        self.topic, self.group_id, self.app_id = topic, group_id, app_id
+        #: The co-partitioned topics whose partition p shares one transaction; the first names it (its id, the logs).
+        self.topics = (topics,) if isinstance(topics, str) else tuple(topics)
+        self.topic, self.group_id, self.app_id = self.topics[0], group_id, app_id
         self._make_producer = make_producer
         self._on_refused = on_refused
         self._seek = seek
@@ -200,12 +204,13 @@ class Transactions:
                 await _stop(producer)
         raise FenceError(f"transactional id {tid}: InitProducerId failed {FENCE_ATTEMPTS} times ({error!r})")
 
-    def based(self, committed: Mapping[int, int | None]) -> None:
-        """Record where each open transaction's work starts: the committed offsets the seek after the fence read."""
+    def based(self, committed: Mapping[int, int | None], topic: str | None = None) -> None:
+        """Record where each open transaction's work in ``topic`` (the first) starts: the committed offsets the seek
+        after the fence read."""
         for partition, offset in committed.items():
             txn = self.open.get(partition)
             if txn is not None and txn.orders == 0:
-                txn.base_offset = offset if offset is not None and offset > 0 else 0
+                txn.base_offsets[topic or self.topic] = offset if offset is not None and offset > 0 else 0
 
     async def release(self, partitions: Iterable[int]) -> None:
         """Partitions revoked: commit what each holds (we still own them), then stop its producer."""
@@ -274,14 +279,15 @@ class Transactions:
                 await producer.flush()
                 await asyncio.sleep(0)
             await producer.send_offsets_to_transaction(
-                {AioTopicPartition(self.topic, txn.partition): txn.next_offset}, self.group_id)
+                {AioTopicPartition(topic, txn.partition): offset for topic, offset in txn.next_offsets.items()},
+                self.group_id)
             await producer.commit_transaction()
             self.counts["committed"] += 1
             if self.on_committed is not None:
                 self.on_committed(time.perf_counter() - began)
             if self.on_ended is not None:
                 self.on_ended(txn.partition, True)
-            txn.base_offset = txn.next_offset
+            txn.base_offsets.update(txn.next_offsets)
             txn.orders = 0
             if begin_next:
                 await producer.begin_transaction()
@@ -303,9 +309,10 @@ class Transactions:
         if await self._abort(txn):
             try:
                 await txn.producer.begin_transaction()
-                txn.orders, txn.next_offset, txn.refused, txn.started = 0, None, [], time.monotonic()
-                if txn.base_offset is not None and self._seek is not None:
-                    await self._seek(txn.partition, txn.base_offset)
+                txn.orders, txn.next_offsets, txn.refused, txn.started = 0, {}, [], time.monotonic()
+                if txn.base_offsets and self._seek is not None:
+                    for topic, offset in txn.base_offsets.items():
+                        await self._seek(topic, txn.partition, offset)
                     return
             except ProducerFenced:
                 pass
@@ -328,10 +335,11 @@ class Transactions:
         if txn.partition in set(self._assigned()) and not self._rebalancing() and self._committed is not None:
             try:
                 self.open[txn.partition] = await self._start(txn.partition)
-                offset = await self._committed(txn.partition) or 0  # none committed: from the log's start
-                self.open[txn.partition].base_offset = offset
-                if self._seek is not None:
-                    await self._seek(txn.partition, offset)
+                for topic in self.topics:
+                    offset = await self._committed(topic, txn.partition) or 0  # none committed: from the log's start
+                    self.open[txn.partition].base_offsets[topic] = offset
+                    if self._seek is not None:
+                        await self._seek(topic, txn.partition, offset)
             except Exception as exc:  # noqa: BLE001 - left unfenced: the next rebalance fences it
                 self.open.pop(txn.partition, None)
                 logger.warning("Fencing %s[%d] again failed (%r): left to the next rebalance", self.topic,
@@ -340,6 +348,26 @@ class Transactions:
     async def close(self) -> None:
         """Worker stopping: commit what is open, stop every producer."""
         await self.release(list(self.open))
+
+
+async def in_transactions(transactions: Transactions, batches: Mapping[Any, Sequence[Any]],
+                          handle: Callable[[Any, Sequence[Any], OpenTransaction], Awaitable[None]]) -> None:
+    """exactly_once: ``handle`` each partition's records in its open transaction (their outputs, dead letters and
+    offset): every join agent's loop under exactly_once; a partition not fenced yet waits, a failed batch's transaction
+    is dropped (its records are read again)."""
+    async with transactions.lock:
+        for tp, messages in batches.items():
+            txn = transactions.get(tp.partition)
+            messages = txn.unprocessed(tp.topic, messages) if txn is not None else ()
+            if txn is None or not messages:  # not fenced yet (the seek after its fence reads them again), or done
+                continue
+            try:
+                await handle(tp, messages, txn)
+            except Exception as exc:  # noqa: BLE001 - not the records' (they are netted): the transaction's
+                await transactions.failed(tp.partition, exc)
+                continue
+            txn.processed(tp.topic, messages[-1].offset + 1, len(messages))
+    await transactions.commit_due()
 
 
 def quiet_fenced_futures(loop: asyncio.AbstractEventLoop) -> None:
@@ -391,9 +419,9 @@ def committed_offset(kafka: Any, group_id: str, topic: str, partition: int) -> i
         consumer.close()
 
 
-def install(app: Any, topic: str, on_refused: OnRefused) -> Transactions:
-    """The :class:`Transactions` of one stream ``topic`` (``app.transactions[topic]``): revokes release, a timer
-    commits, shutdown commits.
+def install(app: Any, topics: str | Sequence[str], on_refused: OnRefused) -> Transactions:
+    """The :class:`Transactions` of one stream topic, or of co-partitioned ``topics`` whose partition p shares one
+    transaction (``app.transactions[topic]`` for each): revokes release, a timer commits, shutdown commits.
 
     The consumer's ``seek_to_committed`` fences (:func:`streamapp.worker.faust_internals.seek_fenced`).
     """
@@ -401,31 +429,33 @@ def install(app: Any, topic: str, on_refused: OnRefused) -> Transactions:
 
     settings: Settings = app.settings
     group_id = app.conf.id
+    names = (topics,) if isinstance(topics, str) else tuple(topics)
 
-    async def seek(partition: int, offset: int) -> None:
+    async def seek(topic: str, partition: int, offset: int) -> None:
         await app.consumer.seek(TP(topic, partition), offset)
 
     def assigned() -> list[int]:
-        return [tp.partition for tp in app.consumer.assignment() if tp.topic == topic]
+        return sorted({tp.partition for tp in app.consumer.assignment() if tp.topic in names})
 
-    async def committed(partition: int) -> int | None:
+    async def committed(topic: str, partition: int) -> int | None:
         return await asyncio.get_running_loop().run_in_executor(
             None, committed_offset, settings.kafka, group_id, topic, partition)
 
-    transactions = Transactions(topic, group_id, settings.app_id, producer_factory(settings), on_refused, seek,
+    transactions = Transactions(names, group_id, settings.app_id, producer_factory(settings), on_refused, seek,
                                 assigned, lambda: bool(app.rebalancing), committed)
 
     async def on_revoked(sender: Any, revoked: Iterable[Any], **kwargs: Any) -> None:
-        await transactions.release(tp.partition for tp in revoked if tp.topic == topic)
+        await transactions.release({tp.partition for tp in revoked if tp.topic in names})
 
     async def on_shutdown(sender: Any, **kwargs: Any) -> None:
         await transactions.close()
 
     app.on_partitions_revoked.connect(on_revoked, weak=False)
     app.on_before_shutdown.connect(on_shutdown, weak=False)
-    @app.timer(interval=transactions.interval, name=f"streamapp.worker.transactions.commit_due.{topic}")
+    @app.timer(interval=transactions.interval, name=f"streamapp.worker.transactions.commit_due.{'+'.join(names)}")
     async def commit_due() -> None:
         await transactions.commit_due()
 
-    app.transactions[topic] = transactions
+    for topic in names:
+        app.transactions[topic] = transactions
     return transactions
