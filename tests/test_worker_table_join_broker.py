@@ -9,7 +9,10 @@ other topic).  The records come in four rounds, one topic each, each round's out
   write, key by key, what the test runner predicts for each partition's records in order, and exactly what
   Kafka Streams (PlanStreams, ksqlDB's topology) writes, tombstones included, each record once;
 - workers restarted on empty data directories restore both tables from their changelogs and join the last
-  two rounds' updates (deletes included) against the rows of the first two.
+  two rounds' updates (deletes included) against the rows of the first two;
+- the reconciliation of the worker's outputs against Kafka Streams' compares each key's final row: all alike, the
+  rows with a side missing named ``copartition_violation`` where that side's row sits in another partition, else
+  ``unknown_user``.
 """
 from __future__ import annotations
 
@@ -123,8 +126,41 @@ def written(bootstrap: str, topic: str, n: int, count: int) -> list[Record]:
 GUARANTEES = {"at_least_once": "streamapp_", "exactly_once": "eos_"}
 
 
+#: The reconciliation's window: the hour of T0 (2023-11-14 22:13:20 UTC) and the next.
+WINDOW = ("2023-11-14T22:00:00", "2023-11-15T00:00:00")
+
+
+def final_partitions(topic: str, n: int) -> dict[int, int]:
+    """Each id's partition in ``topic`` at the end of the rounds (a deleted row: none)."""
+    rows: dict[int, int] = {}
+    for name, partitioner, updates in ROUNDS:
+        if name == topic:
+            for i, value in updates:
+                if value is None:
+                    rows.pop(IDS[i], None)
+                else:
+                    rows[IDS[i]] = partition_of(partitioner, key(i), n)
+    return rows
+
+
+def verdicts(final: dict[Any, list[tuple[Any, ...]]], n: int) -> dict[int, tuple[str, str]]:
+    """Each key's (status, cause) the reconciliation gives a join whose engines agree: a final row with a side's
+    columns NULL is ``both_unenriched``, caused by where the other side's row is at the end."""
+    customers, accounts = final_partitions("customers", n), final_partitions("accounts", n)
+    found = {}
+    for k, records in final.items():
+        row = json.loads(records[-1][1])
+        if row is None or (row["NAME"] is not None and row["BALANCE"] is not None):
+            found[k] = ("match", "other")
+            continue
+        own, other = (customers, accounts) if row["NAME"] is not None else (accounts, customers)
+        cause = ("unknown_user" if k not in other else "other" if other[k] == own[k] else "copartition_violation")
+        found[k] = ("both_unenriched", cause)
+    return found
+
+
 def test_a_table_table_join_runs_as_the_test_runner_predicts_and_as_kafka_streams_does_across_a_restart(
-        broker_settings: Settings, tmp_path: Path) -> None:
+        broker_settings: Settings, spark: Any, tmp_path: Path) -> None:
     from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan
 
     tag = uuid.uuid4().hex[:8]
@@ -188,3 +224,25 @@ def test_a_table_table_join_runs_as_the_test_runner_predicts_and_as_kafka_stream
     balances = {i: [json.loads(text)["BALANCE"] for _, text, _ in expected["customer_accounts"][IDS[i]]
                     if text != "null"] for i in range(8, 12)}
     assert all((set(b) == {None}) == (i in apart) for i, b in balances.items()), balances
+
+    # the reconciliation of the worker's outputs (at_least_once's) against Kafka Streams': each key's final row
+    from spark_batch.reconcile import main
+
+    out = tmp_path / "reconciled"
+    assert main(["--statements", str(statements), "--from", WINDOW[0], "--to", WINDOW[1], "--bootstrap-server",
+                 bootstrap, "--kafka-reader", "python", "--output", str(out), "--max-mismatch-rate", "1"]) == 0
+    day = next(out.glob("dt=*"))
+    summary = json.loads((day / "summary.json").read_text())
+    detail = spark.read.parquet(str(day / "detail")).collect()
+    for name, column in (("customer_accounts", "c_id"), ("everyone", "id")):
+        known = verdicts(expected[name], n)
+        counted: dict[str, dict[str, int]] = {"statuses": {}, "causes": {}}
+        for status, cause in known.values():
+            counted["statuses"][status] = counted["statuses"].get(status, 0) + 1
+            if status != "match":
+                counted["causes"][cause] = counted["causes"].get(cause, 0) + 1
+        assert {s: c for s, c in summary["statuses"][name].items() if c} == counted["statuses"], name
+        assert {c: k for c, k in summary["causes"][name].items() if k} == counted["causes"], name
+        assert {r[column]: (r["status"], r["cause"]) for r in detail if r["pair"] == name} == {
+            k: v for k, v in known.items() if v[0] != "match"}, name
+    assert summary["causes"]["customer_accounts"]["copartition_violation"] > 0
