@@ -365,7 +365,7 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
         kinds = {role: Observation(f"kinds:{role}") for role in roles.inputs}  # counted by the explain step's scans
         frames = _explained(options, inputs, stage, mismatching, kinds) if stage is not None else []
         if paired is not None:
-            frames += _two_sided_explained(roles, inputs, paired)
+            frames += _two_sided_explained(options, inputs, paired)
         explained = _union(frames)
         if options.detail == "all":
             matches = [frame.where(F.col("status") == "match") for frame in (stage, paired) if frame is not None]
@@ -424,13 +424,15 @@ def _two_sided_counts(roles: Roles, paired: DataFrame | None) -> dict[str, dict[
     return counts
 
 
-def _two_sided_explained(roles: Roles, inputs: Inputs, paired: DataFrame) -> list[DataFrame]:
-    """Each two-sided pair's mismatches with their causes (``two_sided.explain``)."""
+def _two_sided_explained(options: Options, inputs: Inputs, paired: DataFrame) -> list[DataFrame]:
+    """Each two-sided pair's mismatches with their causes (``two_sided.explain``); a side the join re-keys is placed
+    where the worker's partitioner (``--partitioner``) puts its join key."""
     frames = []
-    for pair in roles.two_sided:
+    for pair in options.roles.two_sided:
         mine = paired.where((F.col("pair") == pair.name) & (F.col("status") != "match"))
-        left = two_sided.side_records(pair, "left", inputs.sides[pair.left_role])
-        right = two_sided.side_records(pair, "right", inputs.sides[pair.right_role])
+        left, right = (two_sided.side_records(pair, side, inputs.sides[role], options.partitioner,
+                                              inputs.partitions[role])
+                       for side, role in (("left", pair.left_role), ("right", pair.right_role)))
         frames.append(two_sided.explain(pair, mine, left, right))
     return frames
 

@@ -23,7 +23,7 @@ from functools import cached_property
 
 from streamapp.settings import Settings
 from streamapp.sql import plan as p
-from streamapp.sql.topology import Join, Output, Topology
+from streamapp.sql.topology import Join, Output, Topology, stream_join_key
 
 __all__ = ["DIRECT", "REPARTITION", "Field", "Group", "Pair", "PlanShapeError", "Roles", "SIDES", "SPARK_TYPES",
            "TwoSidedPair", "pair_names", "spark_type"]
@@ -194,6 +194,9 @@ class TwoSidedPair:
     #: The fields that hold the row's join key, in order of preference (the first one not null is it).
     row_keys: tuple[Field, ...]
 
+    #: A stream-stream join's key as its repartition topics hold it (column, key format), for a side it re-keys.
+    join_key_format: tuple[p.Column, str] | None = None
+
     @property
     def windowed(self) -> bool:
         return self.query.kind == p.STREAM_STREAM_JOIN
@@ -266,8 +269,10 @@ def _two_sided(plan: p.Plan, join: Output) -> TwoSidedPair:
     right_key = query.right_key if windowed else p.ColumnOf(p.RIGHT_SIDE, right.key_columns[0].name) \
         if right.key_columns else None
     row_keys = (*fields["key"], *keyed(p.LEFT_SIDE, query.left_key), *keyed(p.RIGHT_SIDE, right_key))
+    placed = stream_join_key(plan, query) if windowed and (query.repartition or query.repartition_right) else None
     return TwoSidedPair(query.name.lower(), join, query, left, right, tuple(fields[p.LEFT_SIDE]),
-                        tuple(fields[p.RIGHT_SIDE]), tuple(fields["key"]), tuple(fields["computed"]), time, row_keys)
+                        tuple(fields[p.RIGHT_SIDE]), tuple(fields["key"]), tuple(fields["computed"]), time, row_keys,
+                        placed)
 
 
 class PlanShapeError(ValueError):

@@ -21,6 +21,7 @@ from streamapp.sql import plan as p
 from streamapp.sql.stream_join import JoinWindowSpec
 
 from . import ksql_json
+from .causes import _partition_batches
 from .compare import STATUSES
 from .decode import _millis, identity_value, is_raw, kind_counts
 from .roles import SIDES, Field, TwoSidedPair
@@ -193,10 +194,15 @@ def _join_column(source: p.Source, key: p.Expression | None) -> str | None:
     return key.name.lower()
 
 
-def side_records(pair: TwoSidedPair, side: str, decoded: DataFrame) -> DataFrame:
+def side_records(pair: TwoSidedPair, side: str, decoded: DataFrame, partitioner: str = "murmur2",
+                 partitions: int = 1) -> DataFrame:
     """The records of one side the join reads (decodable, keyed; a table's rows as they are at the end: each key's
     last record in each partition, unless a tombstone) as ``_side``, ``_key`` (the join key as text), ``_ts``,
-    ``partition``, ``_late`` (stored by neither engine: see the module)."""
+    ``partition``, ``_late`` (stored by neither engine: see the module).
+
+    A side the join re-keys is where ``partitioner`` puts its join key among ``partitions``, in the key format the
+    join's repartition topic has (``streamapp.sql.topology.stream_join_key``): there it is joined.
+    """
     source = pair.left if side == p.LEFT_SIDE else pair.right
     if pair.windowed:
         key = pair.query.left_key if side == p.LEFT_SIDE else pair.query.right_key
@@ -210,14 +216,25 @@ def side_records(pair: TwoSidedPair, side: str, decoded: DataFrame) -> DataFrame
         kept = live.select("*", F.row_number().over(last).alias("_n")).where(
             (F.col("_n") == 1) & F.col("kind").isNull()).drop("_n")
     if column is None:
-        kept = kept.where(F.lit(False))
-    key_text = F.col(column).cast("string") if column else F.lit(None).cast("string")
-    kept = kept.select(F.lit(side).alias("_side"), key_text.alias("_key"), "_ts", "partition", "offset")
+        kept = kept.where(F.lit(False)).withColumn("_join", F.lit(None).cast("string"))
+    else:
+        kept = kept.withColumn("_join", F.col(column))
+    kept = kept.select(F.lit(side).alias("_side"), "_join", F.col("_join").cast("string").alias("_key"), "_ts",
+                       "partition", "offset")
     if not pair.windowed:
         return kept.select("_side", "_key", "_ts", "partition", F.lit(False).alias("_late"))
     before = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
     late = F.coalesce(F.col("_ts") < F.max("_ts").over(before) - retention(pair) + 1, F.lit(False))
-    return kept.where(F.col("_key").isNotNull()).select("_side", "_key", "_ts", "partition", late.alias("_late"))
+    kept = kept.where(F.col("_key").isNotNull()).select("*", late.alias("_late"))
+    rekeyed = pair.query.repartition if side == p.LEFT_SIDE else pair.query.repartition_right
+    if rekeyed and column is not None and pair.join_key_format is not None:
+        join_key, key_format = pair.join_key_format
+        placed = p.Source("", p.STREAM, "", (join_key,), (), key_format, "JSON")
+        keys = kept.select("_join").distinct()
+        where = keys.mapInArrow(_partition_batches(partitioner, partitions, placed, "_join", "_placed"),
+                                f"_join {dict(keys.dtypes)['_join']}, _placed int")
+        kept = kept.join(where, "_join", "left").withColumn("partition", F.col("_placed"))
+    return kept.select("_side", "_key", "_ts", "partition", "_late")
 
 
 def _bounds(pair: TwoSidedPair) -> tuple[Column, Column]:

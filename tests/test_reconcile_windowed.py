@@ -8,6 +8,8 @@ Both engines' outputs are written here, row by row, with the known answer of eve
   shipment later than the window and its grace behind its partition's stream time, joined by the engine that
   read its order first and dropped by the other (``late_record``, on both rows that disagree), a null-key order
   one engine lacks (``null_key``), a duplicate, a moved record, a wrong computed column, a missing row;
+- orders x parcels joined on a parcel's ORDER_ID (a value column: the parcels re-keyed by it): a parcel is judged
+  where the worker's partitioner puts its order id, not where its own key put it;
 - customers x accounts, a LEFT JOIN on the primary key: each key's last changelog record of the window is its
   final row (a tombstone: none): an account in another partition (``copartition_violation``), none at all
   (``unknown_user``), rows only one engine enriched, holds or deleted.
@@ -223,3 +225,45 @@ def test_a_table_table_join_compares_each_keys_final_row(spark, tmp_path: Path) 
     assert (violation["order_partition"], violation["user_partition"]) == (home(2), elsewhere(2))
     assert next(r for r in rows if r["c_id"] == 6)["mismatched_columns"] == ["BALANCE"]
     assert summary["input_records"]["customers"]["rows"] == 8 and summary["threshold"]["breached"]
+
+
+REKEYED = """
+CREATE STREAM orders (id BIGINT KEY, item STRING) WITH (KAFKA_TOPIC='orders_{tag}', VALUE_FORMAT='JSON');
+CREATE STREAM parcels (sid STRING KEY, order_id BIGINT, carrier STRING)
+  WITH (KAFKA_TOPIC='parcels_{tag}', VALUE_FORMAT='JSON');
+CREATE STREAM order_parcels WITH (KAFKA_TOPIC='order_parcels_{tag}') AS
+  SELECT o.id, item, carrier FROM orders o LEFT JOIN parcels s WITHIN 1 MINUTE GRACE PERIOD 30 SECONDS
+  ON o.id = s.order_id EMIT CHANGES;
+"""
+
+
+def rekeyed_case(sink: Codec) -> tuple[dict[str, list[Row]], dict[Any, tuple[str, str]]]:
+    """Orders 1-3; parcels in partitions their STRING key put them (not their order's), of which 3's both engines
+    failed to join (contrived: its re-key puts it with its order) and 2's an hour later (outside the window)."""
+    orders = {i: T + 1000 * i for i in (1, 2, 3)}
+    parcels = [(1, T + 1500), (2, T + sc.HOUR_MS), (3, T + 3500)]
+    inputs: dict[str, list[Row]] = {
+        "orders": [(key(i), {"item": f"i{i}"}, t, home(i)) for i, t in orders.items()],
+        "parcels": [(f"p{i}".encode(), {"order_id": i, "carrier": f"c{i}"}, t, elsewhere(i)) for i, t in parcels],
+    }
+
+    def out(i: int, carrier: str | None, at: int) -> Row:
+        row = {"ITEM": f"i{i}", "CARRIER": carrier}
+        return sink.encode_key(i), json.loads(sink.encode_value(row)), at, home(i)
+
+    rows = [out(1, "c1", T + 1500), out(2, None, orders[2]), out(3, None, orders[3])]
+    expected = {(1, "c1"): ("match", "other"), (2, None): ("both_unenriched", "unknown_user"),
+                (3, None): ("both_unenriched", "other")}
+    return {**inputs, "faust": rows, "ksqldb": rows}, expected
+
+
+def test_a_rekeyed_side_is_judged_where_the_worker_places_its_join_key(spark, tmp_path: Path) -> None:
+    day, expected, code = run(tmp_path, REKEYED, rekeyed_case, "ORDER_PARCELS", ("--partitioner", "murmur2"))
+    assert code == 0
+    summary = json.loads((day / "summary.json").read_text())
+    assert {c: n for c, n in summary["causes"]["order_parcels"].items() if n} == counted(expected, 1)
+    rows = {(r["id"], r["carrier"]): r for r in spark.read.parquet(str(day / "detail")).collect()}
+    assert {k: (r["status"], r["cause"]) for k, r in rows.items()} == {k: v for k, v in expected.items() if v[0] != "match"}
+    together = rows[(3, None)]  # its parcel sits in partition elsewhere(3); re-keyed by order id 3, it is at home(3)
+    assert (together["order_partition"], together["user_partition"]) == (home(3), home(3))
+    assert "both in partition" in together["cause_detail"]
