@@ -5,11 +5,15 @@ state of the record's partition held in RocksDB (:class:`RocksState`): both topi
 key's records of both sides meet in one partition, as in a Kafka Streams task.  A side's window store keeps a
 record under its key bytes, big-endian time and offset (a key's records of a time range are one range scan),
 and a time index by which what the retention let go is deleted as stream time moves; every write goes to the
-store's changelog too, which Faust restores from.  See docs/explanation/worker-internals.md#stream-stream-joins.
+store's changelog too, which Faust restores from.  A record whose outputs are refused leaves no state behind,
+and under exactly_once partition p of both sides shares one transaction (outputs, changelogs, both offsets):
+a dropped one's RocksDB writes are put back.  See docs/explanation/worker-internals.md#stream-stream-joins.
 """
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -22,21 +26,66 @@ from streamapp.sql.engine import Record as EngineRecord
 from streamapp.sql.stream_join import JoinState, StreamJoin
 from streamapp.sql.topology import StreamStreamJoin
 from streamapp.worker.app import StreamappApp
+from streamapp.worker.faust_internals import partition_db
+from streamapp.worker.batch_sender import BatchSender
+from streamapp.worker.transactions import OpenTransaction, Transactions, in_transactions
+from streamapp.worker.transactions import install as transactions_install
 from streamapp.worker.transport import Handler, Record
 from streamapp.worker.window_stores import META, Change, RocksOuter, RocksWindow, Writes
 
 from .dead_lettering import DeadLettering, OutputChecks
 
+logger = logging.getLogger(__name__)
+
 #: What a record writes: (output, key, value, timestamp) per joined record.
 Written = list[tuple[str, bytes | None, bytes | None, int]]
+#: Each key's value before its first write since the journal was emptied, by (table, partition, key): (table,
+#: partition, key, value or None when it had none).
+Journal = dict[tuple[int, int, bytes], tuple[faust.Table, int, bytes, bytes | None]]
+
+
+class Journaled(Writes):
+    """:class:`Writes` that keep each key's value before its first write (:func:`put_back` restores them)."""
+
+    def __init__(self, table: faust.Table, partition: int, changes: list[Change], journal: Journal) -> None:
+        super().__init__(table, partition, changes)
+        self.journal = journal
+
+    def _keep(self, key: bytes) -> None:
+        held = (id(self.table), self.partition, key)
+        if held not in self.journal:
+            self.journal[held] = (self.table, self.partition, key, self.db.get(key))
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._keep(key)
+        super().put(key, value)
+
+    def delete(self, key: bytes) -> None:
+        self._keep(key)
+        super().delete(key)
+
+
+def put_back(journal: Journal) -> int:
+    """Every key of ``journal`` as it was before its writes (straight to RocksDB: the changelog never had them);
+    how many keys."""
+    for table, partition, key, value in journal.values():
+        db = partition_db(table, partition)
+        if value is None:
+            db.delete(key)
+        else:
+            db.put(key, value)
+    count = len(journal)
+    journal.clear()
+    return count
 
 
 class RocksState(JoinState):
     """One partition's join state in RocksDB: its stream times are read at the start of a fetch and kept at its end
     (:meth:`save`)."""
 
-    def __init__(self, engine: StreamJoin, tables: Sequence[faust.Table], partition: int, changes: list[Change]):
-        left, right, outer = (Writes(t, partition, changes) for t in tables)
+    def __init__(self, engine: StreamJoin, tables: Sequence[faust.Table], partition: int, changes: list[Change],
+                 journal: Journal):
+        left, right, outer = (Journaled(t, partition, changes, journal) for t in tables)
         meta = left.db.get(META)
         saved = json.loads(meta) if meta is not None else {}
         retention = engine.window.retention
@@ -47,6 +96,16 @@ class RocksState(JoinState):
         if meta is not None:
             self.min_time = 0  # restored: unknown, the first look finds it
         self._meta, self._saved = left, meta
+
+    def times(self) -> tuple[Any, ...]:
+        """What a record may move besides RocksDB: the stream times and the next look (:meth:`set_times`)."""
+        return (self.stream_time, self.min_time, self.next_emit,
+                *((s.observed, s.swept) for s in self.stores.values()))  # type: ignore[attr-defined]
+
+    def set_times(self, times: tuple[Any, ...]) -> None:
+        self.stream_time, self.min_time, self.next_emit, *sides = times
+        for store, (observed, swept) in zip(self.stores.values(), sides):
+            store.observed, store.swept = observed, swept  # type: ignore[attr-defined]
 
     def save(self) -> None:
         stores = self.stores
@@ -77,28 +136,85 @@ class StreamJoinRun:
         self._looks: dict[int, tuple[int, int]] = {}
         #: This fetch's changes of the stores, for their changelogs.
         self.changes: list[Change] = []
+        #: The record being joined: each key's value before it wrote it (:meth:`undo`).
+        self._record: Journal = {}
+        #: exactly_once: each partition's open transaction's values before (:meth:`ended`); None: at_least_once.
+        self._open: dict[int, Journal] | None = {} if app.settings.processing_guarantee == "exactly_once" else None
+        #: exactly_once: each partition's next look as its last committed transaction left it (:meth:`ended`).
+        self._committed_looks: dict[int, tuple[int, int]] = {}
 
     def process(self, topic: str, partition: int, msg: Record) -> Written:
         """What a record of ``topic`` writes (RecordError when the engine cannot read it); the stores are updated."""
         state = self._states.get(partition)
         if state is None:
-            state = self._states[partition] = RocksState(self.engine, self.tables, partition, self.changes)
+            state = self._states[partition] = RocksState(self.engine, self.tables, partition, self.changes,
+                                                         self._record)
             state.min_time, state.next_emit = self._looks.get(partition, (state.min_time, state.next_emit))
         self.engine.state = state
         outputs = self.engine.process(EngineRecord(self.engine_topic[topic], msg.key, msg.value, msg.timestamp,
                                                    partition, msg.offset))
         return [(self.output, o.record.key, o.record.value, o.record.timestamp) for o in outputs]
 
+    def mark(self, partition: int) -> tuple[Any, ...]:
+        """Where the partition's state stands before a record: :meth:`undo` goes back there, :meth:`keep` on."""
+        state = self._states.get(partition)
+        return state, None if state is None else state.times(), len(self.changes), self.engine.late
+
+    def undo(self, partition: int, mark: tuple[Any, ...]) -> None:
+        """The record's outputs were refused: what it wrote is taken back (RocksDB, the changes, the stream times)."""
+        state, times, changes, self.engine.late = mark
+        put_back(self._record)
+        del self.changes[changes:]
+        if state is None:
+            self._states.pop(partition, None)
+        else:
+            state.set_times(times)
+
+    def keep(self, partition: int) -> None:
+        """The record's writes stay (under exactly_once, until its transaction ends: :meth:`ended`)."""
+        if self._open is not None and self._record:
+            journal = self._open.setdefault(partition, {})
+            for held, before in self._record.items():
+                journal.setdefault(held, before)
+        self._record.clear()
+
+    def ended(self, partition: int, committed: bool) -> None:
+        """:attr:`~streamapp.worker.transactions.Transactions.on_ended`: a dropped transaction's writes are put back,
+        so that RocksDB holds what the changelog holds (its records are read again)."""
+        journal = (self._open or {}).pop(partition, {})
+        if committed:
+            if partition in self._looks:
+                self._committed_looks[partition] = self._looks[partition]
+            return
+        if not journal:
+            return
+        self._states.pop(partition, None)
+        if partition in self._committed_looks:  # its records read again look for closed windows as the first time
+            self._looks[partition] = self._committed_looks[partition]
+        else:  # none committed here since the partition came: as after a restart
+            self._looks.pop(partition, None)
+        self.changes[:] = [change for change in self.changes if change[1] != partition]
+        try:
+            count = put_back(journal)
+        except Exception as exc:  # noqa: BLE001 - the partition is gone (revoked): its next owner restores it
+            logger.warning("Window stores of partition %d not put back after its transaction was dropped (%r)",
+                           partition, exc)
+            return
+        logger.info("Transaction of partition %d dropped: %d window store keys of %s put back as they were",
+                    partition, count, self.join.query.name)
+
     def revoked(self, partitions: Iterable[int]) -> None:
         """The partitions went to another worker: what this one knew of their waiting records may be stale."""
         for partition in partitions:
             self._looks.pop(partition, None)
+            self._committed_looks.pop(partition, None)
 
     def stored(self) -> list[Change]:
         """The fetch is done: each partition's stream times kept; its changes handed over (and forgotten here)."""
         for partition, state in self._states.items():
             state.save()
             self._looks[partition] = state.min_time, state.next_emit
+            self.keep(partition)
         self._states.clear()
         changes, self.changes = self.changes, []
         return changes
@@ -108,27 +224,38 @@ def runs_of(app: StreamappApp) -> list[StreamJoinRun]:
     return [StreamJoinRun(app, join) for join in app.topology.stream_joins]
 
 
-def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str, runs: Sequence[StreamJoinRun]) -> None:
-    """The agent of one side's topic: each stream-stream join it is a side of."""
+def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str, runs: Sequence[StreamJoinRun],
+                  transactions: Transactions | None = None) -> None:
+    """The agent of one side's topic: each stream-stream join it is a side of (under exactly_once in
+    ``transactions``, which the other side's topic shares)."""
     counters, null_keys = app.counters, NullKeyPartitions()
     mine = [run for run in runs if topic in run.engine_topic]
     changelogs = {id(t): t.changelog_topic.get_topic_name() for run in mine for t in run.tables}
 
-    async def handle(batches: Mapping[TP, Sequence[Record]]) -> None:
+    async def handle(batches: Mapping[TP, Sequence[Record]], sender: BatchSender[Record],
+                     producer: Any = None) -> None:
+        """The records of ``batches`` joined, their outputs and the stores' changes sent through ``sender``."""
         checks = OutputChecks(await dead_letters.size_limits(), [run.output for run in mine],
                               int(time.time() * 1000))
-        sender = dead_letters.sender()
         last = next((messages[-1] for messages in reversed(list(batches.values())) if messages), None)
 
         def check(partition: int, msg: Record) -> tuple[Written, int]:
+            marks = [run.mark(partition) for run in mine]
             written: Written = []
             late = 0
+            try:
+                for run in mine:
+                    before = run.engine.late
+                    for output, key, value, timestamp in run.process(topic, partition, msg):
+                        checks.check_size(output, key, value, "joined record")
+                        written.append((output, key, value, timestamp))
+                    late += run.engine.late - before
+            except Exception:  # a refused record (a dead letter) leaves no state behind
+                for run, mark in zip(mine, marks):
+                    run.undo(partition, mark)
+                raise
             for run in mine:
-                before = run.engine.late
-                for output, key, value, timestamp in run.process(topic, partition, msg):
-                    checks.check_size(output, key, value, "joined record")
-                    written.append((output, key, value, timestamp))
-                late += run.engine.late - before
+                run.keep(partition)
             return written, late
 
         def changelog(changes: list[Change]) -> None:
@@ -154,16 +281,75 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str, ru
                 if msg is last:  # and the stream times in the same send: a second one waits for the broker
                     changelog(run.stored())
 
+        dropped = False
         try:
-            await dead_letters.handle(batches, check, write, sender)
+            await dead_letters.handle(batches, check, write, sender, producer=producer)
+        except BaseException:
+            dropped = producer is not None  # the transaction's work is dropped: put back (StreamJoinRun.ended)
+            raise
         finally:
             left = [change for run in mine for change in run.stored()]  # the last record was dead-lettered
-            if left:
-                sender = dead_letters.sender()
+            if left and not dropped:
+                sender = dead_letters.sender(producer=producer)
                 changelog(left)
                 await sender.send()
 
-    app.batch_agent(app.join_tables.topics[topic])(Handler(handle, event_time=_event_time(mine, topic)))
+    async def handle_fetch(batches: Mapping[TP, Sequence[Record]]) -> None:
+        if transactions is None:
+            await handle(batches, dead_letters.sender())
+            return
+
+        async def in_transaction(tp: TP, messages: Sequence[Record], txn: OpenTransaction) -> None:
+            """The outputs, dead letters and the stores' changelogs in the transaction of the partition (both
+            sides'), which commits the offsets; Faust's recovery of such a changelog: :func:`past_markers`."""
+            await handle({tp: messages}, dead_letters.sender(producer=txn.producer, on_failure=txn.on_failure),
+                         txn.producer)
+
+        await in_transactions(transactions, batches, in_transaction)
+
+    stream = app.join_tables.topics[topic]
+    if transactions is not None:  # Faust never commits it: its offsets go in the transactions only
+        stream.acks = False
+    app.batch_agent(stream)(Handler(handle_fetch, event_time=_event_time(mine, topic)))
+
+
+def transaction_groups(runs: Sequence[StreamJoinRun]) -> list[tuple[str, ...]]:
+    """The topics whose partition p shares one transaction: both sides of a join, and every join that shares a side
+    (one agent reads a topic, so the partition's stores of all its joins change together)."""
+    groups: list[set[str]] = []
+    for run in runs:
+        topics = set(run.engine_topic)
+        for group in [g for g in groups if g & topics]:
+            groups.remove(group)
+            topics |= group
+        groups.append(topics)
+    return [tuple(sorted(group)) for group in groups]
+
+
+async def past_markers(app: StreamappApp, changelogs: set[str], interval: float = 1.0) -> None:
+    """exactly_once: a window store's changelog is written in transactions, so it ends with a commit marker, which
+    Faust's recovery (waiting for the record at the end offset less one) never reads: a changelog partition whose
+    consumer position passed that offset, seen twice with nothing left in the changelog queue, is recovered (what
+    Faust does for its own transactions, ``detect_aborted_tx``)."""
+    recovery, seen = app.tables.recovery, set()
+    while not app.should_stop:
+        await asyncio.sleep(interval)
+        if not recovery.in_recovery or not app.tables.changelog_queue.empty():
+            seen.clear()
+            continue
+        for tp, highwater in list(recovery.active_highwaters.items()):
+            offset = recovery.active_offsets.get(tp)
+            if tp.topic not in changelogs or highwater is None or (offset is not None and offset >= highwater):
+                continue
+            position = await app.consumer.position(tp)
+            if position is None or position <= highwater:
+                seen.discard(tp)
+            elif tp in seen:
+                logger.info("Changelog %s[%d] recovered up to its last commit marker (offset %d)", tp.topic,
+                            tp.partition, highwater)
+                recovery.active_offsets[tp] = highwater
+            else:
+                seen.add(tp)
 
 
 def _event_time(runs: Sequence[StreamJoinRun], topic: str) -> Any:
@@ -180,8 +366,18 @@ def _event_time(runs: Sequence[StreamJoinRun], topic: str) -> Any:
 
 def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
     runs = runs_of(app)
-    for topic in app.topology.stream_join_topics:
-        install_topic(app, dead_letters, topic, runs)
+    exactly_once = app.settings.processing_guarantee == "exactly_once"
+    for group in transaction_groups(runs):
+        transactions = transactions_install(app, group, dead_letters.refused_in) if exactly_once else None
+        if transactions is not None:
+            ours = [run for run in runs if set(run.engine_topic) <= set(group)]
+
+            def ended(partition: int, committed: bool, ours: list[StreamJoinRun] = ours) -> None:
+                for run in ours:
+                    run.ended(partition, committed)
+            transactions.on_ended = ended
+        for topic in group:
+            install_topic(app, dead_letters, topic, runs, transactions)
 
     async def on_revoked(sender: Any, revoked: Iterable[Any], **kwargs: Any) -> None:
         for run in runs:
@@ -189,3 +385,9 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
 
     if runs:
         app.on_partitions_revoked.connect(on_revoked, weak=False)
+    if runs and exactly_once:
+        changelogs = {t.changelog_topic.get_topic_name() for run in runs for t in run.tables}
+
+        @app.task
+        async def recover_past_markers() -> None:
+            await past_markers(app, changelogs)

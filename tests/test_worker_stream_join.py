@@ -257,16 +257,64 @@ def test_a_self_join_of_two_streams_over_one_topic_is_joined_as_the_engine_joins
     assert worker == pure and len(worker) >= 3
 
 
-def test_exactly_once_is_refused_at_start_in_one_line_for_a_stream_stream_join(tmp_path: Path) -> None:
-    from streamapp.errors import StreamappError
+def _dump(run: Any) -> list[dict[bytes, bytes]]:
+    from streamapp.worker.faust_internals import partition_db
+
+    return [dict(partition_db(table, 0).items()) for table in run.tables]
+
+
+def test_a_record_whose_output_is_refused_leaves_no_state_behind(tmp_path: Path) -> None:
+    """The agent's size check refuses a record after the join wrote its state: undone, the stores, the changes for
+    the changelogs and the stream times are as before it, and the records after it join as if it never came."""
+    from aiokafka.structs import ConsumerRecord
+
+    from agents.stream_joins import StreamJoinRun
+    from streamapp.sql.formats import Codec
+
+    app, alone = app_of(tmp_path / "refused", "LEFT", "WITHIN 1 SECOND GRACE PERIOD 1 SECOND"), \
+        app_of(tmp_path / "never", "LEFT", "WITHIN 1 SECOND GRACE PERIOD 1 SECOND")
+    run = StreamJoinRun(app, app.topology.stream_joins[0], clock=lambda: 0)
+    feed(run, app, RECORDS[:4])
+    before, changes = _dump(run), list(run.changes)
+    codec = Codec(app.topology.source_at("r"))  # joins a2 (9000) and moves stream time on
+    msg = ConsumerRecord("r", 0, 99, 9200, 0, codec.encode_key(2), codec.encode_value({"B": "x" * 100}), None, 0,
+                         0, [])
+    mark = run.mark(0)
+    assert run.process("r", 0, msg)  # its join wrote its state, then joined
+    assert _dump(run) != before and run.changes != changes
+    run.undo(0, mark)  # what the agent does when a check refuses one of its outputs
+    assert _dump(run) == before and run.changes == changes
+    rest = feed(run, app, RECORDS[4:], first=4)
+    whole = StreamJoinRun(alone, alone.topology.stream_joins[0], clock=lambda: 0)
+    assert feed(whole, alone, RECORDS[:4]) + feed(whole, alone, RECORDS[4:], first=4) == expected(app, RECORDS)
+    assert rest == expected(app, RECORDS)[len(expected(app, RECORDS[:4])):] and _dump(run) == _dump(whole)
+
+
+def test_under_exactly_once_a_dropped_transaction_puts_the_stores_back_as_its_changelog_has_them(
+        tmp_path: Path) -> None:
+    """A committed transaction's writes stay; a dropped one's are put back (RocksDB equals the changelog, which only
+    has the committed ones: read_committed), and its records, read again, write what they wrote the first time."""
+    from agents.stream_joins import StreamJoinRun, transaction_groups
     from streamapp.worker.app import create_app
 
     path = tmp_path / "joins.sql"
-    path.write_text(STREAMS.format(key="L.ID", join="LEFT", within="WITHIN 1 SECOND"), encoding="utf-8")
-    with pytest.raises(StreamappError) as refused:
-        create_app(Settings(statements=str(path), processing_guarantee="exactly_once"))
-    assert str(refused.value) == ("processing_guarantee=exactly_once: not supported by the worker yet for the "
-                                  "stream-stream join O; run it at_least_once")
+    path.write_text(STREAMS.format(key="ROWKEY AS ID", join="FULL", within="WITHIN 1 SECOND GRACE PERIOD 1 SECOND"),
+                    encoding="utf-8")
+    app = create_app(Settings(statements=str(path), data_dir=str(tmp_path / "data"),
+                              processing_guarantee="exactly_once"))  # no longer refused
+    assert app.transactions["l"] is app.transactions["r"]  # partition p of both sides: one transaction
+    assert app.transactions["l"].topics == ("l", "r") and transaction_groups(
+        [StreamJoinRun(app, app.topology.stream_joins[0])]) == [("l", "r")]
+    run = StreamJoinRun(app, app.topology.stream_joins[0], clock=lambda: 0)
+    committed = feed(run, app, RECORDS[:6])
+    run.ended(0, True)
+    kept = _dump(run)
+    dropped = feed(run, app, RECORDS[6:], first=6)
+    assert _dump(run) != kept
+    run.ended(0, False)  # aborted or fenced
+    assert _dump(run) == kept
+    again = feed(run, app, RECORDS[6:], first=6)
+    assert again == dropped and committed + again == expected(app, RECORDS)
 
 
 def test_late_records_are_counted_per_topic_and_partition_in_stats_and_the_log_line() -> None:

@@ -226,9 +226,6 @@ def create_app(settings: Settings, agents: str = AGENTS) -> StreamappApp:
     joins = topology(settings)
     if (refusal := worker_refusal(joins.declared)) is not None:
         raise PlanError(refusal)
-    if joins.stream_joins and settings.processing_guarantee == "exactly_once":
-        raise PlanError(f"processing_guarantee=exactly_once: not supported by the worker yet for the stream-stream join "
-                        f"{joins.stream_joins[0].query.name}; run it at_least_once")
     app = StreamappApp(settings, joins)
     install_agents(app, agents)
     views.install(app)
