@@ -116,6 +116,10 @@ def test_a_team_join_plans_its_columns_types_and_event_time() -> None:
      "CREATE TABLE o AS SELECT p.customer_id, SUM(n) FROM payments p JOIN q WITHIN 1 MINUTE "
      "ON p.customer_id = q.k GROUP BY p.customer_id HAVING SUM(q.n) > 1;",
      "not supported by streamapp yet: GROUP BY / HAVING in a persistent query"),
+    ("CREATE STREAM q (k BIGINT KEY, n INT, s STRING) WITH (kafka_topic='q', value_format='JSON');\n"
+     "CREATE TABLE o AS SELECT p.customer_id, COUNT(*) FROM payments p JOIN q WITHIN 1 MINUTE "
+     "ON p.customer_id = q.k GROUP BY p.customer_id HAVING UCASE(q.s) = 'X';",
+     "not supported by streamapp yet: a function call in a HAVING (UCASE(Q.S))"),
     ("CREATE STREAM o AS SELECT amount FROM payments p JOIN customers c ON p.customer_id = c.id;",
      "Key missing from projection"),
     ("CREATE STREAM o AS SELECT p.customer_id, tier FROM payments p JOIN customers c ON p.currency = c.id;",

@@ -685,7 +685,7 @@ class _Planner:
 
     def _predicate(self, statement: s.Statement, sides: list[_Side], expression: s.Expression,
                    clause: str = "WHERE") -> tuple[p.Expression, str | None, str]:
-        """(what a part of a WHERE computes, its type (None: NULL), how ksqlDB's messages show it)."""
+        """(what a part of a WHERE (or HAVING) computes, its type (None: NULL), how ksqlDB's messages show it)."""
         if isinstance(expression, s.Comparison):
             op = "!=" if expression.op == "<>" else expression.op
             left, right = (self._predicate(statement, sides, x, clause) for x in (expression.left, expression.right))
@@ -714,7 +714,7 @@ class _Planner:
             shown = expression.name if isinstance(resolved, p.JoinKey) else f"{side.label}_{expression.name}"
             return resolved, type_, shown
         what = expression.kind if isinstance(expression, s.Other) else "a function call"
-        raise self._unsupported(statement, f"{what} in a WHERE ({expression})")
+        raise self._unsupported(statement, f"{what} in a {clause} ({expression})")
 
     def _aggregation(self, statement: s.CreateAs, left: _Side, right: _Side, query: s.Query) -> PlanError:
         """GROUP BY / HAVING over a stream-stream join: ksqlDB's checks of the join, then of its WHERE and its
