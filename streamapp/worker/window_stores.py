@@ -58,6 +58,13 @@ def _scan(db: Any, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
         yield key, value
 
 
+def _key_range(db: Any, key: Any, start: int, end: int) -> Iterator[tuple[bytes, bytes]]:
+    """A window store's items of join key ``key`` with ``start <= time <= end``: one range scan, by time then offset
+    (what the join fetches, and what the web views read)."""
+    prefix = DATA + _sized(store_key(key))
+    return _scan(db, prefix + _time(start), prefix + _time(end + 1))
+
+
 class Writes:
     """The direct writes of a partition's state to RocksDB, each also kept for the store's changelog."""
 
@@ -101,9 +108,7 @@ class RocksWindow:
         start = max(start, self.observed - self.retention + 1)
         if start > end:
             return []
-        prefix = DATA + _sized(store_key(key))
-        return [(int.from_bytes(k[-16:-8], "big") - 2**63, pickle.loads(v))
-                for k, v in _scan(self.writes.db, prefix + _time(start), prefix + _time(end + 1))]
+        return [(_read_time(k[-16:-8]), pickle.loads(v)) for k, v in _key_range(self.writes.db, key, start, end)]
 
     def expire(self, oldest: int) -> int:
         """Delete the records older than ``oldest``; how many."""
@@ -138,7 +143,7 @@ class RocksOuter:
         firsts: dict[bytes, Any] = {}
         for k, v in _scan(self.writes.db, DATA, INDEX):  # not Faust's own keys (its changelog offset)
             firsts.setdefault(k[:-8], v)
-        entries = [(int.from_bytes(k[1:9], "big") - 2**63, k[9] == 1, k) for k in firsts]
+        entries = [(_read_time(k[1:9]), k[9] == 1, k) for k in firsts]
         return sorted(entries, key=lambda e: (e[0], e[1], self._order(pickle.loads(firsts[e[2]])[0]) or b""))
 
     def pop(self, entry: tuple[int, bool, Any]) -> list[tuple[Any, Row]]:
@@ -167,9 +172,8 @@ class StoredRecord:
 def window_records(db: Any, key: Any, start: int, end: int) -> list[StoredRecord]:
     """Join key ``key``'s records in one partition's window store with ``start <= time <= end``, by time then
     offset: one range scan, what the join itself reads (expired records not deleted yet included)."""
-    prefix = DATA + _sized(store_key(key))
     return [StoredRecord(_read_time(k[-16:-8]), _read_seq(k[-8:]), pickle.loads(v)[0])
-            for k, v in _scan(db, prefix + _time(start), prefix + _time(end + 1))]
+            for k, v in _key_range(db, key, start, end)]
 
 
 def outer_records(db: Any, key: Any, start: int, end: int) -> list[StoredRecord]:
