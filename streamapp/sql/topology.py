@@ -149,7 +149,8 @@ class StreamStreamJoin(Output):
 ROWTIME = "ROWTIME"
 #: The key column of a re-keyed stream: the join key, in the format of the keys it meets (a name no column takes).
 JOIN_KEY = "__streamapp_join_key"
-#: The pseudo columns of where a record was read, with their types: a re-keyed stream carries those its join reads.
+#: The pseudo columns of where a record was read (its partition, its offset), with their types: a re-keyed stream
+#: carries those its join reads.
 WHERE_READ = (p.Column("ROWPARTITION", "INT"), p.Column("ROWOFFSET", "BIGINT"))
 
 
@@ -206,8 +207,8 @@ class Rekeyer:
         """(key, value) of the re-keyed record of ``row``, read at ``offset`` of ``partition`` of the stream."""
         columns = row[0]
         if self._where:  # its join reads where it was read: here, not the repartition topic
-            where = {"ROWPARTITION": partition, "ROWOFFSET": offset}
-            columns = {**columns, **{name: where[name] for name in self._where}}
+            where = zip(WHERE_READ, (partition, offset))
+            columns = {**columns, **{c.name: at for c, at in where if c.name in self._where}}
         value = self.codec.encode_value({**columns, ROWTIME: row[1]})
         assert value is not None
         return self.codec.encode_key(self._key((columns, row[1]))), value
