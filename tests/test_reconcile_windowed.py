@@ -10,9 +10,10 @@ Both engines' outputs are written here, row by row, with the known answer of eve
   one engine lacks (``null_key``), a duplicate, a moved record, a wrong computed column, a missing row;
 - orders x parcels joined on a parcel's ORDER_ID (a value column: the parcels re-keyed by it): a parcel is judged
   where the worker's partitioner puts its order id, not where its own key put it;
-- customers x accounts, a LEFT JOIN on the primary key: each key's last changelog record of the window is its
-  final row (a tombstone: none): an account in another partition (``copartition_violation``), none at all
-  (``unknown_user``), rows only one engine enriched, holds or deleted.
+- customers x accounts, a LEFT JOIN on the primary key (ksqlDB's output exported as its columns): each key's last
+  changelog record of the window is its final row (a tombstone, or every column NULL in an export: none): an
+  account in another partition (``copartition_violation``), none at all (``unknown_user``), rows only one engine
+  enriched, holds or deleted.
 
 Pure checks of the roles (identity, compared columns, the retention) need no Spark.
 """
@@ -161,7 +162,17 @@ def table_case(sink: Codec) -> tuple[dict[str, list[Row]], dict[int, tuple[str, 
     return {**inputs, "faust": faust, "ksqldb": ksqldb}, expected
 
 
-def run(tmp_path: Path, text: str, case: Any, sink: str, extra: tuple[str, ...] = ()) -> tuple[Path, Any, int]:
+def decoded(directory: Path, topic: str, rows: list[Row], key_column: str) -> None:
+    """An export of an output's columns (lower-cased), its key the BIGINT it encodes; a tombstone's columns null."""
+    pq.write_table(pa.Table.from_pylist([
+        {key_column: struct.unpack(">q", k)[0] if k else None, **{c.lower(): x for c, x in (v or {}).items()},
+         "partition": partition, "offset": offset, "timestamp": at}
+        for offset, (k, v, at, partition) in enumerate(rows)]), directory / f"{topic}.parquet")
+
+
+def run(tmp_path: Path, text: str, case: Any, sink: str, extra: tuple[str, ...] = (),
+        decode: dict[str, str] | None = None) -> tuple[Path, Any, int]:
+    """The job on the case's exports (the roles in ``decode`` as their columns, keyed by the column named)."""
     tag = uuid.uuid4().hex[:8]
     path = tmp_path / f"{sink.lower()}_{tag}.sql"
     path.write_text(text.format(tag=tag), encoding="utf-8")
@@ -171,7 +182,11 @@ def run(tmp_path: Path, text: str, case: Any, sink: str, extra: tuple[str, ...] 
     directory = tmp_path / "in"
     directory.mkdir(exist_ok=True)
     for role, rows in records.items():
-        parquet(directory, topics.get(role) or topics[f"{role}_{sink.lower()}"], rows)
+        topic = topics.get(role) or topics[f"{role}_{sink.lower()}"]
+        if decode and role in decode:
+            decoded(directory, topic, rows, decode[role])
+        else:
+            parquet(directory, topic, rows)
     output = tmp_path / f"out_{tag}"
     code = main(["--statements", str(path), "--date", sc.DAY, "--source", "files", "--input", str(directory),
                  "--output", str(output), "--partitions", str(N), "--max-mismatch-rate", "1", *extra])
@@ -213,14 +228,15 @@ def test_a_windowed_join_is_reconciled_row_by_row_with_its_causes(spark, tmp_pat
 
 
 def test_a_table_table_join_compares_each_keys_final_row(spark, tmp_path: Path) -> None:
-    day, expected, code = run(tmp_path, TABLES, table_case, "CUSTOMER_ACCOUNTS", ("--max-mismatch-rate", "0"))
+    day, expected, code = run(tmp_path, TABLES, table_case, "CUSTOMER_ACCOUNTS",
+                              ("--max-mismatch-rate", "0", "--detail", "all"), decode={"ksqldb": "c_id"})
     assert code == 1  # mismatches above a zero threshold
     summary = json.loads((day / "summary.json").read_text())
     pair = "customer_accounts"
     assert {s: n for s, n in summary["statuses"][pair].items() if n} == counted(expected, 0)
     assert {c: n for c, n in summary["causes"][pair].items() if n} == counted(expected, 1)
-    rows = spark.read.parquet(str(day / "detail")).collect()
-    assert {r["c_id"]: (r["status"], r["cause"]) for r in rows} == {k: v for k, v in expected.items() if v[0] != "match"}
+    rows = spark.read.parquet(str(day / "detail")).collect()  # --detail all: the matches too, without a cause
+    assert {r["c_id"]: (r["status"], r["cause"] or "other") for r in rows} == expected
     violation = next(r for r in rows if r["c_id"] == 2)
     assert (violation["order_partition"], violation["user_partition"]) == (home(2), elsewhere(2))
     assert next(r for r in rows if r["c_id"] == 6)["mismatched_columns"] == ["BALANCE"]
