@@ -144,6 +144,31 @@ def test_a_record_older_than_the_sides_stream_time_less_the_retention_is_shown_e
         ("right", "1970-01-01T00:00:00.005+00:00"), ("left", "1970-01-01T00:00:00.005+00:00")]
 
 
+REKEYED = """
+CREATE STREAM L (ID BIGINT KEY, A STRING) WITH (KAFKA_TOPIC='l', VALUE_FORMAT='JSON');
+CREATE STREAM R (ID BIGINT KEY, LID BIGINT, B STRING) WITH (KAFKA_TOPIC='r', VALUE_FORMAT='JSON');
+CREATE STREAM O AS SELECT L.ID, A, B FROM L JOIN R WITHIN 1 MINUTE ON L.ID = R.LID;
+"""
+
+
+def test_a_side_the_join_rekeys_is_listed_with_its_stream_and_shows_that_streams_columns(tmp_path: Path) -> None:
+    """A re-keyed side's store follows its repartition topic, keyed by the join key: the listing names the stream it
+    re-keys, and a record shows that stream's columns, not the join key and event time its repartition record
+    carries."""
+    from streamapp.worker.app import create_app
+    from streamapp.worker.web.windows import listed, shown, stores
+    from streamapp.worker.window_stores import StoredRecord
+
+    path = tmp_path / "joins.sql"
+    path.write_text(REKEYED, encoding="utf-8")
+    app = create_app(Settings(statements=str(path), data_dir=str(tmp_path / "data")))
+    left, right, _ = stores(app).values()
+    assert (listed(left)["rekeyed_from"], listed(right)["rekeyed_from"]) == (None, {"stream": "R", "topic": "r"})
+    assert listed(right)["topic"] == "streamapp-O-Join-right-repartition"
+    carried = {"__streamapp_join_key": 7, "ID": 3, "LID": 7, "B": "b", "ROWTIME": 1000}
+    assert [r["row"] for r in shown(right, [StoredRecord(1000, 0, carried)], None)] == [{"ID": 3, "LID": 7, "B": "b"}]
+
+
 @pytest.mark.parametrize(("query", "expected"), [
     ({}, (None, None)),
     ({"from": "1700000000000", "to": " 1700000001000 "}, (1_700_000_000_000, 1_700_000_001_000)),

@@ -18,7 +18,7 @@ from ...model.records import RecordError
 from ...sql import plan as p
 from ...sql.formats import Codec, json_text
 from ...sql.stream_join import JoinWindowSpec
-from ...sql.topology import StreamStreamJoin
+from ...sql.topology import JOIN_KEY, ROWTIME, Rekey, StreamStreamJoin
 from .. import window_stores
 from . import lookup, params, routing
 
@@ -32,13 +32,15 @@ KINDS = ("left", "right", "outer")
 @dataclass(frozen=True)
 class Store:
     """One store of a windowed join: a side's window store, or the outer store of the unmatched records waiting for
-    their window to close; ``source`` is the stream whose key the path takes (the left's for the outer store)."""
+    their window to close; ``source`` is the stream whose key the path takes (the left's for the outer store): for a
+    side the join re-keys, its repartition topic's, keyed by the join key (``rekey`` says which stream it re-keys)."""
 
     name: str
     join: StreamStreamJoin
     kind: str
     source: p.Source
     topic: str
+    rekey: Rekey | None = None
 
     @property
     def window(self) -> JoinWindowSpec:
@@ -57,13 +59,14 @@ class Store:
 def stores(app: StreamappApp) -> dict[str, Store]:
     """The stores of every windowed join the worker runs, by the name ``/windows/{store}`` takes (its table's)."""
     plan = app.topology.plan
+    rekeys = {rekey.source.name: rekey for rekey in app.topology.rekeys}
     found: dict[str, Store] = {}
     for join in app.topology.stream_joins:
         assert join.query.right is not None
         left, right = plan.source(join.query.left), plan.source(join.query.right)
         for name, kind, source, topic in zip(join.stores, KINDS, (left, right, left),
                                              (join.source_topic, join.right_topic, join.source_topic)):
-            found[name] = Store(name, join, kind, source, topic)
+            found[name] = Store(name, join, kind, source, topic, rekeys.get(source.name))
     return found
 
 
@@ -73,12 +76,21 @@ def listed(store: Store) -> dict[str, Any]:
     return {"store": store.name, "join": store.join.pair, "kind": store.kind, "source": store.source.name,
             "topic": store.topic, "key": [{"name": c.name, "type": c.type} for c in store.source.key_columns],
             "key_format": store.source.key_format, "output": store.join.output, "type": query.join_type,
+            "rekeyed_from": None if store.rekey is None else {"stream": store.rekey.declared.name,
+                                                              "topic": store.rekey.stream},
             "window": {"before_ms": window.before, "after_ms": window.after, "grace_ms": window.grace_ms,
                        "retention_ms": window.retention}}
 
 
+#: The columns a re-keyed record carries through its repartition topic that are not its stream's: the join key (the
+#: path's key) and its event time (the record's ``time``).
+CARRIED = (JOIN_KEY, ROWTIME)
+
+
 def plain_row(columns: dict[str, Any]) -> Any:
-    """A stored row's columns as JSON-ready data, as a table's row is stored and shown (ksqlDB's JSON of each)."""
+    """A stored row's columns as JSON-ready data, as a table's row is stored and shown (ksqlDB's JSON of each): a
+    re-keyed record's as its stream declares them (:data:`CARRIED` left out)."""
+    columns = {name: value for name, value in columns.items() if name not in CARRIED}
     try:
         return json.loads(json_text(columns))
     except TypeError:  # a value ksqlDB's JSON has no form for: its text
