@@ -1,0 +1,494 @@
+"""A windowed stream-stream join (``stream_join.sql``: orders × shipments, LEFT JOIN WITHIN 1 HOUR GRACE PERIOD
+30 MINUTES) in the worker, next to a raw aiokafka pipe of the same records, and the worker's memory as it runs.
+
+Orders and shipments (as many, event times spread over ``--hours``) are produced in event-time order to their two
+topics.  Each round times the worker and the pipe (``stream_join.py pipe``: both topics read, each record written to
+one output) alike, alternating which goes first: from the first record produced until the output holds them all.
+The worker's last unmatched orders wait for stream time to pass their window: once it has read every record, a
+shipment no order matches, later than every window, goes to each partition each second until they are out (as a
+stream that goes on would close them).  Untimed, the worker's output must hold exactly the rows
+:func:`expected_rows` derives from the records (checked against the pure engine, ``streamapp.sql.stream_join``,
+before the rounds), the pipe's every record once.  Every ``--sample-seconds`` the worker's RSS, its data directory
+(RocksDB) and records read are sampled: the curve is printed and written to ``--csv``; after the first retention
+(2.5 hours of event time) it should stay flat, as the stores hold only a retention's records.
+
+    .venv/bin/python benchmarks/stream_join.py [--orders 1000000] [--hours 10] [--rounds 3] [--csv PATH]
+    .venv/bin/python benchmarks/stream_join.py pipe ...   (the baseline's child process; used internally)
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import logging
+import os
+import random
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, NamedTuple
+
+import psutil
+from confluent_kafka import Consumer, Producer, TopicPartition
+from rich.console import Console
+
+from streamapp.kafka.admin import ensure_topics
+from streamapp.kafka.broker import EmbeddedBroker, free_port
+from streamapp.kafka.reader import TopicReader
+from streamapp.settings import Settings
+from streamapp.sql import plan as p
+from streamapp.sql.engine import Record
+from streamapp.sql.planner import plan_text
+from streamapp.sql.stream_join import StreamJoin
+from streamapp.sql.topology import topology
+from streamapp.worker.process import WorkerProcess
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from worker import Rate, cpu_seconds  # noqa: E402
+from workerkit import murmur2_partition, stats  # noqa: E402
+
+console = Console(width=160)
+STATEMENTS = Path(__file__).with_name("stream_join.sql")
+HOUR, MINUTE = 3_600_000, 60_000
+#: The join's window either way and its grace (``stream_join.sql``), and so a record's retention in a window store.
+WINDOW, GRACE = HOUR, 30 * MINUTE
+RETENTION = 2 * WINDOW + GRACE
+CARRIERS = ("dhl", "ups", "fedex", "post")
+
+
+class Event(NamedTuple):
+    """One record to produce: ``side`` is "orders" or "shipments"; ``id`` the key (BIGINT)."""
+
+    side: str
+    id: int
+    value: dict[str, Any]
+    timestamp: int
+
+
+#: A row of the join's output as compared: (order id, ITEM, QTY, CARRIER, timestamp).
+Row = tuple[int, Any, Any, Any, int]
+
+
+def generate(orders: int, hours: float, t0: int, seed: int = 37) -> list[Event]:
+    """``orders`` orders over ``hours`` of event time from ``t0``, and as many shipments, in event-time order.
+
+    By the order's id mod 10: 0-6 shipped once within 30 minutes, 7 shipped twice (two joined rows), 8 shipped
+    65-85 minutes later (outside the window: the order's row has no carrier), 9 never shipped.
+    """
+    rng = random.Random(seed)
+    span = int(hours * HOUR)
+    events: list[Event] = []
+    for i in range(orders):
+        ts = t0 + i * span // max(orders, 1)
+        events.append(Event("orders", i, {"item": f"item-{rng.randrange(1000)}", "qty": rng.randint(1, 9)}, ts))
+        kind = i % 10
+        delays = ([rng.randrange(30 * MINUTE)] if kind < 7 else [rng.randrange(30 * MINUTE) for _ in range(2)]
+                  if kind == 7 else [rng.randrange(65 * MINUTE, 85 * MINUTE)] if kind == 8 else [])
+        events += [Event("shipments", i, {"carrier": rng.choice(CARRIERS)}, ts + d) for d in delays]
+    events.sort(key=lambda e: (e.timestamp, e.side != "orders"))
+    return events
+
+
+def expected_rows(events: Iterable[Event]) -> Counter[Row]:
+    """What the LEFT JOIN writes, derived from the records alone: each order with every shipment of its id within
+    an hour either way (at the later time), or once with no carrier (at its own)."""
+    shipments: dict[int, list[Event]] = {}
+    orders: list[Event] = []
+    for event in events:
+        (orders.append(event) if event.side == "orders" else shipments.setdefault(event.id, []).append(event))
+    rows: Counter[Row] = Counter()
+    for order in orders:
+        item, qty = order.value["item"], order.value["qty"]
+        matched = [s for s in shipments.get(order.id, ()) if abs(s.timestamp - order.timestamp) <= WINDOW]
+        for s in matched:
+            rows[(order.id, item, qty, s.value["carrier"], max(order.timestamp, s.timestamp))] += 1
+        if not matched:
+            rows[(order.id, item, qty, None, order.timestamp)] += 1
+    return rows
+
+
+def key_bytes(id_: int) -> bytes:
+    return struct.pack(">q", id_)
+
+
+def encoded(events: Iterable[Event], tag: str) -> list[tuple[str, bytes, bytes, int]]:
+    """(topic, key, value, timestamp) of each event, the topics named by ``tag``."""
+    return [(f"{e.side}_{tag}", key_bytes(e.id), json.dumps(e.value, separators=(",", ":")).encode(), e.timestamp)
+            for e in events]
+
+
+def decoded(key: bytes | None, value: bytes | None, timestamp: int) -> Row:
+    """An output record as a :data:`Row`."""
+    row = json.loads(value or b"null") or {}
+    id_ = struct.unpack(">q", key)[0] if key is not None and len(key) == 8 else key
+    return id_, row.get("ITEM"), row.get("QTY"), row.get("CARRIER"), timestamp  # type: ignore[return-value]
+
+
+def check_rows(expected: Counter[Row], rows: Iterable[Row]) -> str | None:
+    """What differs between the join's output and :func:`expected_rows` (None: nothing), as multisets."""
+    found = Counter(rows)
+    if found == expected:
+        return None
+    missing, extra = expected - found, found - expected
+    example = next(iter(missing or extra))
+    return (f"{sum(missing.values()):,} rows missing, {sum(extra.values()):,} extra or duplicated "
+            f"(of {sum(expected.values()):,}), e.g. {'missing' if missing else 'extra'} {example}")
+
+
+def check_copies(records: list[tuple[str, bytes, bytes, int]], copied: Iterable[tuple[bytes | None, bytes | None]]
+                 ) -> str | None:
+    """What is wrong with the pipe's output (None: nothing): every record read once, its bytes kept."""
+    expected, found = Counter((k, v) for _, k, v, _ in records), Counter(copied)
+    if found == expected:
+        return None
+    missing, extra = expected - found, found - expected
+    return f"{sum(missing.values()):,} records missing, {sum(extra.values()):,} extra or duplicated (of {len(records):,})"
+
+
+def engine_rows(events: Iterable[Event], tag: str = "x") -> Counter[Row]:
+    """The pure engine's output on the records (one task, a look for closed windows at every record), and a last
+    shipment later than every window: as :func:`expected_rows` if the engine and it agree."""
+    plan = plan_text(STATEMENTS.read_text(encoding="utf-8").replace("{tag}", tag))
+    query = next(q for q in plan.queries if q.kind == p.STREAM_STREAM_JOIN)
+    ticks = iter(range(0, 2**62, 10**6))
+    join = StreamJoin(plan, query, clock=lambda: next(ticks))
+    records = encoded(events, tag)
+    last = max((r[3] for r in records), default=0) + RETENTION + MINUTE
+    rows: Counter[Row] = Counter()
+    for offset, (topic, key, value, timestamp) in enumerate([*records, (f"shipments_{tag}", key_bytes(-1), b"{}", last)]):
+        for out in join.process(Record(topic, key, value, timestamp, 0, offset)):
+            rows[decoded(out.record.key, out.record.value, out.record.timestamp)] += 1
+    return rows
+
+
+def produce(bootstrap: str, records: Iterable[tuple[str, bytes, bytes, int]]) -> None:
+    """Each (topic, key, value, timestamp) in turn, with the Java client's partitioner, as fast as the broker takes them."""
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2", "linger.ms": 20,
+                         "queue.buffering.max.messages": 1_000_000})
+    for topic, key, value, timestamp in records:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, timestamp=timestamp)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+
+
+def end_offsets(watermarks: Consumer, topic: str, partitions: int) -> int:
+    return sum(watermarks.get_watermark_offsets(TopicPartition(topic, n), timeout=10)[1] for n in range(partitions))
+
+
+def read_output(bootstrap: str, topic: str, partitions: int) -> list[Any]:
+    with TopicReader(bootstrap, topic, range(partitions)) as reader:
+        return list(reader.read_to_end(timeout=300))
+
+
+@dataclass
+class Sample:
+    seconds: float
+    read: int
+    rss_mib: float
+    state_mib: float
+    #: ``streamapp_window_store_bytes`` summed over the stores and partitions, by part (memtables, sst_files).
+    store_mib: dict[str, float]
+
+
+def directory_bytes(path: Path) -> int:
+    """The size of the files under ``path`` (RocksDB's files come and go as it compacts: those gone are skipped)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def store_bytes(metrics: str) -> dict[str, float]:
+    """MiB of the windowed join's stores by part (memtables, sst_files), from the worker's ``/metrics`` text."""
+    parts: dict[str, float] = {}
+    for line in metrics.splitlines():
+        if line.startswith("streamapp_window_store_bytes{"):
+            labels, value = line.rsplit(" ", 1)
+            part = labels.split('part="', 1)[1].split('"', 1)[0]
+            parts[part] = parts.get(part, 0.0) + float(value) / 2**20
+    return parts
+
+
+class Sampler(threading.Thread):
+    """The worker's RSS, data directory size and records read, every ``every`` seconds until :meth:`stop`."""
+
+    def __init__(self, worker: WorkerProcess, topics: list[str], every: float) -> None:
+        super().__init__(daemon=True)
+        assert worker.proc is not None
+        self.worker, self.topics, self.every = worker, topics, every
+        self.process = psutil.Process(worker.proc.pid)
+        self.samples: list[Sample] = []
+        self._done = threading.Event()
+        self._start = time.monotonic()
+
+    def read(self) -> int:
+        try:
+            records = stats(self.worker)["records"]
+        except Exception:  # noqa: BLE001 - a busy worker's web view may time out: this sample says so
+            return -1
+        return sum(records.get(t, 0) for t in self.topics)
+
+    def stores(self) -> dict[str, float]:
+        try:
+            text = self.worker.get("/metrics").text
+        except Exception:  # noqa: BLE001 - as for read(): the sample goes without
+            return {}
+        return store_bytes(text)
+
+    def sample(self) -> None:
+        self.samples.append(Sample(time.monotonic() - self._start, self.read(), self.process.memory_info().rss / 2**20,
+                                   directory_bytes(Path(self.worker.settings.data_dir)) / 2**20, self.stores()))
+
+    def run(self) -> None:
+        while not self._done.wait(self.every):
+            self.sample()
+
+    def stop(self) -> list[Sample]:
+        self._done.set()
+        self.join(30)
+        self.sample()
+        return self.samples
+
+
+def settings_for(base: Settings, tmp: Path, tag: str) -> Settings:
+    """Settings running the statements on the run's topics (``tag``), with an app id and data directory of their own."""
+    path = tmp / f"stream-join-{tag}.sql"
+    path.write_text(STATEMENTS.read_text(encoding="utf-8").replace("{tag}", tag), encoding="utf-8")
+    app = uuid.uuid4().hex[:8]
+    return base.replace(statements=str(path), app_id=f"bench-{app}", web_port=free_port(),
+                        data_dir=str(tmp / app), dead_letter_topic=f"dead_{app}")
+
+
+def tick_keys(partitions: int) -> list[bytes]:
+    """A key no order has (a negative id) for each partition, as murmur2 places them."""
+    keys: dict[int, bytes] = {}
+    i = -1
+    while len(keys) < partitions:
+        keys.setdefault(murmur2_partition(key_bytes(i), partitions), key_bytes(i))
+        i -= 1
+    return [keys[n] for n in range(partitions)]
+
+
+def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[str, bytes, bytes, int]],
+                 expected: Counter[Row], every: float) -> tuple[Rate, list[Sample]]:
+    """The worker's rate on the records, its samples; then, untimed, its output checked against ``expected``."""
+    bootstrap, n = settings.bootstrap_servers, settings.partitions
+    output = topology(settings).stream_joins[0].output
+    worker = WorkerProcess(settings, tmp / f"worker-{settings.app_id}.log").start(timeout=180)
+    sources = [f"orders_{tag}", f"shipments_{tag}"]
+    sampler = Sampler(worker, sources, every)
+    watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
+    try:
+        assert worker.proc is not None
+        process = psutil.Process(worker.proc.pid)
+        wanted, last = sum(expected.values()), max(r[3] for r in records) + RETENTION + MINUTE
+        sampler.start()
+        start, cpu_start = time.monotonic(), cpu_seconds(process)
+        produce(bootstrap, records)
+        deadline, asked = time.monotonic() + 3600, 0.0
+        while end_offsets(watermarks, output, n) < wanted:
+            if time.monotonic() > deadline or worker.proc.poll() is not None:
+                raise RuntimeError(f"the worker: {end_offsets(watermarks, output, n):,} of {wanted:,} rows: "
+                                   f"{worker.tail(5)}")
+            if time.monotonic() - asked > 1.1:  # read them all? then a tick; asked once a second, not to load it
+                asked = time.monotonic()
+                if sampler.read() >= len(records):
+                    last += 1
+                    produce(bootstrap, [(sources[1], k, b'{"carrier":"tick"}', last) for k in tick_keys(n)])
+            time.sleep(0.1)
+        rate = Rate(len(records) / (time.monotonic() - start), len(records) / (cpu_seconds(process) - cpu_start))
+        samples = sampler.stop()
+    finally:
+        watermarks.close()
+        if sampler.is_alive():
+            sampler.stop()
+        worker.stop()
+    problem = check_rows(expected, (decoded(r.key, r.value, r.timestamp) for r in read_output(bootstrap, output, n)))
+    if problem:
+        raise RuntimeError(f"{output}: {problem}")
+    return rate, samples
+
+
+def bench_pipe(settings: Settings, tag: str, records: list[tuple[str, bytes, bytes, int]]) -> Rate:
+    """The baseline: a raw aiokafka consumer of both topics writing each record to one output, timed alike."""
+    bootstrap, n = settings.bootstrap_servers, settings.partitions
+    output = f"pipe_{uuid.uuid4().hex[:8]}"
+    ensure_topics(bootstrap, {output: n})
+    child = subprocess.Popen([sys.executable, __file__, "pipe", "--bootstrap", bootstrap,
+                              "--sources", f"orders_{tag},shipments_{tag}", "--output", output], stdout=subprocess.PIPE)
+    watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+        process = psutil.Process(child.pid)
+        start, cpu_start = time.monotonic(), cpu_seconds(process)
+        produce(bootstrap, records)
+        deadline = time.monotonic() + 3600
+        while end_offsets(watermarks, output, n) < len(records):
+            if time.monotonic() > deadline or child.poll() is not None:
+                raise RuntimeError(f"the pipe: {end_offsets(watermarks, output, n):,} of {len(records):,}")
+            time.sleep(0.1)
+        rate = Rate(len(records) / (time.monotonic() - start), len(records) / (cpu_seconds(process) - cpu_start))
+    finally:
+        watermarks.close()
+        child.terminate()
+        child.wait(30)
+    problem = check_copies(records, ((r.key, r.value) for r in read_output(bootstrap, output, n)))
+    if problem:
+        raise RuntimeError(f"{output}: {problem}")
+    return rate
+
+
+async def pipe(bootstrap: str, sources: list[str], output: str) -> None:
+    """The baseline's child: each record of ``sources`` to ``output``, one ``send`` each, nothing else."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)  # the group coordinator's start-up retries
+    consumer = AIOKafkaConsumer(*sources, bootstrap_servers=bootstrap, group_id=f"pipe-{uuid.uuid4().hex}",
+                                auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    await producer.start()
+    while not consumer.assignment():
+        await consumer.getmany(timeout_ms=100)
+    print("ready", flush=True)
+    try:
+        while True:
+            for records in (await consumer.getmany(timeout_ms=100, max_records=10_000)).values():
+                for msg in records:
+                    await producer.send(output, msg.value, key=msg.key, timestamp_ms=msg.timestamp)
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+def curve(samples: list[Sample], total: int, rows: int = 12) -> list[Sample]:
+    """About ``rows`` samples spread evenly over the records read, the last one included."""
+    read = [s for s in samples if s.read >= 0]
+    step = max(total // rows, 1)
+    picked, mark = [], 0
+    for s in read:
+        if s.read >= mark:
+            picked.append(s)
+            mark = (s.read // step + 1) * step
+    if read and picked[-1] is not read[-1]:
+        picked.append(read[-1])
+    return picked
+
+
+def flatness(samples: list[Sample], total: int, share: float) -> str:
+    """The highest RSS and state of the stream's second quarter after the retention against its last quarter."""
+    done = [s for s in samples if s.read >= 0]
+    after = [s for s in done if s.read >= share * total]
+    if len(after) < 4:
+        return "too few samples after the first retention to tell"
+    half = len(after) // 2
+    early, late = after[:half], after[half:]
+    return (f"after the first retention ({share:.0%} of the records): highest RSS {max(s.rss_mib for s in early):,.0f} "
+            f"then {max(s.rss_mib for s in late):,.0f} MiB, highest state {max(s.state_mib for s in early):,.0f} then "
+            f"{max(s.state_mib for s in late):,.0f} MiB of data directory (the first and second half of the samples)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="mode")
+    child = sub.add_parser("pipe")
+    child.add_argument("--bootstrap", required=True)
+    child.add_argument("--sources", required=True)
+    child.add_argument("--output", required=True)
+    parser.add_argument("--orders", type=int, default=1_000_000, help="orders, and as many shipments")
+    parser.add_argument("--hours", type=float, default=10.0, help="the event time the records span")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=6, help="of the topics: fewer, larger stores")
+    parser.add_argument("--sample-seconds", type=float, default=3.0)
+    parser.add_argument("--csv", default=str(Path(tempfile.gettempdir()) / "stream_join_curve.csv"))
+    parser.add_argument("--no-engine-check", dest="engine_check", action="store_false",
+                        help="skip checking the expected rows against the pure engine first")
+    args = parser.parse_args(argv)
+    if args.mode == "pipe":
+        asyncio.run(pipe(args.bootstrap, args.sources.split(","), args.output))
+        return
+    for name in ("orders", "rounds", "partitions"):
+        if getattr(args, name) < 1:
+            parser.exit(2, f"--{name} {getattr(args, name)}: must be at least 1\n")
+    if args.hours <= 0 or args.sample_seconds <= 0:
+        parser.exit(2, f"--hours {args.hours} / --sample-seconds {args.sample_seconds}: must be above 0\n")
+    t0 = (int(time.time() * 1000) - int(args.hours * HOUR) - RETENTION - 2 * HOUR) // 1000 * 1000
+    events = generate(args.orders, args.hours, t0)
+    expected = expected_rows(events)
+    console.print(f"{args.orders:,} orders, {len(events) - args.orders:,} shipments over {args.hours:g} hours: "
+                  f"{sum(expected.values()):,} rows expected")
+    if args.engine_check:
+        started = time.monotonic()
+        problem = check_rows(expected, engine_rows(events).elements())
+        if problem:
+            raise SystemExit(f"the expected rows are not the pure engine's: {problem}")
+        console.print(f"the pure engine writes exactly those rows ({time.monotonic() - started:.0f} s in one task)")
+    ratios: list[Rate] = []
+    table: list[tuple[int, Sample]] = []
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        base = broker.settings(Settings()).replace(partitions=args.partitions)
+        for round_ in range(1, args.rounds + 1):
+            tag = uuid.uuid4().hex[:8]
+            settings = settings_for(base, tmp, tag)
+            ensure_topics(base.bootstrap_servers, {f"orders_{tag}": base.partitions, f"shipments_{tag}": base.partitions})
+            records = encoded(events, tag)
+            loads = [os.getloadavg()[0]]
+            if round_ % 2:
+                pipe_rate = bench_pipe(settings, tag, records)
+                loads.append(os.getloadavg()[0])
+            worker_tag = uuid.uuid4().hex[:8]  # the worker reads topics of its own, the pipe's left behind
+            ensure_topics(base.bootstrap_servers, {f"orders_{worker_tag}": base.partitions,
+                                                   f"shipments_{worker_tag}": base.partitions})
+            rate, samples = bench_worker(settings_for(base, tmp, worker_tag), tmp, worker_tag,
+                                         encoded(events, worker_tag), expected, args.sample_seconds)
+            loads.append(os.getloadavg()[0])
+            if not round_ % 2:
+                pipe_rate = bench_pipe(settings, tag, records)
+                loads.append(os.getloadavg()[0])
+            ratios.append(Rate(rate.wall / pipe_rate.wall, rate.cpu / pipe_rate.cpu))
+            table += [(round_, s) for s in samples]
+            console.print(
+                f"round {round_} ({'pipe' if round_ % 2 else 'worker'} first): pipe {pipe_rate.wall:,.0f}/s "
+                f"({len(records) / pipe_rate.wall:.1f} s, {pipe_rate.cpu:,.0f} per CPU-s), worker {rate.wall:,.0f}/s "
+                f"({len(records) / rate.wall:.1f} s, {rate.cpu:,.0f} per CPU-s): {ratios[-1].wall:.2f}× the pipe, "
+                f"{ratios[-1].cpu:.2f}× per CPU-s; load {min(loads):.1f}-{max(loads):.1f}; the worker wrote exactly "
+                f"the expected rows, the pipe every record once")
+            console.print(f"  {'records read':>14} {'seconds':>8} {'RSS MiB':>8} {'data dir MiB':>13} "
+                          f"{'memtables MiB':>14} {'SST MiB':>8}")
+            for s in curve(samples, len(records)):
+                console.print(f"  {s.read:>14,} {s.seconds:>8.0f} {s.rss_mib:>8.0f} {s.state_mib:>13.1f} "
+                              f"{s.store_mib.get('memtables', 0):>14.1f} {s.store_mib.get('sst_files', 0):>8.1f}")
+            console.print("  " + flatness(samples, len(records), min(RETENTION / (args.hours * HOUR), 1.0)))
+    with open(args.csv, "w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out)
+        writer.writerow(["round", "seconds", "records_read", "rss_mib", "data_dir_mib", "memtables_mib", "sst_mib"])
+        writer.writerows([r, f"{s.seconds:.1f}", s.read, f"{s.rss_mib:.1f}", f"{s.state_mib:.2f}",
+                          f"{s.store_mib.get('memtables', 0):.2f}", f"{s.store_mib.get('sst_files', 0):.2f}"]
+                         for r, s in table)
+    console.print(f"Orders × shipments joined ({args.orders:,} orders, {args.rounds} rounds): worker ÷ pipe median "
+                  f"{statistics.median(r.wall for r in ratios):.2f}× wall (lowest {min(r.wall for r in ratios):.2f}×), "
+                  f"{statistics.median(r.cpu for r in ratios):.2f}× per CPU second; the curve in {args.csv}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The windowed join benchmark's completeness checks (benchmarks/stream_join.py): a round counts only when the
+worker wrote exactly the rows derived from the records (each once, none missing, none wrong) and the pipe copied
+every record once; the derived rows are the pure engine's, so the check is the join's own semantics."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+from stream_join import (HOUR, MINUTE, Event, check_copies, check_rows, encoded, engine_rows,  # noqa: E402
+                         expected_rows, generate)
+
+T0 = 1_700_000_000_000
+EVENTS = generate(400, 3, T0)
+
+
+def test_the_rows_derived_from_the_records_are_the_pure_engines() -> None:
+    expected = expected_rows(EVENTS)
+    assert check_rows(expected, engine_rows(EVENTS).elements()) is None
+    assert sum(expected.values()) == 440  # 7 in 10 orders joined once, 1 twice, 2 with no carrier
+    assert sum(1 for row in expected.elements() if row[3] is None) == 80
+
+
+def test_a_shipment_joins_within_an_hour_either_way_and_a_later_one_leaves_the_order_unshipped() -> None:
+    order = Event("orders", 1, {"item": "a", "qty": 2}, T0)
+    edges = [order, Event("shipments", 1, {"carrier": "ups"}, T0 - HOUR), Event("shipments", 1, {"carrier": "dhl"}, T0 + HOUR)]
+    late = [order, Event("shipments", 1, {"carrier": "dhl"}, T0 + HOUR + 1)]
+    assert sorted(expected_rows(edges).elements(), key=str) == [(1, "a", 2, "dhl", T0 + HOUR), (1, "a", 2, "ups", T0)]
+    assert list(expected_rows(late).elements()) == [(1, "a", 2, None, T0)]
+    for events in (edges, late):
+        assert check_rows(expected_rows(events), engine_rows(events).elements()) is None
+
+
+def test_a_missing_duplicated_or_wrong_row_fails() -> None:
+    expected = expected_rows(EVENTS)
+    good = list(expected.elements())
+    assert check_rows(expected, reversed(good)) is None  # any order
+    assert check_rows(expected, good[1:]) == f"1 rows missing, 0 extra or duplicated (of 440), e.g. missing {good[0]}"
+    assert check_rows(expected, good + good[:1]) == f"0 rows missing, 1 extra or duplicated (of 440), e.g. extra {good[0]}"
+    wrong = (*good[0][:3], "someone else's", good[0][4])
+    assert check_rows(expected, [wrong, *good[1:]]) == (
+        f"1 rows missing, 1 extra or duplicated (of 440), e.g. missing {good[0]}")
+    moved = (*good[0][:4], good[0][4] + MINUTE)  # the right row at the wrong time
+    assert (check_rows(expected, [moved, *good[1:]]) or "").startswith("1 rows missing, 1 extra")
+
+
+def test_the_pipe_must_copy_every_record_once() -> None:
+    records = encoded(EVENTS[:50], "t")
+    copied = [(key, value) for _, key, value, _ in records]
+    assert check_copies(records, copied) is None
+    assert check_copies(records, copied[1:]) == "1 records missing, 0 extra or duplicated (of 50)"
+    assert check_copies(records, copied + copied[:2]) == "0 records missing, 2 extra or duplicated (of 50)"
