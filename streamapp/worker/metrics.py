@@ -346,17 +346,21 @@ def restore_remaining(app: StreamappApp) -> dict[tuple[str, int, str], int]:
     return remaining
 
 
-def table_rows(app: StreamappApp) -> dict[tuple[str, int], int]:
-    """Rows of each active table partition held here, as RocksDB estimates them (no scan), less Faust's offset key."""
+def active_dbs(app: StreamappApp, table: faust.Table) -> Iterator[tuple[int, Any]]:
+    """Each partition of ``table`` this worker is active for, with its RocksDB database (none of a table in memory)."""
     from .web.lookup import active_partitions
 
+    if isinstance(table.data, RocksDBStore):
+        for partition in sorted(active_partitions(app, table)):
+            yield partition, partition_db(table, partition)
+
+
+def table_rows(app: StreamappApp) -> dict[tuple[str, int], int]:
+    """Rows of each active table partition held here, as RocksDB estimates them (no scan), less Faust's offset key."""
     rows: dict[tuple[str, int], int] = {}
     for name, table in app.join_tables.by_name.items():
-        if not isinstance(table.data, RocksDBStore):
-            continue
         offset_key = getattr(table.data, "offset_key", None)
-        for partition in sorted(active_partitions(app, table)):
-            db = partition_db(table, partition)
+        for partition, db in active_dbs(app, table):
             estimate = int(db.property_int_value(ESTIMATE_KEYS) or 0)
             if offset_key is not None and db.get(offset_key) is not None:
                 estimate -= 1
@@ -372,16 +376,12 @@ STORE_BYTES = {"memtables": "rocksdb.cur-size-all-mem-tables", "sst_files": "roc
 def window_bytes(app: StreamappApp) -> dict[tuple[str, int, str], int]:
     """Bytes of each windowed join's store per active partition held here, in memory and on disk (the state's size:
     a count of its records would need a scan, and RocksDB's estimate of its keys counts overwrites and deletes)."""
-    from .web.lookup import active_partitions
-
     held: dict[tuple[str, int, str], int] = {}
     for join in app.topology.stream_joins:
         for name in join.stores:
-            table = app.join_tables.windows[name]
-            if isinstance(table.data, RocksDBStore):
-                for partition in sorted(active_partitions(app, table)):
-                    for part, count in store_bytes(partition_db(table, partition)).items():
-                        held[(name, partition, part)] = count
+            for partition, db in active_dbs(app, app.join_tables.windows[name]):
+                for part, count in store_bytes(db).items():
+                    held[(name, partition, part)] = count
     return held
 
 
