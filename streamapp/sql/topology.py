@@ -154,6 +154,13 @@ JOIN_KEY = "__streamapp_join_key"
 WHERE_READ = (p.Column("ROWPARTITION", "INT"), p.Column("ROWOFFSET", "BIGINT"))
 
 
+def join_repartition(query: p.Query, side: str | None = None) -> str:
+    """ksqlDB's name of the topic a join re-keys a stream through: ``<QUERY>-Join-repartition`` (a stream-table
+    join's), ``<QUERY>-Join-left-repartition`` / ``-right-`` (a stream-stream join's side); the worker's topic is
+    the app's ``<app_id>-<name>``, as a changelog is."""
+    return f"{query.name}-Join-{side}-repartition" if side else f"{query.name}-Join-repartition"
+
+
 def rekeyed_source(name: str, stream: p.Source, key: p.Column, topic: str, key_format: str,
                    carried: tuple[p.Column, ...] = ()) -> p.Source:
     """A stream re-keyed by a join key (of ``key``'s type), as the worker's repartition topic holds it.
@@ -293,7 +300,7 @@ def rekey_streams(plan: p.Plan, app_id: str) -> p.Plan:
         carried = tuple(c for c in WHERE_READ if c.name in where_read(query))
         names: dict[str, str] = {}
         for side, name in rekeyed.items():
-            repartition = f"{query.name}-Join-{side}-repartition"
+            repartition = join_repartition(query, side)
             source = rekeyed_source(repartition, plan.source(name), key, f"{app_id}-{repartition}", key_format, carried)
             sources.append(dataclasses.replace(source, timestamp=ROWTIME))  # the join reads its event time there
             names[side] = repartition
@@ -367,10 +374,10 @@ class Topology:
                 assert query.right is not None and ksqldb is not None
                 table = table_of(query.right)
                 if query.repartition and not query.repartition_right:
-                    topic = f"{settings.app_id}-{query.name}-Join-repartition"  # internal: the app's, as a changelog
-                    rekeyed = rekeyed_source(f"{query.name}-Join-repartition", plan.source(query.left),
-                                             table.source.key_columns[0], topic, table.source.key_format)
-                    joins.append(Join(query, topic, output, ksqldb, table, left, rekeyed))
+                    name = join_repartition(query)
+                    rekeyed = rekeyed_source(name, plan.source(query.left), table.source.key_columns[0],
+                                             f"{settings.app_id}-{name}", table.source.key_format)
+                    joins.append(Join(query, rekeyed.topic, output, ksqldb, table, left, rekeyed))
                     rekeys.append(Rekey(query, p.LEFT_SIDE, left, rekeyed, plan.source(query.left)))
                 else:
                     joins.append(Join(query, left, output, ksqldb, table))
@@ -438,4 +445,5 @@ def topology(settings: Settings) -> Topology:
 
 
 __all__ = ["PlanError", "Topology", "Join", "TableTableJoin", "StreamStreamJoin", "Table", "Output", "Rekey", "Rekeyer",
-           "topology", "load_plan", "seed_renames", "rekey_tables", "rekey_streams", "seed_text", "worker_refusal"]
+           "topology", "load_plan", "seed_renames", "rekey_tables", "rekey_streams", "join_repartition", "seed_text",
+           "worker_refusal"]
