@@ -60,7 +60,7 @@ class Reader:
         self.codec = Codec(source)
         self._key_name = source.key_columns[0].name if len(source.key_columns) == 1 else None
         #: A key of several columns: the codec reads it as a dict of them, each put in the row.
-        self._key_names = len(source.key_columns) > 1
+        self._object_key = len(source.key_columns) > 1
         self._timestamp = source.timestamp
 
     def row(self, record: Record) -> tuple[Any, Row | None]:
@@ -81,7 +81,7 @@ class Reader:
             return key, None
         if self._key_name is not None:
             columns[self._key_name] = key
-        elif self._key_names:
+        elif self._object_key:
             columns.update(key)
         if self._timestamp is not None:
             timestamp = columns.get(self._timestamp)
