@@ -144,8 +144,10 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                         sender.add(output, key, value, timestamp, msg)
                 if result is True:
                     counters.record_join(output, partition, True)
-                elif result is not None:  # a join's miss, with its cause (None: a re-keyed record)
+                elif result is not None:  # a join's miss, with its cause
                     counters.record_miss(output, partition, result)
+                elif value is not None:  # a re-keyed record, into its repartition topic
+                    counters.record_written(output, partition)
 
         if transactions is None:
             sender = dead_letters.sender()

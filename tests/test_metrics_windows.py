@@ -43,6 +43,26 @@ def test_the_records_written_count_table_table_and_stream_stream_joins_outputs()
         (("join", "order_shipments"), ("output", "out_shipped")): 0}
 
 
+def test_a_stream_stream_joins_re_keys_are_counted_into_their_repartition_topics(tmp_path: Path) -> None:
+    """A side the join re-keys is written by the stream agent into the join's repartition topic: those records are
+    the join's too, as a stream-table join's re-key is."""
+    from streamapp.worker.app import create_app
+
+    from test_web_windows import REKEYED
+
+    path = tmp_path / "joins.sql"
+    path.write_text(REKEYED, encoding="utf-8")
+    [facts] = read(create_app(Settings(statements=str(path), data_dir=str(tmp_path / "data")))).stream_joins
+    assert facts.repartitions == ("streamapp-O-Join-right-repartition",)
+    c = Counters()
+    for partition in (0, 2, 2):
+        c.record_written("streamapp-O-Join-right-repartition", partition)
+    metrics = parsed(full_scrape(joins=[], stream_joins=[facts], counters=c.snapshot()))
+    assert samples(metrics["streamapp_records_written"], "_total") == {
+        (("join", "o"), ("output", facts.output)): 0,
+        (("join", "o"), ("output", "streamapp-O-Join-right-repartition")): 3}
+
+
 def test_the_window_store_gauge_labels_each_store_by_its_join_partition_and_part() -> None:
     metrics = parsed(full_scrape(stream_joins=[SHIPPED], window_bytes={
         ("order_shipments-left-window", 0, "memtables"): 4096, ("order_shipments-left-window", 0, "sst_files"): 0,

@@ -34,7 +34,8 @@ class Counters:
     #: Source topic -> its dead letters by reason (:data:`agents.dead_lettering.REASONS`).
     dead_letter_reasons: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     #: Output -> records queued to it per source partition by the joins that write none, one or more per record
-    #: read (table-table and stream-stream joins; a stream-table join's are its joined and missed counts).
+    #: read (table-table and stream-stream joins; a stream-table join's are its joined and missed counts), and
+    #: repartition topic -> the records a stream agent re-keyed into it.
     written: defaultdict[str, Counter[int]] = field(default_factory=_by_name)
 
     def record_row(self, topic: str, partition: int, present: bool) -> None:

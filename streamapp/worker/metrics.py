@@ -227,11 +227,13 @@ class TableJoinFacts:
 
 @dataclass(frozen=True)
 class StreamJoinFacts:
-    """A declared windowed stream-stream join as the metrics label it, with its stores (their Faust tables)."""
+    """A declared windowed stream-stream join as the metrics label it, with its stores (their Faust tables) and the
+    repartition topics of the sides it re-keys."""
 
     join: str
     output: str
     stores: tuple[str, ...] = ()
+    repartitions: tuple[str, ...] = ()
 
 
 @dataclass
@@ -273,13 +275,19 @@ def join_facts(app: StreamappApp) -> list[JoinFacts]:
             for j in app.topology.joins]
 
 
+def stream_join_facts(app: StreamappApp) -> list[StreamJoinFacts]:
+    rekeys = app.topology.rekeys
+    return [StreamJoinFacts(j.pair, j.output, j.stores, tuple(r.topic for r in rekeys if r.query.name == j.query.name))
+            for j in app.topology.stream_joins]
+
+
 def read(app: StreamappApp, instruments: Instruments | None = None) -> Scrape:
     """What the app holds now; a part that cannot be read yet (no assignment, no store) is left out, not an error."""
     settings = app.settings
     scrape = Scrape(join_facts(app), app.counters.snapshot(), settings.app_id, settings.partitioner,
                     settings.processing_guarantee, instruments=instruments,
                     table_joins=[TableJoinFacts(j.pair, j.output) for j in app.topology.table_joins],
-                    stream_joins=[StreamJoinFacts(j.pair, j.output, j.stores) for j in app.topology.stream_joins])
+                    stream_joins=stream_join_facts(app))
     parts: dict[str, Callable[[], None]] = {
         "readiness": lambda: setattr(scrape, "ready", bool(app.ready)),
         "health": lambda: setattr(scrape, "health", app.kafka_monitor.status()),
@@ -470,6 +478,9 @@ def written(scrape: Scrape) -> dict[tuple[str, str], int]:
     counted = scrape.counters.get("written", {})  # the joins that write none, one or more per record read
     for facts in (*scrape.table_joins, *scrape.stream_joins):
         out[(facts.output, facts.join)] = sum(counted.get(facts.output, {}).values())
+    for s in scrape.stream_joins:  # the stream agent's re-keys of its sides
+        for topic in s.repartitions:
+            out[(topic, s.join)] = sum(counted.get(topic, {}).values())
     return out
 
 
