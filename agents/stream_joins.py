@@ -387,7 +387,10 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
         app.on_partitions_revoked.connect(on_revoked, weak=False)
     if runs and exactly_once:
         changelogs = {t.changelog_topic.get_topic_name() for run in runs for t in run.tables}
+        watching: list[asyncio.Future[None]] = []
 
-        @app.task
-        async def recover_past_markers() -> None:
-            await past_markers(app, changelogs)
+        async def on_assigned(sender: Any, assigned: Iterable[Any], **kwargs: Any) -> None:
+            if not watching:  # from the first assignment on: Faust starts an app's tasks only once it recovered
+                watching.append(asyncio.ensure_future(past_markers(app, changelogs)))
+
+        app.on_partitions_assigned.connect(on_assigned, weak=False)

@@ -1,0 +1,109 @@
+"""A windowed stream-stream join under ``processing_guarantee=exactly_once``: kill -9 mid-window, a restart on an
+empty data directory, and each result exactly once (issue 37).
+
+orders x shipments, the ``LEFT JOIN ... WITHIN 1 MINUTE GRACE PERIOD 30 SECONDS`` of
+tests/test_worker_stream_join_broker.py, declared only in SQL; both topics written by murmur2, so every order meets
+its shipment.  Two paced producers stream the orders and (behind them, a quarter of them never) their shipments;
+the worker is killed with kill -9 while orders wait in open windows for their shipments, with its transactions
+open (the producers hold until then, so the rest is certainly produced after the crash).  A new worker on an empty
+data directory restores the window stores from their changelogs (written in the transactions: an aborted one's
+changes are not read back) and goes on from the committed offsets.  An order an hour later in every partition then
+closes every window: the unshipped orders are written with NULLs.  The output, read ``read_committed``, holds each
+result exactly once and is exactly what the test runner predicts for each partition's records.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from streamapp.settings import Settings
+from streamapp.sql.formats import Codec
+from streamapp.sql.runner import TestRecord, run
+from streamapp.worker.process import WorkerProcess
+
+from test_worker_stream_join_broker import STATEMENTS, T0, key
+from test_worker_table_join_broker import shown, written
+from workerkit import BackgroundProducer, TopicTail, declare, murmur2_partition, produce, wait_until
+
+#: Orders, one every 10 ms of event time (20 s in all: no window closes before the last records).
+ORDERS = 2_000
+
+
+def shipped(i: int) -> bool:
+    return i % 4 != 0
+
+
+def streams(n: int) -> dict[str, list[tuple[int, dict[str, Any], int]]]:
+    """(id, value, timestamp) per topic: the orders and the shipments of three in four, then in every partition an
+    order an hour later, which moves stream time past every window there."""
+    closing: dict[int, int] = {}
+    i = 100_000
+    while len(closing) < n:
+        closing.setdefault(murmur2_partition(key(i), n), i)
+        i += 1
+    return {"orders": [(i, {"item": f"i{i}"}, T0 + 10 * i) for i in range(1, ORDERS + 1)],
+            "shipments": [(i, {"carrier": f"c{i}"}, T0 + 10 * i + 5) for i in range(1, ORDERS + 1) if shipped(i)],
+            "closing": [(i, {"item": "an hour later"}, T0 + 3_600_000) for i in sorted(closing.values())]}
+
+
+def predicted(plan: Any, tag: str, n: int) -> list[tuple[Any, ...]]:
+    """The test runner on each partition's records, by event time, as (key, value as JSON text, timestamp)."""
+    by_partition: dict[int, list[tuple[int, str, int, Any]]] = {}
+    for name, records in streams(n).items():
+        topic = "shipments" if name == "shipments" else "orders"
+        for i, value, timestamp in records:
+            by_partition.setdefault(murmur2_partition(key(i), n), []).append((timestamp, topic, i, value))
+    return [(r.key, json.dumps(r.value, sort_keys=True), r.timestamp) for records in by_partition.values()
+            for r in run(plan, [TestRecord(f"{topic}_{tag}", i, value, ts, 0)
+                                for ts, topic, i, value in sorted(records, key=lambda r: r[0])]).actual.get(
+                f"order_shipments_{tag}", [])]
+
+
+def encoded(records: list[tuple[int, dict[str, Any], int]]) -> list[tuple[bytes, bytes, int]]:
+    return [(key(i), json.dumps(value).encode(), ts) for i, value, ts in records]
+
+
+def test_kill9_mid_window_then_a_restart_on_an_empty_data_directory_writes_each_result_exactly_once(
+        broker_settings: Settings, tmp_path: Path) -> None:
+    declared = declare(broker_settings, tmp_path, STATEMENTS, "sseos", data_dir=str(tmp_path / "data-1"),
+                       processing_guarantee="exactly_once")
+    tag, plan, settings = declared.tag, declared.plan, declared.settings
+    bootstrap, n = settings.bootstrap_servers, settings.partitions
+    output, codec = declared.output("order_shipments"), Codec(plan.source("ORDER_SHIPMENTS"))
+    records, expected = streams(n), predicted(plan, tag, n)
+    assert sum(1 for _, text, _ in expected if json.loads(text)["CARRIER"] is None) == ORDERS // 4
+    first = WorkerProcess(settings, tmp_path / "worker-1.log")
+    second = WorkerProcess(settings.replace(data_dir=str(tmp_path / "data-2")), tmp_path / "worker-2.log")
+    # the shipments trail the orders: at the kill, the orders past the shipments' hold wait in open windows
+    paced = [BackgroundProducer(bootstrap, declared.topic("orders"), encoded(records["orders"]), chunk=200,
+                                pause=0.1, hold_at=ORDERS // 2),
+             BackgroundProducer(bootstrap, declared.topic("shipments"), encoded(records["shipments"]), chunk=75,
+                                pause=0.1, hold_at=len(records["shipments"]) // 3)]
+    tail = TopicTail(bootstrap, output, n)
+    try:
+        first.start(timeout=120)
+        for producer in paced:
+            producer.start()
+        wait_until(lambda: tail.poll(0.2) >= 0 and len(tail.records) >= 200, 120, "200 joined records committed",
+                   [first])
+        produced_at_kill = [producer.produced for producer in paced]
+        first.kill()
+        assert produced_at_kill[0] < ORDERS and produced_at_kill[1] < len(records["shipments"]), produced_at_kill
+        assert produced_at_kill[0] > produced_at_kill[1] * 4 // 3  # orders waiting for their shipments at the kill
+        second.start(timeout=120)
+        for producer in paced:
+            producer.finish(120)
+        produce(bootstrap, declared.topic("orders"), encoded(records["closing"]))
+        got = written(bootstrap, output, n, len(expected))  # up to the count, then to the end: a duplicate shows
+        assert second.stop() == 0, second.tail()
+    finally:
+        tail.close()
+        first.kill()
+        second.stop()
+    results = [shown(codec, r) for r in got]
+    twice = [r for r, count in Counter(results).items() if count > 1]
+    assert not twice, (len(twice), twice[:3])
+    assert sorted(results) == sorted(expected), (len(results), len(expected))
+    assert all(r.partition == murmur2_partition(r.key, n) for r in got)
