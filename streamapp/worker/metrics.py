@@ -276,6 +276,7 @@ def join_facts(app: StreamappApp) -> list[JoinFacts]:
 
 
 def stream_join_facts(app: StreamappApp) -> list[StreamJoinFacts]:
+    """Each windowed join with its stores and the repartition topics the stream agent re-keys its sides into."""
     rekeys = app.topology.rekeys
     return [StreamJoinFacts(j.pair, j.output, j.stores, tuple(r.topic for r in rekeys if r.query.name == j.query.name))
             for j in app.topology.stream_joins]
