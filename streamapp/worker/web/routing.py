@@ -133,6 +133,15 @@ async def answer_forwarded(app: AppT, owner_of: Callable[[], str | None],
     return await here()
 
 
+async def answer(app: AppT, request: web.Request, owner_of: Callable[[], str | None],
+                 here: Callable[[], Awaitable[web.Response]], what: str) -> web.Response:
+    """``request`` answered by the owner of ``what``: a client's is routed there (:func:`route`); one another worker
+    forwarded is answered here while ``what`` is still ours (:func:`answer_forwarded`), so a request hops once."""
+    if routed_from(request) is None:
+        return await route(app, request, owner_of, here, what)
+    return await answer_forwarded(app, owner_of, here, what)
+
+
 def other_workers(app: AppT) -> list[str]:
     """Every other worker in the group that holds table partitions, from the assignment metadata."""
     me = self_url(app)

@@ -197,9 +197,7 @@ class TableKeyView(web.View):
             return self.json(await describe_key(app, request, name, key, data))
 
         what = f"key {key!r} of {name}"
-        if routing.routed_from(request) is None:
-            return await routing.route(app, request, owner, here, what)
-        return await routing.answer_forwarded(app, owner, here, what)
+        return await routing.answer(app, request, owner, here, what)
 
 
 class TableView(web.View):
@@ -235,9 +233,7 @@ class TableView(web.View):
             })
 
         what = f"partition {partition} of {name}"
-        if routing.routed_from(request) is None:
-            return await routing.route(app, request, owner, here, what)
-        return await routing.answer_forwarded(app, owner, here, what)
+        return await routing.answer(app, request, owner, here, what)
 
 
 class UserView(web.View):

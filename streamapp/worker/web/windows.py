@@ -182,6 +182,4 @@ class WindowKeyView(web.View):
             })
 
         what = f"partition {partition} of {held.name}"
-        if routing.routed_from(request) is None:
-            return await routing.route(app, request, owner, here, what)
-        return await routing.answer_forwarded(app, owner, here, what)
+        return await routing.answer(app, request, owner, here, what)
