@@ -517,7 +517,7 @@ def _samples(roles: Roles, detail: DataFrame) -> list[Sample]:
     """The first ``SAMPLES`` mismatches by pair, status and identity: a rerun shows the same ones."""
     identity = list(dict.fromkeys(f.name for group in (*roles.groups, *roles.two_sided) for f in group.identity))
     keys = [g.join_key.name for g in roles.groups] + [f.name for pair in roles.two_sided for f in pair.row_keys]
-    key = F.coalesce(*[F.col(name).cast("string") for name in dict.fromkeys(keys)], F.lit(""))
+    key = F.coalesce(*[F.col(name).cast("string") for name in dict.fromkeys(keys)], F.lit(None).cast("string"))
     moment = F.coalesce(*[F.col(name).cast("bigint") for name in dict.fromkeys(
         g.time.name for g in (*roles.groups, *roles.two_sided))])
     ordered = detail.orderBy("pair", "status", *identity)

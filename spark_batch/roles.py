@@ -194,7 +194,8 @@ class TwoSidedPair:
     #: The fields that hold the row's join key, in order of preference (the first one not null is it).
     row_keys: tuple[Field, ...]
 
-    #: A stream-stream join's key as its repartition topics hold it (column, key format), for a side it re-keys.
+    #: The join key as a side the join re-keys is placed (column, key format): a stream-stream join's repartition
+    #: topics', a table-table join's copy of its right table.
     join_key_format: tuple[p.Column, str] | None = None
 
     @property
@@ -269,7 +270,11 @@ def _two_sided(plan: p.Plan, join: Output) -> TwoSidedPair:
     right_key = query.right_key if windowed else p.ColumnOf(p.RIGHT_SIDE, right.key_columns[0].name) \
         if right.key_columns else None
     row_keys = (*fields["key"], *keyed(p.LEFT_SIDE, query.left_key), *keyed(p.RIGHT_SIDE, right_key))
-    placed = stream_join_key(plan, query) if windowed and (query.repartition or query.repartition_right) else None
+    placed = None
+    if windowed and (query.repartition or query.repartition_right):
+        placed = stream_join_key(plan, query)
+    elif query.repartition_right and right.key_columns:  # the right table copied in the left's key format
+        placed = (right.key_columns[0], left.key_format)
     return TwoSidedPair(query.name.lower(), join, query, left, right, tuple(fields[p.LEFT_SIDE]),
                         tuple(fields[p.RIGHT_SIDE]), tuple(fields["key"]), tuple(fields["computed"]), time, row_keys,
                         placed)

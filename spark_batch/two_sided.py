@@ -201,7 +201,8 @@ def side_records(pair: TwoSidedPair, side: str, decoded: DataFrame, partitioner:
     ``partition``, ``_late`` (stored by neither engine: see the module).
 
     A side the join re-keys is where ``partitioner`` puts its join key among ``partitions``, in the key format the
-    join's repartition topic has (``streamapp.sql.topology.stream_join_key``): there it is joined.
+    join's repartition topic has (``streamapp.sql.topology.stream_join_key``; a table join's right table copied
+    into the left's key format, ``rekey_tables``): there it is joined.
     """
     source = pair.left if side == p.LEFT_SIDE else pair.right
     if pair.windowed:
@@ -221,10 +222,11 @@ def side_records(pair: TwoSidedPair, side: str, decoded: DataFrame, partitioner:
         kept = kept.withColumn("_join", F.col(column))
     kept = kept.select(F.lit(side).alias("_side"), "_join", F.col("_join").cast("string").alias("_key"), "_ts",
                        "partition", "offset")
-    if not pair.windowed:
-        return kept.select("_side", "_key", "_ts", "partition", F.lit(False).alias("_late"))
-    before = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
-    late = F.coalesce(F.col("_ts") < F.max("_ts").over(before) - retention(pair) + 1, F.lit(False))
+    if pair.windowed:  # a stream's store in each partition: the latest time of the records before, less the retention
+        before = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
+        late = F.coalesce(F.col("_ts") < F.max("_ts").over(before) - retention(pair) + 1, F.lit(False))
+    else:
+        late = F.lit(False)
     kept = kept.where(F.col("_key").isNotNull()).select("*", late.alias("_late"))
     rekeyed = pair.query.repartition if side == p.LEFT_SIDE else pair.query.repartition_right
     if rekeyed and column is not None and pair.join_key_format is not None:
@@ -274,7 +276,7 @@ def explain(pair: TwoSidedPair, mismatches: DataFrame, left: DataFrame, right: D
         F.coalesce(F.max(F.when(same, F.lit(True))), F.lit(False)).alias("_same"),
         F.coalesce(F.max(F.when(same, F.col("_late"))), F.lit(False)).alias("_other_late"),
         F.first("order_partition").alias("order_partition"), F.first("_own_late").alias("_own_late"))
-    rows = mismatches.join(F.broadcast(theirs), "_id", "left")
+    rows = mismatches.join(theirs, "_id", "left")
     cause, detail = _cause_and_detail(pair)
     apart = F.filter("user_partitions", lambda x: x != F.col("order_partition"))
     user_partition = F.when(F.col("_same"), F.col("order_partition")).otherwise(F.get(apart, 0))

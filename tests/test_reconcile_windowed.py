@@ -15,18 +15,21 @@ Both engines' outputs are written here, row by row, with the known answer of eve
   account in another partition (``copartition_violation``), none at all (``unknown_user``), rows only one engine
   enriched, holds or deleted.
 
-Pure checks of the roles (identity, compared columns, the retention) need no Spark.
+The three joins are one statements file, reconciled by one run of the job (``--detail all``); pure checks of the
+roles (identity, compared columns, the retention) need no Spark.
 """
 from __future__ import annotations
 
 import json
 import struct
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 import reconcile_scenario as sc
 from spark_batch.reconcile import main
@@ -162,89 +165,8 @@ def table_case(sink: Codec) -> tuple[dict[str, list[Row]], dict[int, tuple[str, 
     return {**inputs, "faust": faust, "ksqldb": ksqldb}, expected
 
 
-def decoded(directory: Path, topic: str, rows: list[Row], key_column: str) -> None:
-    """An export of an output's columns (lower-cased), its key the BIGINT it encodes; a tombstone's columns null."""
-    pq.write_table(pa.Table.from_pylist([
-        {key_column: struct.unpack(">q", k)[0] if k else None, **{c.lower(): x for c, x in (v or {}).items()},
-         "partition": partition, "offset": offset, "timestamp": at}
-        for offset, (k, v, at, partition) in enumerate(rows)]), directory / f"{topic}.parquet")
-
-
-def run(tmp_path: Path, text: str, case: Any, sink: str, extra: tuple[str, ...] = (),
-        decode: dict[str, str] | None = None) -> tuple[Path, Any, int]:
-    """The job on the case's exports (the roles in ``decode`` as their columns, keyed by the column named)."""
-    tag = uuid.uuid4().hex[:8]
-    path = tmp_path / f"{sink.lower()}_{tag}.sql"
-    path.write_text(text.format(tag=tag), encoding="utf-8")
-    job = Roles.of(Settings.from_env().replace(statements=str(path)))
-    records, expected = case(Codec(job.topology.declared.source(sink)))
-    topics = job.topics()
-    directory = tmp_path / "in"
-    directory.mkdir(exist_ok=True)
-    for role, rows in records.items():
-        topic = topics.get(role) or topics[f"{role}_{sink.lower()}"]
-        if decode and role in decode:
-            decoded(directory, topic, rows, decode[role])
-        else:
-            parquet(directory, topic, rows)
-    output = tmp_path / f"out_{tag}"
-    code = main(["--statements", str(path), "--date", sc.DAY, "--source", "files", "--input", str(directory),
-                 "--output", str(output), "--partitions", str(N), "--max-mismatch-rate", "1", *extra])
-    return output / f"dt={sc.DAY}", expected, code
-
-
-def counted(expected: dict[Any, tuple[str, str]], which: int) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for verdict in expected.values():
-        if which == 0 or verdict[0] != "match":
-            found[verdict[which]] = found.get(verdict[which], 0) + 1
-    return found
-
-
-def test_a_windowed_join_is_reconciled_row_by_row_with_its_causes(spark, tmp_path: Path) -> None:
-    day, expected, code = run(tmp_path, STREAMS, stream_case, "ORDER_SHIPMENTS")
-    assert code == 0
-    summary = json.loads((day / "summary.json").read_text())
-    pair = "order_shipments"
-    assert {s: n for s, n in summary["statuses"][pair].items() if n} == counted(expected, 0)
-    assert {c: n for c, n in summary["causes"][pair].items() if n} == counted(expected, 1)
-    rows = spark.read.parquet(str(day / "detail")).collect()
-    assert {(r["o_id"], r["carrier"]): (r["status"], r["cause"]) for r in rows} == {
-        k: v for k, v in expected.items() if v[0] != "match"}
-    by_key = {(r["o_id"], r["carrier"]): r for r in rows}
-    violation = by_key[(2, None)]
-    assert (violation["order_partition"], violation["user_partition"]) == (home(2), elsewhere(2))
-    assert "SHIPMENTS record(s) of key '2' in partition(s)" in violation["cause_detail"]
-    assert by_key[(7, "c7")]["mismatched_columns"] == ["TWICE"]
-    assert by_key[(4, "late")]["rowtime"] == T + 4100 and "150000 ms" in by_key[(4, "late")]["cause_detail"]
-    assert summary["pairs"][pair]["identity"] == ["ITEM", "CARRIER", "O_ID", "ROWTIME"]
-    assert summary["pairs"][pair]["kind"] == "stream_stream_join"
-    assert summary["input_records"]["orders"]["rows"] == 9 and summary["input_records"]["orders"]["null_key"] == 1
-    assert summary["output_records"][f"faust_{pair}"] == {"rows": 8, "undecodable": 0}
-    assert {(c["order_partition"], c["user_partition"]) for c in summary["by_partition_pair"]} >= {
-        (home(2), elsewhere(2))}
-    html = (day / "report.html").read_text()
-    assert "late_record" in html and "ORDER_SHIPMENTS" in html
-
-
-def test_a_table_table_join_compares_each_keys_final_row(spark, tmp_path: Path) -> None:
-    day, expected, code = run(tmp_path, TABLES, table_case, "CUSTOMER_ACCOUNTS",
-                              ("--max-mismatch-rate", "0", "--detail", "all"), decode={"ksqldb": "c_id"})
-    assert code == 1  # mismatches above a zero threshold
-    summary = json.loads((day / "summary.json").read_text())
-    pair = "customer_accounts"
-    assert {s: n for s, n in summary["statuses"][pair].items() if n} == counted(expected, 0)
-    assert {c: n for c, n in summary["causes"][pair].items() if n} == counted(expected, 1)
-    rows = spark.read.parquet(str(day / "detail")).collect()  # --detail all: the matches too, without a cause
-    assert {r["c_id"]: (r["status"], r["cause"] or "other") for r in rows} == expected
-    violation = next(r for r in rows if r["c_id"] == 2)
-    assert (violation["order_partition"], violation["user_partition"]) == (home(2), elsewhere(2))
-    assert next(r for r in rows if r["c_id"] == 6)["mismatched_columns"] == ["BALANCE"]
-    assert summary["input_records"]["customers"]["rows"] == 8 and summary["threshold"]["breached"]
-
-
-REKEYED = """
-CREATE STREAM orders (id BIGINT KEY, item STRING) WITH (KAFKA_TOPIC='orders_{tag}', VALUE_FORMAT='JSON');
+#: Parcels keyed by their own id, joined with the orders on ORDER_ID (the parcels re-keyed by it).
+PARCELS = """
 CREATE STREAM parcels (sid STRING KEY, order_id BIGINT, carrier STRING)
   WITH (KAFKA_TOPIC='parcels_{tag}', VALUE_FORMAT='JSON');
 CREATE STREAM order_parcels WITH (KAFKA_TOPIC='order_parcels_{tag}') AS
@@ -254,12 +176,12 @@ CREATE STREAM order_parcels WITH (KAFKA_TOPIC='order_parcels_{tag}') AS
 
 
 def rekeyed_case(sink: Codec) -> tuple[dict[str, list[Row]], dict[Any, tuple[str, str]]]:
-    """Orders 1-3; parcels in partitions their STRING key put them (not their order's), of which 3's both engines
-    failed to join (contrived: its re-key puts it with its order) and 2's an hour later (outside the window)."""
+    """Orders 1-3 (the windowed case's); parcels in partitions their STRING key put them (not their order's), of which
+    3's both engines failed to join (contrived: its re-key puts it with its order) and 2's an hour later (outside the
+    window)."""
     orders = {i: T + 1000 * i for i in (1, 2, 3)}
     parcels = [(1, T + 1500), (2, T + sc.HOUR_MS), (3, T + 3500)]
     inputs: dict[str, list[Row]] = {
-        "orders": [(key(i), {"item": f"i{i}"}, t, home(i)) for i, t in orders.items()],
         "parcels": [(f"p{i}".encode(), {"order_id": i, "carrier": f"c{i}"}, t, elsewhere(i)) for i, t in parcels],
     }
 
@@ -273,13 +195,117 @@ def rekeyed_case(sink: Codec) -> tuple[dict[str, list[Row]], dict[Any, tuple[str
     return {**inputs, "faust": rows, "ksqldb": rows}, expected
 
 
-def test_a_rekeyed_side_is_judged_where_the_worker_places_its_join_key(spark, tmp_path: Path) -> None:
-    day, expected, code = run(tmp_path, REKEYED, rekeyed_case, "ORDER_PARCELS", ("--partitioner", "murmur2"))
-    assert code == 0
-    summary = json.loads((day / "summary.json").read_text())
-    assert {c: n for c, n in summary["causes"]["order_parcels"].items() if n} == counted(expected, 1)
-    rows = {(r["id"], r["carrier"]): r for r in spark.read.parquet(str(day / "detail")).collect()}
-    assert {k: (r["status"], r["cause"]) for k, r in rows.items()} == {k: v for k, v in expected.items() if v[0] != "match"}
-    together = rows[(3, None)]  # its parcel sits in partition elsewhere(3); re-keyed by order id 3, it is at home(3)
+def decoded(directory: Path, topic: str, rows: list[Row], key_column: str) -> None:
+    """An export of an output's columns (lower-cased), its key the BIGINT it encodes; a tombstone's columns null."""
+    pq.write_table(pa.Table.from_pylist([
+        {key_column: struct.unpack(">q", k)[0] if k else None, **{c.lower(): x for c, x in (v or {}).items()},
+         "partition": partition, "offset": offset, "timestamp": at}
+        for offset, (k, v, at, partition) in enumerate(rows)]), directory / f"{topic}.parquet")
+
+
+#: Each pair's sink and its case; the job reconciles the three at once (one run of the job for all).
+CASES = {"order_shipments": ("ORDER_SHIPMENTS", stream_case), "order_parcels": ("ORDER_PARCELS", rekeyed_case),
+         "customer_accounts": ("CUSTOMER_ACCOUNTS", table_case)}
+#: ksqlDB's table-table output is exported as its columns, keyed by C_ID.
+DECODED = {"ksqldb_customer_accounts": "c_id"}
+
+
+@dataclass
+class Reconciled:
+    day: Path
+    code: int
+    summary: dict[str, Any]
+    #: Pair -> its detail rows (``--detail all``: the matches too).
+    detail: dict[str, list[Any]]
+    #: Pair -> the known answer of every row.
+    expected: dict[str, dict[Any, tuple[str, str]]]
+
+
+@pytest.fixture(scope="module")
+def reconciled(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Reconciled:
+    """The three joins' exports, reconciled by one run of the job (``--detail all``, a zero threshold)."""
+    tmp_path = tmp_path_factory.mktemp("windowed")
+    tag = uuid.uuid4().hex[:8]
+    path = tmp_path / f"joins_{tag}.sql"
+    path.write_text((STREAMS + PARCELS + TABLES).format(tag=tag), encoding="utf-8")
+    job = Roles.of(Settings.from_env().replace(statements=str(path)))
+    topics = job.topics()
+    directory = tmp_path / "in"
+    directory.mkdir()
+    expected = {}
+    for pair, (sink, case) in CASES.items():
+        records, expected[pair] = case(Codec(job.topology.declared.source(sink)))
+        for role, rows in records.items():
+            role = role if role in topics else f"{role}_{pair}"
+            if role in DECODED:
+                decoded(directory, topics[role], rows, DECODED[role])
+            else:
+                parquet(directory, topics[role], rows)
+    output = tmp_path / "out"
+    code = main(["--statements", str(path), "--date", sc.DAY, "--source", "files", "--input", str(directory),
+                 "--output", str(output), "--partitions", str(N), "--partitioner", "murmur2", "--detail", "all",
+                 "--max-mismatch-rate", "0"])
+    day = output / f"dt={sc.DAY}"
+    detail: dict[str, list[Any]] = {}
+    for row in spark.read.parquet(str(day / "detail")).collect():
+        detail.setdefault(row["pair"], []).append(row)
+    return Reconciled(day, code, json.loads((day / "summary.json").read_text()), detail, expected)
+
+
+def counted(expected: dict[Any, tuple[str, str]], which: int) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for verdict in expected.values():
+        if which == 0 or verdict[0] != "match":
+            found[verdict[which]] = found.get(verdict[which], 0) + 1
+    return found
+
+
+def verdicts(rows: list[Any], *identity: str) -> dict[Any, tuple[str, str]]:
+    """Each detail row's (status, cause) by its identity (a match has no cause: ``other``)."""
+    return {tuple(r[c] for c in identity) if len(identity) > 1 else r[identity[0]]: (r["status"], r["cause"] or "other")
+            for r in rows}
+
+
+def test_a_windowed_join_is_reconciled_row_by_row_with_its_causes(reconciled: Reconciled) -> None:
+    pair, expected, summary = "order_shipments", reconciled.expected["order_shipments"], reconciled.summary
+    assert reconciled.code == 1  # mismatches above a zero threshold
+    assert {s: n for s, n in summary["statuses"][pair].items() if n} == counted(expected, 0)
+    assert {c: n for c, n in summary["causes"][pair].items() if n} == counted(expected, 1)
+    rows = reconciled.detail[pair]
+    assert verdicts(rows, "o_id", "carrier") == expected
+    by_key = {(r["o_id"], r["carrier"]): r for r in rows}
+    violation = by_key[(2, None)]
+    assert (violation["order_partition"], violation["user_partition"]) == (home(2), elsewhere(2))
+    assert "SHIPMENTS record(s) of key '2' in partition(s)" in violation["cause_detail"]
+    assert by_key[(7, "c7")]["mismatched_columns"] == ["TWICE"]
+    assert by_key[(4, "late")]["rowtime"] == T + 4100 and "150000 ms" in by_key[(4, "late")]["cause_detail"]
+    assert summary["pairs"][pair]["identity"] == ["ITEM", "CARRIER", "O_ID", "ROWTIME"]
+    assert summary["pairs"][pair]["kind"] == "stream_stream_join"
+    assert summary["input_records"]["orders"]["rows"] == 9 and summary["input_records"]["orders"]["null_key"] == 1
+    assert summary["output_records"][f"faust_{pair}"] == {"rows": 8, "undecodable": 0}
+    assert (pair, home(2), elsewhere(2)) in {(c["pair"], c["order_partition"], c["user_partition"])
+                                             for c in summary["by_partition_pair"]}
+    html = (reconciled.day / "report.html").read_text()
+    assert "late_record" in html and "ORDER_SHIPMENTS" in html
+
+
+def test_a_table_table_join_compares_each_keys_final_row(reconciled: Reconciled) -> None:
+    pair, expected, summary = "customer_accounts", reconciled.expected["customer_accounts"], reconciled.summary
+    assert {s: n for s, n in summary["statuses"][pair].items() if n} == counted(expected, 0)
+    assert {c: n for c, n in summary["causes"][pair].items() if n} == counted(expected, 1)
+    rows = reconciled.detail[pair]
+    assert verdicts(rows, "c_id") == expected
+    violation = next(r for r in rows if r["c_id"] == 2)
+    assert (violation["order_partition"], violation["user_partition"]) == (home(2), elsewhere(2))
+    assert next(r for r in rows if r["c_id"] == 6)["mismatched_columns"] == ["BALANCE"]
+    assert summary["input_records"]["customers"]["rows"] == 8 and pair in summary["threshold"]["breached_pairs"]
+
+
+def test_a_rekeyed_side_is_judged_where_the_worker_places_its_join_key(reconciled: Reconciled) -> None:
+    pair, expected, summary = "order_parcels", reconciled.expected["order_parcels"], reconciled.summary
+    assert {c: n for c, n in summary["causes"][pair].items() if n} == counted(expected, 1)
+    assert verdicts(reconciled.detail[pair], "id", "carrier") == expected
+    together = next(r for r in reconciled.detail[pair] if r["id"] == 3)
+    # its parcel sits in partition elsewhere(3); re-keyed by order id 3, it is at home(3)
     assert (together["order_partition"], together["user_partition"]) == (home(3), home(3))
     assert "both in partition" in together["cause_detail"]
