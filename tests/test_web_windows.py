@@ -194,6 +194,14 @@ def test_a_bad_time_range_is_one_line_naming_the_parameter_and_value(query: dict
     assert refused.value.field == field and str(refused.value).startswith(line) and "\n" not in str(refused.value)
 
 
+def test_a_store_not_held_is_one_line_listing_those_held_or_saying_there_are_none() -> None:
+    for names, listed in ((["o-left-window", "o-outer"], "o-left-window, o-outer"), ([], "(none: no windowed join)")):
+        with pytest.raises(params.WebInputError) as refused:
+            params.store("nope", names)
+        assert (refused.value.field, str(refused.value)) == ("store", f"store='nope': expected one of {listed}")
+    assert params.store("o-outer", ["o-outer"]) == "o-outer"
+
+
 # -- on the broker ------------------------------------------------------------------------------------------------
 
 T0 = 1_700_000_000_000

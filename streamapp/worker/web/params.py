@@ -66,18 +66,20 @@ def limit(raw: str | None) -> int:
     return DEFAULT_LIMIT if raw is None or raw.strip() == "" else _int("limit", raw, 1, MAX_LIMIT)
 
 
+def _one_of(field: str, raw: str, names: list[str], none: str) -> str:
+    if raw not in names:
+        raise WebInputError(field, f"{field}={raw!r}: expected one of {', '.join(names) or none}")
+    return raw
+
+
 def table(raw: str, names: list[str]) -> str:
     """One of the declared tables' names."""
-    if raw not in names:
-        raise WebInputError("table", f"table={raw!r}: expected one of {', '.join(names)}")
-    return raw
+    return _one_of("table", raw, names, "(none: no table)")
 
 
 def store(raw: str, names: list[str]) -> str:
     """One of the windowed joins' stores' names."""
-    if raw not in names:
-        raise WebInputError("store", f"store={raw!r}: expected one of {', '.join(names) or '(none: no windowed join)'}")
-    return raw
+    return _one_of("store", raw, names, "(none: no windowed join)")
 
 
 def time_bound(field: str, raw: str) -> int:
