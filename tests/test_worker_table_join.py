@@ -1,8 +1,8 @@
 """Table-table joins in the worker (issue 37, ring R2): what it refuses where, and what it runs.
 
-Only the worker's start refuses a plan it does not run (a stream-stream join): the guard, the doctor and the
-Kafka Streams program take every plan the planner makes.  The worker's table-table join is checked on the
-broker in ``tests/test_worker_table_join_broker.py``.
+The guard, the doctor, the Kafka Streams program and the worker take every plan the planner makes (a
+stream-stream join on value columns included: the worker re-keys both sides).  The worker's table-table join is
+checked on the broker in ``tests/test_worker_table_join_broker.py``.
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 
 from streamapp.cli import main
 from streamapp.demo.ksql_equivalent import cluster_plan
-from streamapp.errors import StreamappError
 from streamapp.settings import Settings
 from streamapp.sql import plan as p
 from streamapp.sql.topology import topology, worker_refusal
@@ -41,18 +40,19 @@ def tables_plan(tmp_path: Path, join: str = "LEFT", key_format: str = "", tag: s
     return statements(tmp_path, TABLES.format(tag=tag, join=join, key_format=key_format))
 
 
-def test_only_the_workers_start_refuses_a_stream_stream_plan(tmp_path: Path) -> None:
+def test_the_worker_takes_a_stream_stream_plan_on_value_columns_by_re_keying_both_sides(tmp_path: Path) -> None:
+    """It refused such a plan at start until the worker re-keyed stream-stream sides (issue 37)."""
     from streamapp.worker.app import create_app
 
     settings = statements(tmp_path, STREAMS)
-    joins = topology(settings)  # what the guard, the doctor and the reconciliation build: no refusal there
+    joins = topology(settings)  # what the guard, the doctor and the reconciliation build too
     assert [q.kind for q in joins.declared.queries] == [p.STREAM_STREAM_JOIN]
     assert cluster_plan(settings).queries == joins.declared.queries
-    refusal = worker_refusal(joins.declared)
-    assert refusal is not None and "not supported by the worker yet: stream-stream joins" in refusal
-    with pytest.raises(StreamappError) as raised:
-        create_app(settings)
-    assert str(raised.value) == refusal
+    assert worker_refusal(joins.declared) is None
+    [join] = joins.stream_joins
+    assert (join.source_topic, join.right_topic) == (f"{settings.app_id}-O-Join-left-repartition",
+                                                     f"{settings.app_id}-O-Join-right-repartition")
+    assert create_app(settings).topology.stream_joins == joins.stream_joins
 
 
 def test_the_kafka_streams_plan_of_a_table_table_join_is_the_declared_one_with_the_seeds_renames_only(
