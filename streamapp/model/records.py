@@ -287,7 +287,7 @@ def _number_column(node: Any, name: str, sql_type: str, from_number: Callable[[A
         value = from_text(node)
         if value is not None:
             return value
-    raise RecordError(f"field {name!r} is {_quote(_plain(node))} ({_json_kind(node)}), expected a {sql_type}: "
+    raise RecordError(f"field {name!r} is {_quote(_plain(node))} ({_json_kind(node)}), expected {'an' if sql_type[0] in 'AEIOU' else 'a'} {sql_type}: "
                       f"a JSON number or a string of {texts}", name)
 
 
