@@ -29,10 +29,12 @@ from typing import Iterator
 import pytest
 
 from streamapp.demo.ksql_equivalent import KsqlEquivalent
+from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import CLIENT_PASSWORD_FILE, EmbeddedBroker, free_port
 from streamapp.kafka.reader import TopicReader
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess, settings_env
+from workerkit import start_together
 
 MESSAGES = 40
 #: A generous bound for a subprocess that should fail fast; reaching it fails the test (a hang), it is not a timing claim.
@@ -92,7 +94,12 @@ def full_run(secured_broker: EmbeddedBroker, spark, tmp_path_factory: pytest.Tem
 
     worker = WorkerProcess(settings, tmp / "worker.log")
     streams = KsqlEquivalent(settings, state_dir=tmp / "streams")  # ksqlDB's joins, reported by produce beside Faust's
-    with worker, streams:
+    # the topics both engines read exist before they start side by side
+    ensure_topics(settings.kafka, {settings.users_topic: settings.partitions, settings.orders_topic: settings.partitions})
+    with contextlib.ExitStack() as running:
+        running.callback(worker.stop)
+        running.callback(streams.stop)
+        start_together(streams, worker)
         done = command("produce --json", "produce", "--messages", str(MESSAGES), "--json", "--wait", "90",
                        "--partitioner", "murmur2")
         result.produce_report = json.loads(done.stdout) if done.returncode == 0 else {}
