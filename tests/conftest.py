@@ -72,7 +72,11 @@ def broker_settings(broker: EmbeddedBroker, tmp_path) -> Settings:
 @pytest.fixture(scope="session")
 def spark():
     """One real local SparkSession for the run (Spark start-up costs seconds), with Spark's own Kafka
-    source on its classpath (``make install``'s jvm/lib/spark-kafka) so both Kafka readers run."""
+    source on its classpath (``make install``'s jvm/lib/spark-kafka) so both Kafka readers run.
+
+    Sized as the demo's (streamapp/cli/demo.py): the tests' data is tiny, so AQE's re-planning, whole-stage code
+    generation (Janino compiles each stage), the locality wait and C2 compilation cost more than they save
+    (tests/test_reconcile_kafka.py without its known answers: 425 s instead of 736 s at load 13-18)."""
     from pyspark.sql import SparkSession
 
     from spark_batch.kafka_source import connector_jars
@@ -85,6 +89,10 @@ def spark():
         .config("spark.jars", ",".join(map(str, connector_jars(required=True))))
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.codegen.wholeStage", "false")
+        .config("spark.locality.wait", "0")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
         .config(map=SESSION_SETTINGS)  # the job's own session's
         .getOrCreate()
     )
