@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 import faust
+from rocksdict import ReadOptions
 
 from streamapp.sql.engine import Row
 from streamapp.sql.stream_join import store_key
@@ -51,8 +52,15 @@ def _read_seq(data: bytes) -> int:
 
 
 def _scan(db: Any, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """The items of ``db`` with ``start <= key < end``, in key order."""
-    for key, value in db.items(from_key=start):
+    """The items of ``db`` with ``start <= key < end``, in key order.
+
+    RocksDB is told the end (its iterate upper bound): without it, a range with no live key left walks every
+    delete marker after it up to the next live key, which the expired records leave by the ten thousand
+    (20-40 ms a read, instead of microseconds, once 90,000 records had expired).
+    """
+    bound = ReadOptions()
+    bound.set_iterate_upper_bound(end)
+    for key, value in db.items(from_key=start, read_opt=bound):
         if key >= end:
             return
         yield key, value
@@ -97,8 +105,10 @@ class RocksWindow:
         if timestamp < oldest:
             return False
         if self.observed - self.swept >= max(self.retention // 2, 1):
+            # what the previous sweep let go is deleted, and nothing older is put since: scan from there
+            since = None if self.swept < 0 else self.swept - self.retention + 1
             self.swept = self.observed
-            self.expire(oldest)
+            self.expire(oldest, since)
         kb = _sized(store_key(key))
         self.writes.put(DATA + kb + _time(timestamp) + _seq(seq), pickle.dumps(row, protocol=5))
         self.writes.put(INDEX + _time(timestamp) + kb + _seq(seq), b"1")
@@ -110,9 +120,10 @@ class RocksWindow:
             return []
         return [(_read_time(k[-16:-8]), pickle.loads(v)) for k, v in _key_range(self.writes.db, key, start, end)]
 
-    def expire(self, oldest: int) -> int:
-        """Delete the records older than ``oldest``; how many."""
-        gone = [k for k, _ in _scan(self.writes.db, INDEX, INDEX + _time(oldest))]
+    def expire(self, oldest: int, since: int | None = None) -> int:
+        """Delete the records older than ``oldest`` (none older than ``since`` is left, if given); how many."""
+        start = INDEX if since is None else INDEX + _time(since)
+        gone = [k for k, _ in _scan(self.writes.db, start, INDEX + _time(oldest))]
         for k in gone:
             self.writes.delete(k)
             self.writes.delete(DATA + k[9:-8] + k[1:9] + k[-8:])
@@ -139,12 +150,24 @@ class RocksOuter:
     def discard(self, timestamp: int, this_is_left: bool, key: Any) -> None:
         self.pop((timestamp, this_is_left, self._prefix(timestamp, this_is_left, key)))
 
-    def entries(self) -> list[tuple[int, bool, Any]]:
-        firsts: dict[bytes, Any] = {}
+    def entries(self) -> Iterator[tuple[int, bool, Any]]:
+        """The entries as the engine orders them, read as it asks: RocksDB holds them by (time, side), so only a
+        (time, side)'s few are sorted (by the key's output bytes), and the engine's stop, at the first open window of
+        each side, leaves the later ones unread (and unpickled).  Its pops while it reads are not seen: RocksDB's
+        iterator reads the database as it was when the scan began."""
+        firsts: dict[bytes, bytes] = {}
+        head = b""
         for k, v in _scan(self.writes.db, DATA, INDEX):  # not Faust's own keys (its changelog offset)
+            if k[:10] != head:
+                yield from self._ordered(firsts)
+                firsts, head = {}, k[:10]
             firsts.setdefault(k[:-8], v)
+        yield from self._ordered(firsts)
+
+    def _ordered(self, firsts: dict[bytes, bytes]) -> list[tuple[int, bool, Any]]:
+        """One (time, side)'s entries, by the key's output bytes."""
         entries = [(_read_time(k[1:9]), k[9] == 1, k) for k in firsts]
-        return sorted(entries, key=lambda e: (e[0], e[1], self._order(pickle.loads(firsts[e[2]])[0]) or b""))
+        return sorted(entries, key=lambda e: self._order(pickle.loads(firsts[e[2]])[0]) or b"")
 
     def pop(self, entry: tuple[int, bool, Any]) -> list[tuple[Any, Row]]:
         prefix = entry[2]
