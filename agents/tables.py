@@ -8,8 +8,9 @@ into none (a dead letter).  See docs/explanation/worker-internals.md#the-table-a
 """
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from faust.types import TP
 
@@ -19,13 +20,13 @@ from streamapp.sql.engine import Query, Reader
 from streamapp.sql.engine import Record as EngineRecord
 from streamapp.sql.topology import Output
 from streamapp.worker.app import StreamappApp
-from streamapp.worker.faust_internals import aiokafka_producer
 from streamapp.worker.tables import RowWrites, table_row
 from streamapp.worker.transactions import OpenTransaction, in_transactions
 from streamapp.worker.transactions import install as transactions_install
 from streamapp.worker.transport import Handler, Record
 
 from .dead_lettering import DeadLettering, OutputChecks
+from .stream_joins import past_markers
 from .table_joins import UndoLog, sides_of
 
 #: A row's value where the topic loads no table: the record is a row, not a delete, with no bytes to store.
@@ -150,15 +151,13 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                                          if classify else "unclassified")
 
         async def in_transaction(tp: TP, messages: Sequence[Record], txn: OpenTransaction) -> None:
-            """The outputs and dead letters in the transaction; the changelog beside it, through Faust's producer, as
-            every table's (Faust's recovery waits for a changelog's last offset, which a transaction's marker takes),
-            and stored before the transaction can commit the offsets."""
+            """The outputs, dead letters and the tables' changelog records in the transaction, which commits the
+            offset: a dropped one's rows are never restored (read_committed; Faust's recovery of a changelog ending
+            in a commit marker: :func:`~agents.stream_joins.past_markers`)."""
             nonlocal sender, changelog_sender
-            sender = dead_letters.sender(producer=txn.producer, on_failure=txn.on_failure)
-            changelog_sender = dead_letters.sender(on_sent=on_sent)
+            sender = changelog_sender = dead_letters.sender(on_sent=on_sent, producer=txn.producer,
+                                                            on_failure=txn.on_failure)
             await dead_letters.handle({tp: messages}, check, write, sender, rows, producer=txn.producer)
-            await changelog_sender.send()
-            await aiokafka_producer(app).flush()
 
         try:
             if transactions is None:
@@ -191,3 +190,13 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
 def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
     for topic in app.topology.table_topics:
         install_topic(app, dead_letters, topic)
+    changelogs = {table.changelog_topic.get_topic_name() for topic in app.topology.table_topics
+                  if topic in app.transactions for table in app.join_tables.by_source.get(topic, [])}
+    if changelogs:  # written in transactions: each ends with a commit marker
+        watching: list[asyncio.Future[None]] = []
+
+        async def on_assigned(sender: Any, assigned: Iterable[Any], **kwargs: Any) -> None:
+            if not watching:  # from the first assignment on: Faust starts an app's tasks only once it recovered
+                watching.append(asyncio.ensure_future(past_markers(app, changelogs)))
+
+        app.on_partitions_assigned.connect(on_assigned, weak=False)
