@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 from faust.exceptions import FaustError, ProducerSendError
@@ -156,13 +156,11 @@ class DeadLettering:
 
     async def handle(self, batches: Mapping[TP, Sequence[Record]], check: Callable[[int, Record], P],
                      write: Callable[[int, Record, P], None], sender: BatchSender[Record],
-                     rows: Sequence[RowWrites] = (), producer: Any = None,
-                     hand_over: Callable[[Mapping[TP, Sequence[Record]]], Awaitable[None]] | None = None) -> None:
+                     rows: Sequence[RowWrites] = (), producer: Any = None) -> None:
         """A fetch's batch: ``check(partition, msg)`` every message in the net (its failure is its dead letter),
         ``write(partition, msg, what check returned)`` each that passed (a record is written whole or not at
         all), then the table rows to RocksDB, the outputs to the producer, and every record acked.  With a
-        ``producer`` (exactly_once: the partition's transactional one) the dead letters go through it; with
-        ``hand_over``, it sends the outputs and acks the records (once they are with the producer) instead."""
+        ``producer`` (exactly_once: the partition's transactional one) the dead letters go through it."""
         for tp, messages in batches.items():
             partition = tp.partition
             for msg in messages:
@@ -176,9 +174,6 @@ class DeadLettering:
                 write(partition, msg, checked)
         for table_rows in rows:
             table_rows.write()
-        if hand_over is not None:
-            await hand_over(batches)
-            return
         await sender.send()
         consumer = self.app.consumer
         for tp, messages in batches.items():

@@ -26,7 +26,7 @@ from streamapp.sql.engine import Record as EngineRecord
 from streamapp.sql.stream_join import JoinState, StreamJoin
 from streamapp.sql.topology import StreamStreamJoin
 from streamapp.worker.app import StreamappApp
-from streamapp.worker.faust_internals import ack_all, partition_db
+from streamapp.worker.faust_internals import partition_db
 from streamapp.worker.batch_sender import BatchSender
 from streamapp.worker.transactions import OpenTransaction, Transactions, in_transactions
 from streamapp.worker.transactions import install as transactions_install
@@ -220,73 +220,6 @@ class StreamJoinRun:
         return changes
 
 
-#: at_least_once: records handed over and not yet given to the producer past which a handler call waits for it.
-PIPELINE_LIMIT = 20_000
-
-
-class Pipeline:
-    """at_least_once: a side's handler calls add their records to one open sender, given to the producer while the
-    calls go on.  A send waits for the broker to take the partition's batch before, and a fetch's records come as
-    calls of one or two (event-time order), so a send per call was a round trip per call.  A call's records are
-    acked once they are with the producer, which Faust flushes before every commit: at-least-once as before.  A
-    failed send fails the next call (as it failed the call before).  Records sent after a rebalance began are
-    not acked: they are read again, by whichever worker owns their partition then."""
-
-    def __init__(self, make: Callable[[], BatchSender[Record]], app: StreamappApp) -> None:
-        self._make, self._app = make, app
-        self._open: BatchSender[Record] | None = None  # made at the first record: the producer is started then
-        self._acks: list[tuple[int, TP, Sequence[Record]]] = []
-        self._waiting, self._dirty = 0, False
-        self._task: asyncio.Future[None] | None = None
-
-    def add(self, topic: str, key: bytes, value: bytes | None, timestamp_ms: int,
-            source: Record | None = None) -> None:
-        self._sender().add(topic, key, value, timestamp_ms, source)
-        self._dirty = True
-
-    def add_to(self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp_ms: int,
-               source: Record | None = None) -> None:
-        self._sender().add_to(topic, partition, key, value, timestamp_ms, source)  # type: ignore[arg-type]
-        self._dirty = True
-
-    def _sender(self) -> BatchSender[Record]:
-        if self._open is None:
-            self._open = self._make()
-        return self._open
-
-    async def hand_over(self, batches: Mapping[TP, Sequence[Record]]) -> None:
-        """The call's records are added: acked once sent (the call waits only past :data:`PIPELINE_LIMIT`)."""
-        generation = self._app.consumer_generation_id
-        for tp, messages in batches.items():
-            if messages:
-                self._acks.append((generation, tp, messages))
-                self._waiting += len(messages)
-        self._dirty = True
-        self.kick()
-        if self._waiting > PIPELINE_LIMIT and self._task is not None:
-            await asyncio.shield(self._task)
-
-    def kick(self) -> None:
-        """Send what was added (a send under way sends it after); the failure of the last send raised here."""
-        task = self._task
-        if task is not None and task.done():
-            self._task = None
-            task.result()
-        if self._task is None and self._dirty:
-            self._task = asyncio.ensure_future(self._flush())
-
-    async def _flush(self) -> None:
-        while self._dirty:
-            sender, acks = self._open, self._acks
-            self._open, self._acks, self._waiting, self._dirty = None, [], 0, False
-            if sender is not None:
-                await sender.send()
-            app = self._app
-            for generation, tp, messages in acks:
-                if generation == app.consumer_generation_id:
-                    ack_all(app.consumer, tp, messages)
-
-
 def runs_of(app: StreamappApp) -> list[StreamJoinRun]:
     return [StreamJoinRun(app, join) for join in app.topology.stream_joins]
 
@@ -298,9 +231,8 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str, ru
     counters, null_keys = app.counters, NullKeyPartitions()
     mine = [run for run in runs if topic in run.engine_topic]
     changelogs = {id(t): t.changelog_topic.get_topic_name() for run in mine for t in run.tables}
-    pipeline = Pipeline(dead_letters.sender, app) if transactions is None else None
 
-    async def handle(batches: Mapping[TP, Sequence[Record]], sender: BatchSender[Record] | Pipeline,
+    async def handle(batches: Mapping[TP, Sequence[Record]], sender: BatchSender[Record],
                      producer: Any = None) -> None:
         """The records of ``batches`` joined, their outputs and the stores' changes sent through ``sender``."""
         checks = OutputChecks(await dead_letters.size_limits(), [run.output for run in mine],
@@ -351,24 +283,20 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str, ru
 
         dropped = False
         try:
-            await dead_letters.handle(batches, check, write, sender, producer=producer,  # type: ignore[arg-type]
-                                      hand_over=sender.hand_over if isinstance(sender, Pipeline) else None)
+            await dead_letters.handle(batches, check, write, sender, producer=producer)
         except BaseException:
             dropped = producer is not None  # the transaction's work is dropped: put back (StreamJoinRun.ended)
             raise
         finally:
             left = [change for run in mine for change in run.stored()]  # the last record was dead-lettered
-            if left and not dropped and isinstance(sender, Pipeline):
-                changelog(left)
-                sender.kick()
-            elif left and not dropped:
+            if left and not dropped:
                 sender = dead_letters.sender(producer=producer)
                 changelog(left)
                 await sender.send()
 
     async def handle_fetch(batches: Mapping[TP, Sequence[Record]]) -> None:
-        if pipeline is not None:
-            await handle(batches, pipeline)
+        if transactions is None:
+            await handle(batches, dead_letters.sender())
             return
 
         async def in_transaction(tp: TP, messages: Sequence[Record], txn: OpenTransaction) -> None:
