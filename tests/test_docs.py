@@ -293,7 +293,9 @@ def site_url(base: str, doc: str) -> str:
 
 async def open_and_read(page: Page, url: str, anchor: str) -> dict[str, object]:  # noqa: F811
     await page.send("Page.navigate", url=url)
-    await page.wait("document.readyState === 'complete' && document.querySelector('article h1') !== null")
+    # this url's document, not the page before it (navigating takes a moment to start)
+    await page.wait(f"location.href.split('#')[0] === {json.dumps(url.split('#')[0])} "
+                    "&& document.readyState === 'complete' && document.querySelector('article h1') !== null")
     return await page.eval(
         "({title: document.querySelector('article h1').textContent,"
         " text: document.querySelector('article').innerText,"

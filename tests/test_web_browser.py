@@ -59,11 +59,21 @@ class Page:
     async def wait(self, expression: str, timeout: float = 30.0) -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            value = await self.eval(expression)
+            try:
+                value = await self.eval(expression)
+            except AssertionError as exc:  # the page is between two documents: ask the next one
+                if not any(m in str(exc) for m in NAVIGATING):
+                    raise
+                value = None
             if value:
                 return value
             await asyncio.sleep(0.2)
         raise AssertionError(f"timed out waiting for {expression}")
+
+
+#: What Chromium answers to a call that reached a page while it navigated away (its old document's context is gone).
+NAVIGATING = ("Inspected target navigated or closed", "Cannot find context with specified id",
+              "Execution context was destroyed")
 
 
 @pytest.fixture
