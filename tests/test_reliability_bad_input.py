@@ -16,8 +16,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from streamapp.model.dead_letters import from_record
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
@@ -176,12 +174,8 @@ def test_malformed_generator_breaks_each_record_once() -> None:
     assert any(m.value is not None and len(m.value) > HUGE for m in made)
 
 
-def test_1k_malformed_records_in_valid_traffic(broker_settings: Settings, tmp_path: Path) -> None:
-    run(isolated(broker_settings, "bad"), tmp_path, bad_count=1_000, orders=1_000, timeout=300)
-
-
-@pytest.mark.slow
 def test_10k_malformed_records_in_valid_traffic(broker_settings: Settings, tmp_path: Path) -> None:
+    """Issue 8's figure, and the only run at volume: a 1,000-record run of the same code asserted nothing more."""
     run(isolated(broker_settings, "bad"), tmp_path, bad_count=10_000, orders=10_000, timeout=1_200)
 
 

@@ -16,8 +16,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
 from spark_batch.reconcile import main as reconcile_main
 from streamapp.demo.ksql_equivalent import KsqlEquivalent
 from streamapp.kafka.admin import ensure_topics
@@ -149,10 +147,7 @@ def kill_settings(broker_settings: Settings) -> Settings:
     return isolated(broker_settings, "kill", ksqldb_users_repartition_topic=f"kill_users_repartition_{uuid.uuid4().hex[:8]}")
 
 
-def test_kill9_mid_stream_5k_orders(broker_settings: Settings, tmp_path: Path, spark) -> None:
-    run(kill_settings(broker_settings), tmp_path, users=500, orders=5_000, chunk=250, rate=500, timeout=300)
-
-
-@pytest.mark.slow
 def test_kill9_mid_stream_100k_orders(broker_settings: Settings, tmp_path: Path, spark) -> None:
+    """Issue 8's figure, and the only kill -9 scenario: a 5,000-order run of the same code asserted nothing more and
+    cost the suite 48 s beside this one's 80 s (CI, 2026-11-27), so every run proves the full volume."""
     run(kill_settings(broker_settings), tmp_path, users=5_000, orders=100_000, chunk=2_000, rate=5_000, timeout=1_800)

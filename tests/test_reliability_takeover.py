@@ -21,8 +21,6 @@ import json
 import time
 from pathlib import Path
 
-import pytest
-
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
@@ -95,13 +93,9 @@ def run(settings: Settings, tmp_path: Path, users: int, orders: int, rate: float
     assert code == 0, survivor.tail()
 
 
-def test_survivor_takes_over_killed_workers_partitions(broker_settings: Settings, tmp_path: Path) -> None:
-    run(isolated(broker_settings, "takeover"), tmp_path, users=300, orders=5_000, rate=500, timeout=300)
-
-
-@pytest.mark.slow
 def test_survivor_takes_over_at_volume(broker_settings: Settings, tmp_path: Path) -> None:
-    """The full rate: chunks of 2,000 at 5,000 orders/s (ten times the scenario above's), 20,000 orders."""
+    """The full rate: chunks of 2,000 at 5,000 orders/s, 20,000 orders; the only takeover run (one of 5,000 orders at
+    500/s asserted nothing more)."""
     run(isolated(broker_settings, "takeover"), tmp_path, users=5_000, orders=20_000, rate=5_000, timeout=1_800,
         chunk=2_000)
 
