@@ -10,6 +10,7 @@ import itertools
 import os
 import sys
 import uuid
+from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
@@ -56,17 +57,28 @@ def new_topic(bootstrap: str, request: pytest.FixtureRequest) -> Callable[..., s
     return create
 
 
+def _broker_settings(broker: EmbeddedBroker, tmp: Path) -> Settings:
+    return broker.settings(Settings()).replace(
+        data_dir=str(tmp / "data"), app_id=f"streamapp-test-{uuid.uuid4().hex[:8]}",
+        broker_session_timeout=10.0,
+    )
+
+
 @pytest.fixture
-def broker_settings(broker: EmbeddedBroker, tmp_path) -> Settings:
+def broker_settings(broker: EmbeddedBroker, tmp_path: Path) -> Settings:
     """Settings pointing at the session broker, with a private data dir and unique app id.
 
     Consumer sessions are 10 s (Faust's default is 60 s) so that a killed worker's
     partitions move within the tests' patience.
     """
-    return broker.settings(Settings()).replace(
-        data_dir=str(tmp_path / "data"), app_id=f"streamapp-test-{uuid.uuid4().hex[:8]}",
-        broker_session_timeout=10.0,
-    )
+    return _broker_settings(broker, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_broker_settings(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """``broker_settings`` once per test module: for a worker that tests of a module share, or a scenario a
+    module-scoped fixture starts in the background while other tests run."""
+    return _broker_settings(broker, tmp_path_factory.mktemp("module"))
 
 
 @pytest.fixture(scope="session")
