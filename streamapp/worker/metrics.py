@@ -27,6 +27,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from ..copartition.drift import Placement
 from ..copartition.guard import joined_pairs
+from .assignment import active_partitions
 from .faust_internals import partition_db
 from .transactions import transaction_counts
 from .transport import Handler
@@ -357,8 +358,6 @@ def restore_remaining(app: StreamappApp) -> dict[tuple[str, int, str], int]:
 
 def active_dbs(app: StreamappApp, table: faust.Table) -> Iterator[tuple[int, Any]]:
     """Each partition of ``table`` this worker is active for, with its RocksDB database (none of a table in memory)."""
-    from .web.lookup import active_partitions
-
     if isinstance(table.data, RocksDBStore):
         for partition in sorted(active_partitions(app, table)):
             yield partition, partition_db(table, partition)

@@ -16,6 +16,7 @@ from faust.types import AppT, CollectionT
 from yarl import URL
 
 from ...errors import StreamappError
+from ..assignment import active_partitions, changelog_topic, local_partitions
 from ..faust_internals import partition_db
 
 
@@ -30,22 +31,6 @@ class LocalRow:
     partition: int
     active: bool
     value: Any
-
-
-def changelog_topic(table: CollectionT) -> str:
-    return table.changelog_topic.get_topic_name()
-
-
-def active_partitions(app: AppT, table: CollectionT) -> set[int]:
-    topic = changelog_topic(table)
-    return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
-
-
-def local_partitions(app: AppT, table: CollectionT) -> set[int]:
-    """The partitions of ``table`` this worker holds a copy of: active, or standby."""
-    topic = changelog_topic(table)
-    return {tp.partition for tp in (*app.assignor.assigned_actives(), *app.assignor.assigned_standbys())
-            if tp.topic == topic}
 
 
 def store_db(table: CollectionT, partition: int) -> Any:
