@@ -23,7 +23,7 @@ from functools import cached_property
 
 from streamapp.settings import Settings
 from streamapp.sql import plan as p
-from streamapp.sql.topology import Join, Output, Topology, stream_join_key
+from streamapp.sql.topology import Join, Output, Topology, stream_join_key, topology
 
 __all__ = ["DIRECT", "REPARTITION", "Field", "Group", "Pair", "PlanShapeError", "Roles", "SIDES", "SPARK_TYPES",
            "TwoSidedPair", "pair_names", "spark_type"]
@@ -67,14 +67,30 @@ class Field:
         return self.spark not in ("string", "binary")
 
 
+def _input_role(source: str) -> property:
+    """A pair's property: the role of its input source in the field ``source``, the source's name lower-cased."""
+    return property(lambda pair: getattr(pair, source).name.lower())
+
+
 @dataclass(frozen=True)
-class Pair:
-    """One join query: its outputs' topics, its stream and table, and the fields of its rows."""
+class _Declared:
+    """What every pair is: a name, the worker's join (its topics), the declared query that join runs."""
 
     name: str
     #: The worker's join (its topics); ``query`` is the declared one (a table re-keyed by the worker is the declared table).
-    join: Join
+    join: Output
     query: p.Query
+
+    @property
+    def sink(self) -> str:
+        return self.query.sink
+
+
+@dataclass(frozen=True)
+class Pair(_Declared):
+    """One stream-table join query: its outputs' topics, its stream and table, and the fields of its rows."""
+
+    join: Join
     stream: p.Source
     table: p.Source
     #: The declared source the table's rows come from (the table itself, or what a CTAS copies).
@@ -88,22 +104,13 @@ class Pair:
     #: The identity field that is the event time.
     time: Field
 
-    @property
-    def sink(self) -> str:
-        return self.query.sink
+    stream_role = _input_role("stream")
+    table_role = _input_role("table_input")
 
     @property
     def rekeys_stream(self) -> bool:
         """The engines re-key the stream by its join key: its own topic's partitions say nothing of co-partitioning."""
         return self.query.repartition
-
-    @property
-    def stream_role(self) -> str:
-        return self.stream.name.lower()
-
-    @property
-    def table_role(self) -> str:
-        return self.table_input.name.lower()
 
 
 @dataclass(frozen=True)
@@ -169,7 +176,7 @@ def _table_input(plan: p.Plan, table: str) -> tuple[p.Source, bool]:
 
 
 @dataclass(frozen=True)
-class TwoSidedPair:
+class TwoSidedPair(_Declared):
     """A windowed stream-stream or a table-table join query: its outputs' topics, its two sources, the fields of its rows.
 
     A stream-stream row's **identity** is the pair of records it joins: both sides' projected columns and the
@@ -177,10 +184,6 @@ class TwoSidedPair:
     its key: the output is the join's changelog, and each key's last record of the window is compared.
     """
 
-    name: str
-    #: The worker's join (its topics); ``query`` the declared one.
-    join: Output
-    query: p.Query
     left: p.Source
     right: p.Source
     #: The projected columns each side's record gives, the join key (``JoinKey``, a key projection of a table
@@ -198,13 +201,12 @@ class TwoSidedPair:
     #: topics', a table-table join's copy of its right table.
     join_key_format: tuple[p.Column, str] | None = None
 
+    left_role = _input_role("left")
+    right_role = _input_role("right")
+
     @property
     def windowed(self) -> bool:
         return self.query.kind == p.STREAM_STREAM_JOIN
-
-    @property
-    def sink(self) -> str:
-        return self.query.sink
 
     @property
     def identity(self) -> tuple[Field, ...]:
@@ -231,14 +233,6 @@ class TwoSidedPair:
     @property
     def names(self) -> tuple[str, ...]:
         return (self.name,)
-
-    @property
-    def left_role(self) -> str:
-        return self.left.name.lower()
-
-    @property
-    def right_role(self) -> str:
-        return self.right.name.lower()
 
 
 def _two_sided(plan: p.Plan, join: Output) -> TwoSidedPair:
@@ -345,8 +339,6 @@ class Roles:
 
     @classmethod
     def of(cls, settings: Settings) -> "Roles":
-        from streamapp.sql.topology import topology
-
         return cls(topology(settings))
 
     @cached_property
