@@ -24,6 +24,8 @@ from streamapp.worker.web import params
 from streamapp.worker.web.routing import ROUTED_FROM
 from streamapp.worker.window_stores import outer_records, window_records
 
+from test_web_browser import Page
+from test_web_browser import page  # noqa: F401  (the browser fixture)
 from workerkit import declare, murmur2_partition, produce, read_all, stats, wait_until
 
 STREAMS = """
@@ -344,3 +346,50 @@ async def test_a_bad_request_is_a_400_naming_the_parameter_and_value(running: Ru
     status, body = await get(running.url + path)
     assert status == 400, body
     assert body["error"].startswith(fragment) and "\n" not in body["error"] and "Traceback" not in json.dumps(body)
+
+
+async def test_the_page_lists_the_stores_and_shows_a_keys_records_of_a_range(running: Running,
+                                                                           page: Page) -> None:  # noqa: F811
+    """A real browser on ``/``: the window stores listed as ``/windows`` lists them, then a key's records of a range
+    and the outer store's waiting records read through the page's form, and a bad range's one-line error."""
+    status, listed = await get(f"{running.url}/windows")
+    assert status == 200, listed
+    await page.send("Page.navigate", url=f"{running.url}/")
+    await page.wait("document.readyState === 'complete' && "
+                    "document.querySelectorAll('#windows tbody tr').length === 3")
+    rows = await page.eval("[...document.querySelectorAll('#windows tbody tr')].map(r => [r.id, "
+                           "...[...r.cells].map(c => c.textContent)])")
+    assert [(r[0], r[1], r[2], r[3], r[7]) for r in rows] == [
+        (f"window-{s['store']}", s["store"], s["join"], s["kind"], f"{s['window']['retention_ms']:,} ms")
+        for s in listed["windows"]]
+    assert rows[0][4] == f"L (l_{running.tag})" and rows[0][5] == f"ID BIGINT ({listed['windows'][0]['key_format']})"
+    assert rows[0][6] == "LEFT JOIN WITHIN 60,000 ms before, 60,000 ms after, grace 30,000 ms", rows[0]
+
+    async def shown(store: str, key: str, start: str = "", end: str = "") -> Any:
+        await page.eval("window.before = document.getElementById('window-result-line').textContent + "
+                        "document.getElementById('window-error').textContent; true")
+        await page.eval(f"document.getElementById('window-store').value = {json.dumps(store)}; "
+                        f"document.getElementById('window-key').value = {json.dumps(key)}; "
+                        f"document.getElementById('window-from').value = {json.dumps(start)}; "
+                        f"document.getElementById('window-to').value = {json.dumps(end)}; "
+                        "document.getElementById('window-button').click(); true")
+        await page.wait("document.getElementById('window-result-line').textContent + "
+                        "document.getElementById('window-error').textContent !== window.before")
+        return await page.eval(
+            "({error: document.getElementById('window-error').textContent,"
+            " hidden: document.getElementById('window-result').hidden,"
+            " line: document.getElementById('window-result-line').textContent,"
+            " rows: [...document.querySelectorAll('#window-records tbody tr')].map(r => [...r.cells].map("
+            "c => c.textContent))})")
+
+    got = await shown("o-left-window", "3", str(T0 + 3000), "2023-11-14T22:13:27Z")
+    assert got["error"] == "" and not got["hidden"], got
+    assert [(int(r[0].split("(")[1].rstrip(")")), r[2], r[3], json.loads(r[4])) for r in got["rows"]] == [
+        (t, "left", "no", row) for t, row in expected("l", 3, T0 + 3000, T0 + 7000)]
+    assert got["line"].startswith(f"2 record(s) in partition {murmur2_partition(key(3), running.partitions)} of "
+                                  f"{running.partitions} (murmur2), answered by {running.url}"), got["line"]
+    got = await shown("o-outer", "6")
+    assert [(r[2], json.loads(r[4])) for r in got["rows"]] == [("left", {"A": "order 6", "ID": 6})], got
+    got = await shown("o-left-window", "3", "soon")
+    assert got["hidden"] and got["error"].startswith(
+        "from='soon': expected milliseconds since the epoch or an ISO-8601 time"), got
