@@ -16,6 +16,7 @@ import threading
 import time
 import zlib
 from collections import Counter as Tally
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -41,7 +42,9 @@ from streamapp.worker.transport import Handler
 from streamapp.worker.web.security import is_public
 
 from agents.dead_lettering import REASONS, OutputRefused, reason_kind
-from workerkit import fetched, isolated, murmur2_partition, produce, stats, wait_for_users, wait_until
+from workerkit import (
+    background_scenario, fetched, isolated, murmur2_partition, produce, stats, wait_for_users, wait_until,
+)
 
 DIRECT = JoinFacts("orders_merged", "out_merged", "orders", "users", "users", "LEFT")
 COPIED = JoinFacts("orders_merged_repartition", "out_merged_rep", "orders", "users_repartition", "users_rep", "LEFT")
@@ -403,7 +406,8 @@ def total(text: str, name: str, **labels: str) -> float:
 
 
 def test_a_real_worker_exposes_its_joins_placement_and_state_behind_its_token(
-        broker_settings: Settings, tmp_path: Path) -> None:
+        broker_settings: Settings, tmp_path: Path, prometheus_alerts: Future[None]) -> None:
+    """(``prometheus_alerts``: that scenario starts here, so that its scaled half hour runs beside this test.)"""
     import random
 
     settings = isolated(broker_settings, "metrics", web_token=TOKEN, partitions=6)
@@ -688,9 +692,16 @@ class OrderStream(threading.Thread):
 
 @needs_prometheus
 def test_prometheus_itself_fires_the_alerts_when_a_producer_switches_partitioner_and_not_before(
-        broker_settings: Settings, tmp_path: Path) -> None:
+        prometheus_alerts: Future[None]) -> None:
     """A real Prometheus scrapes a real worker: quiet while every producer uses murmur2; the miss-ratio and
-    misplaced-key alerts fire within a bounded time once the users producer switches to librdkafka's crc32."""
+    misplaced-key alerts fire within a bounded time once the users producer switches to librdkafka's crc32.
+
+    (Its scenario runs in the background from the first test that asks for it: 25 scaled minutes of quiet, then
+    the alerts' windows, mostly waiting.)"""
+    prometheus_alerts.result()
+
+
+def prometheus_scenario(broker_settings: Settings, tmp_path: Path) -> None:
     import random
 
     settings = isolated(broker_settings, "prom", web_token=TOKEN, partitions=6)
@@ -771,3 +782,6 @@ def test_prometheus_itself_fires_the_alerts_when_a_producer_switches_partitioner
         if prometheus is not None:
             prometheus.stop()
         assert worker.stop() == 0, worker.tail()
+
+
+prometheus_alerts = background_scenario("prometheus_alerts", prometheus_scenario)

@@ -10,6 +10,7 @@ The pure decisions are tested in tests/test_verdict_logic.py.
 from __future__ import annotations
 
 import random
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ from streamapp.kafka.admin import add_partitions, ensure_topics
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
-from workerkit import isolated, make_order, make_users, produce, to_json, wait_until, worker_settings
+from workerkit import (
+    background_scenario, isolated, make_order, make_users, produce, to_json, wait_until, worker_settings,
+)
 
 USERS = 200
 
@@ -52,9 +55,11 @@ def warnings(worker: WorkerProcess, *words: str) -> list[str]:
     return [line for line in worker.log().splitlines() if "WARNING" in line and all(w in line for w in words)]
 
 
-def test_a_users_producer_that_switches_partitioner_changes_the_verdict(broker_settings: Settings,
-                                                                       tmp_path: Path) -> None:
-    """Case 3: the page and /copartition no longer say "5 of 5 checks passed"; a WARNING names who writes now."""
+def test_a_users_producer_that_switches_partitioner_changes_the_verdict(broker_settings: Settings, tmp_path: Path,
+                                                                       partitions_added: Future[None]) -> None:
+    """Case 3: the page and /copartition no longer say "5 of 5 checks passed"; a WARNING names who writes now.
+
+    (``partitions_added``: case 4 starts here, so that its wait for the consumer's metadata refresh runs beside.)"""
     s, worker = start(broker_settings, tmp_path)
     try:
         assert warnings(worker, "Co-partitioning problem") == []
@@ -79,9 +84,16 @@ def test_a_users_producer_that_switches_partitioner_changes_the_verdict(broker_s
         assert worker.stop() == 0, worker.tail()
 
 
-def test_partitions_added_to_a_joined_topic_stop_a_worker_under_guard_policy_fail(broker_settings: Settings,
-                                                                                 tmp_path: Path) -> None:
-    """Case 4: noticed within the consumer's metadata refresh, logged, checked again, and ``fail`` exits 2."""
+def test_partitions_added_to_a_joined_topic_stop_a_worker_under_guard_policy_fail(
+        partitions_added: Future[None]) -> None:
+    """Case 4: noticed within the consumer's metadata refresh, logged, checked again, and ``fail`` exits 2.
+
+    (Its scenario runs in the background from the first test that asks for it: the worker's first run, then up to
+    the consumer's metadata refresh, mostly waiting.)"""
+    partitions_added.result()
+
+
+def partitions_added_scenario(broker_settings: Settings, tmp_path: Path) -> None:
     s, worker = start(broker_settings, tmp_path, guard_policy="fail")
     try:
         add_partitions(s.kafka, s.orders_topic, 2 * s.partitions)
@@ -96,3 +108,6 @@ def test_partitions_added_to_a_joined_topic_stop_a_worker_under_guard_policy_fai
                 if "[ERROR] Worker stopped: guard_policy=fail: " in line and "exiting with status 2" in line]
     finally:
         worker.stop()
+
+
+partitions_added = background_scenario("partitions_added", partitions_added_scenario)

@@ -19,13 +19,14 @@ import threading
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import aiohttp
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamapp.kafka.broker import free_port
@@ -347,6 +348,33 @@ def start_together(child: Any, *workers: WorkerProcess, timeout: float = 120.0) 
             wait(starting)
         for started in starting:
             started.result()
+
+
+def side_by_side(runs: dict[str, Callable[[], None]]) -> None:
+    """Run independent scenarios at once, one thread each: their time is mostly waiting (a worker's start, a session
+    timeout, a limit it keeps), not CPU. Every one runs to its end; then the first failure is raised, with a note
+    naming its scenario."""
+    with ThreadPoolExecutor(len(runs)) as pool:
+        futures = {label: pool.submit(run) for label, run in runs.items()}
+    for label, future in futures.items():
+        error = future.exception()
+        if error is not None:
+            error.add_note(f"(in the {label} scenario, run side by side with {sorted(set(runs) - {label})})")
+            raise error
+
+
+def background_scenario(name: str, scenario: Callable[[Settings, Path], None]) -> Any:
+    """A module-scoped fixture ``name`` that starts ``scenario(module_broker_settings, a directory of its own)`` in a
+    thread at its first use, so that it runs beside the tests that run meanwhile (a scenario that is mostly waiting:
+    worker starts, session timeouts, paced streams). Its future is what the test asserting it waits on, where its
+    failure is raised; the fixture's end waits for the scenario's, so nothing it started outlives the module."""
+
+    @pytest.fixture(scope="module", name=name)
+    def started(module_broker_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[None]]:
+        with ThreadPoolExecutor(1) as pool:
+            yield pool.submit(scenario, module_broker_settings, tmp_path_factory.mktemp(name))
+
+    return started
 
 
 def worker_settings(settings: Settings, tmp_path: Path, name: str) -> Settings:
