@@ -90,10 +90,19 @@ class Join(Output):
     """A stream-table join: its stream's topic, and the table it looks rows up in."""
 
     table: Table
-    #: For a join that re-keys its stream (a join on a non-key column): the stream's own topic, and the
-    #: re-keyed stream's source (:func:`rekeyed_source`); ``source_topic`` is then its repartition topic.
-    rekeyed_from: str | None = None
-    rekeyed: p.Source | None = None
+    #: For a join that re-keys its stream (a join on a non-key column): the worker's re-key of it (one of
+    #: :attr:`Topology.rekeys`); ``source_topic`` is then its repartition topic.
+    rekey: Rekey | None = None
+
+    @property
+    def rekeyed_from(self) -> str | None:
+        """The stream's own topic, when the join re-keys it."""
+        return None if self.rekey is None else self.rekey.stream
+
+    @property
+    def rekeyed(self) -> p.Source | None:
+        """The re-keyed stream's source (:func:`rekeyed_source`), when the join re-keys it."""
+        return None if self.rekey is None else self.rekey.source
 
     @property
     def pair(self) -> str:
@@ -377,8 +386,9 @@ class Topology:
                     name = join_repartition(query)
                     rekeyed = rekeyed_source(name, plan.source(query.left), table.source.key_columns[0],
                                              f"{settings.app_id}-{name}", table.source.key_format)
-                    joins.append(Join(query, rekeyed.topic, output, ksqldb, table, left, rekeyed))
-                    rekeys.append(Rekey(query, p.LEFT_SIDE, left, rekeyed, plan.source(query.left)))
+                    rekey = Rekey(query, p.LEFT_SIDE, left, rekeyed, plan.source(query.left))
+                    joins.append(Join(query, rekey.topic, output, ksqldb, table, rekey))
+                    rekeys.append(rekey)
                 else:
                     joins.append(Join(query, left, output, ksqldb, table))
             else:
