@@ -40,6 +40,11 @@ class Column:
     type: str
 
 
+#: The pseudo columns of where a record was read (its partition, its offset), with their types: a stream-stream
+#: join's rows hold those it reads, and a stream the worker re-keys for it carries them through its repartition topic.
+WHERE_READ = (Column("ROWPARTITION", "INT"), Column("ROWOFFSET", "BIGINT"))
+
+
 @dataclass(frozen=True)
 class Source:
     """A stream or table: a topic, its key and value columns, their formats and its event time."""

@@ -262,7 +262,7 @@ class StreamJoin(TwoSided):
 
 _NEVER = 2**63 - 1
 #: The pseudo columns of where a record was read, as a stream-stream join's rows hold them.
-_WHERE_READ = ("ROWPARTITION", "ROWOFFSET")
+_WHERE_READ = tuple(c.name for c in p.WHERE_READ)
 
 
 def where_read(query: p.Query) -> tuple[str, ...]:

@@ -158,9 +158,6 @@ class StreamStreamJoin(Output):
 ROWTIME = "ROWTIME"
 #: The key column of a re-keyed stream: the join key, in the format of the keys it meets (a name no column takes).
 JOIN_KEY = "__streamapp_join_key"
-#: The pseudo columns of where a record was read (its partition, its offset), with their types: a re-keyed stream
-#: carries those its join reads.
-WHERE_READ = (p.Column("ROWPARTITION", "INT"), p.Column("ROWOFFSET", "BIGINT"))
 
 
 def join_repartition(query: p.Query, side: str | None = None) -> str:
@@ -217,13 +214,13 @@ class Rekeyer:
         key = compile_expression(expression)
         self._key = (lambda row: key(None, row, None)) if rekey.side == p.LEFT_SIDE else (
             lambda row: key(None, None, row))
-        self._where = [c.name for c in rekey.source.value_columns if c in WHERE_READ]
+        self._where = [c.name for c in rekey.source.value_columns if c in p.WHERE_READ]
 
     def rekey(self, row: Row, partition: int, offset: int) -> tuple[bytes | None, bytes]:
         """(key, value) of the re-keyed record of ``row``, read at ``offset`` of ``partition`` of the stream."""
         columns = row[0]
         if self._where:  # its join reads where it was read: here, not the repartition topic
-            where = zip(WHERE_READ, (partition, offset))
+            where = zip(p.WHERE_READ, (partition, offset))
             columns = {**columns, **{c.name: at for c, at in where if c.name in self._where}}
         value = self.codec.encode_value({**columns, ROWTIME: row[1]})
         assert value is not None
@@ -306,7 +303,7 @@ def rekey_streams(plan: p.Plan, app_id: str) -> p.Plan:
             queries.append(query)
             continue
         key, key_format = stream_join_key(plan, query)
-        carried = tuple(c for c in WHERE_READ if c.name in where_read(query))
+        carried = tuple(c for c in p.WHERE_READ if c.name in where_read(query))
         names: dict[str, str] = {}
         for side, name in rekeyed.items():
             repartition = join_repartition(query, side)
