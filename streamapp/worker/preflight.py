@@ -8,10 +8,15 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+import uuid
 from pathlib import Path
 from typing import Any
 
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
 from ..errors import StreamappError
+from ..kafka.security import aiokafka_options
 from ..settings import Settings, ensure_directory, env_name
 
 
@@ -61,13 +66,6 @@ async def check_transactions(settings: Settings, timeout: float = TRANSACTIONS_T
     would fence the partition's owner) starts (InitProducerId, which needs the
     transaction coordinator and its state log) and runs one empty transaction.
     """
-    import uuid
-
-    from aiokafka import AIOKafkaProducer
-    from aiokafka.errors import KafkaError
-
-    from ..kafka.security import aiokafka_options
-
     named = f"{env_name('processing_guarantee')}=exactly_once"
     producer = AIOKafkaProducer(**aiokafka_options(settings.kafka),
                                 transactional_id=f"{settings.app_id}-preflight-{uuid.uuid4().hex[:12]}")

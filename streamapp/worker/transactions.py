@@ -19,8 +19,10 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 from aiokafka import AIOKafkaProducer
 from aiokafka import TopicPartition as AioTopicPartition
 from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
+from confluent_kafka import Consumer, TopicPartition
+from faust.types import TP
 
-from ..kafka.security import aiokafka_options
+from ..kafka.security import aiokafka_options, librdkafka_config
 from ..settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -407,10 +409,6 @@ async def _stop(producer: Any) -> None:
 
 def committed_offset(kafka: Any, group_id: str, topic: str, partition: int) -> int | None:
     """The group's committed offset of one partition (OffsetFetch, stable offsets only); None when none is."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from ..kafka.security import librdkafka_config
-
     consumer = Consumer({**librdkafka_config(kafka), "group.id": group_id, "enable.auto.commit": False})
     try:
         found = consumer.committed([TopicPartition(topic, partition)], timeout=30)[0].offset
@@ -425,8 +423,6 @@ def install(app: Any, topics: str | Sequence[str], on_refused: OnRefused) -> Tra
 
     The consumer's ``seek_to_committed`` fences (:func:`streamapp.worker.faust_internals.seek_fenced`).
     """
-    from faust.types import TP
-
     settings: Settings = app.settings
     group_id = app.conf.id
     names = (topics,) if isinstance(topics, str) else tuple(topics)
