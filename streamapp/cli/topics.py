@@ -10,6 +10,7 @@ from confluent_kafka import KafkaException, TopicCollection
 
 from rich.table import Table
 
+from ..copartition.fingerprint import fingerprint_topic
 from ..copartition.impact import PartitionImpact, add_partitions_impact
 from ..kafka.admin import (
     ADMIN_TIMEOUT, TopicError, add_partitions, admin_client, check_new_count, create_topic, delete_topic, describe,
@@ -180,8 +181,6 @@ def topic_partitioner(bootstrap: str, topic: str, given: str | None) -> tuple[st
     """The partitioner to measure with, and how it was chosen (given, or fingerprinted)."""
     if given:
         return given, "given with --partitioner"
-    from ..copartition.fingerprint import fingerprint_topic
-
     fingerprint = fingerprint_topic(bootstrap, topic)
     if fingerprint.keyed == 0:
         return "murmur2_random", "no keyed records, so no key can move"

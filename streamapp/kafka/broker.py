@@ -131,7 +131,7 @@ def check_address(host: str, port: int) -> None:
 
 def metadata_ok(bootstrap: Kafka, timeout: float = 2.0) -> bool:
     """True when the broker answers a Metadata request (the Kafka handshake clients start with)."""
-    from .admin import TopicError, describe
+    from .admin import TopicError, describe  # librdkafka (about 1 s) loads while the JVM starts, not before it
 
     try:
         describe(bootstrap, (), timeout=timeout)
@@ -142,7 +142,7 @@ def metadata_ok(bootstrap: Kafka, timeout: float = 2.0) -> bool:
 
 def can_create_topics(bootstrap: Kafka, timeout: float = 5.0) -> bool:
     """True when the controller accepts a topic (validated only, nothing is created)."""
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaException  # deferred as in metadata_ok
     from confluent_kafka.admin import NewTopic
 
     from .admin import admin_client

@@ -103,7 +103,7 @@ def aiokafka_options(kafka: Kafka) -> dict[str, Any]:
 
 def faust_credentials(kafka: Kafka) -> "CredentialT | None":
     """Faust's ``broker_credentials``: applied by Faust to its consumer, producer and topic creation."""
-    from faust.auth import SASLCredentials, SSLCredentials
+    from faust.auth import SASLCredentials, SSLCredentials  # deferred: the CLI's Kafka commands never load Faust
 
     access = access_of(kafka)
     if access.sasl:  # an ssl_context makes Faust speak SASL_SSL, none SASL_PLAINTEXT
@@ -279,7 +279,7 @@ def _client_certificate_problem(access: KafkaAccess, tls: ssl.SSLSocket, server:
 
 def _sasl_problem(access: KafkaAccess, server: str, timeout: float) -> str | None:
     """One Metadata request through librdkafka; its first authentication error is final (it would retry for ever)."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError, KafkaException  # deferred: the broker's start imports this module
     from confluent_kafka.admin import AdminClient
 
     errors: list[KafkaError] = []
