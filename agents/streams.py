@@ -110,8 +110,12 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                               int(time.time() * 1000))
 
         def join(partition: int, msg: Record) -> Joined:
-            if msg.value is None and ignores_null:
-                return msg.timestamp, []
+            if msg.value is None and ignores_null:  # on to the join, where it moves stream time (Rekeyer.null_value)
+                try:
+                    return msg.timestamp, [(rekey.topic, rekey.null_value(msg.key), None, None)
+                                           for rekey, _ in rekeys if rekey.forwards_null]
+                except RecordError:  # its key cannot be read: dropped, as ksqlDB drops it at the source
+                    return msg.timestamp, []
             row = rows.row(msg)
             checks.check_timestamp(row[1], time_field)
             joined: list[tuple[str, bytes | None, bytes | None, bool | str | None]] = []
@@ -136,9 +140,9 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
             timestamp, joined = checked
             counters.record_read(topic, partition)
             for output, key, value, result in joined:
-                if value is not None:
+                if value is not None or result is None:  # a join's row, or a re-keyed record (a null value too)
                     if key is None:  # the producer's choice for a null key, not the partitioner's for a key
-                        where = null_keys.partition(output, app.partition_counts[output], len(value))
+                        where = null_keys.partition(output, app.partition_counts[output], len(value or b""))
                         sender.add_to(output, where, None, value, timestamp, msg)
                     else:
                         sender.add(output, key, value, timestamp, msg)
@@ -146,7 +150,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                     counters.record_join(output, partition, True)
                 elif result is not None:  # a join's miss, with its cause
                     counters.record_miss(output, partition, result)
-                elif value is not None:  # a re-keyed record, into its repartition topic
+                else:  # a re-keyed record, into its repartition topic
                     counters.record_written(output, partition)
 
         if transactions is None:

@@ -13,6 +13,10 @@ from .engine import Output, Reader, Record, Row
 from .expressions import compile_expression
 from .table_join import TwoSided
 
+#: The value column that carries a re-keyed stream record's event time through its repartition topic (a name no
+#: declared column takes: ksqlDB reserves it); a re-keyed null value's time is its record's (``Rekeyer.null_value``).
+ROWTIME = "ROWTIME"
+
 #: Kafka Streams' grace of a join window declared without one (``JoinWindows.of``): 24 hours less twice ``before``.
 LEGACY_GRACE_MS = 24 * 3_600_000
 #: How often (wall-clock milliseconds) Kafka Streams looks for unmatched records whose window closed
@@ -188,8 +192,9 @@ class StreamJoin(TwoSided):
 
     def _update(self, side: str, reader: Reader, record: Record) -> list[Output]:
         _, row = reader.row(record)
-        if row is None:  # a null value joins nothing (its time, read from no value, moves nothing either)
-            if reader.source.timestamp is None:
+        if row is None:  # a null value joins nothing, but moves stream time by its record's (KStreamKStreamJoin); not
+            # when its time is a column of its value (ksqlDB drops it at the source); a re-keyed one's is its record's
+            if reader.source.timestamp in (None, ROWTIME):
                 self.state.stream_time = max(self.state.stream_time, record.timestamp)
             return []
         if self._where_read:  # unless the row carries its own (the worker's re-keyed stream: its source's)

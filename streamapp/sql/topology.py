@@ -27,7 +27,7 @@ from .engine import Row
 from .expressions import compile_expression
 from .formats import Codec
 from .planner import PlanError, plan_file, plan_text
-from .stream_join import where_read
+from .stream_join import ROWTIME, where_read
 
 #: The settings that rename the seed's topics: each renames the topic that is its default value.
 SEED_TOPIC_SETTINGS = ("users_topic", "orders_topic", "users_repartition_topic", "merged_topic",
@@ -154,8 +154,6 @@ class StreamStreamJoin(Output):
         return f"{self.pair}-left-window", f"{self.pair}-right-window", f"{self.pair}-outer"
 
 
-#: The value column that carries a re-keyed stream record's event time through its repartition topic.
-ROWTIME = "ROWTIME"
 #: The key column of a re-keyed stream: the join key, in the format of the keys it meets (a name no column takes).
 JOIN_KEY = "__streamapp_join_key"
 
@@ -215,6 +213,22 @@ class Rekeyer:
         self._key = (lambda row: key(None, row, None)) if rekey.side == p.LEFT_SIDE else (
             lambda row: key(None, None, row))
         self._where = [c.name for c in rekey.source.value_columns if c in p.WHERE_READ]
+        self._declared, self._key_names = Codec(rekey.declared), [c.name for c in rekey.declared.key_columns]
+        #: Whether a null value goes on to the join (:meth:`null_value`): its time is the record's, not a column's.
+        self.forwards_null = rekey.declared.timestamp is None
+
+    def null_value(self, key: bytes | None) -> bytes | None:
+        """The key of the re-keyed record of a null value (RecordError: its key bytes cannot be read).
+
+        ksqlDB re-keys it too, its new key computed from the key columns alone (null when the join key reads
+        the value), and Kafka Streams' join moves stream time by it before dropping it (``KStreamKStreamJoin``);
+        with a ``TIMESTAMP`` column its time cannot be read, and it is dropped at the source (see
+        :attr:`forwards_null`).
+        """
+        decoded = self._declared.decode_key(key) if self._key_names else None
+        columns = dict(decoded) if len(self._key_names) > 1 and decoded is not None else (
+            {self._key_names[0]: decoded} if self._key_names else {})
+        return self.codec.encode_key(self._key((columns, 0)))
 
     def rekey(self, row: Row, partition: int, offset: int) -> tuple[bytes | None, bytes]:
         """(key, value) of the re-keyed record of ``row``, read at ``offset`` of ``partition`` of the stream."""
