@@ -350,19 +350,6 @@ def start_together(child: Any, *workers: WorkerProcess, timeout: float = 120.0) 
             started.result()
 
 
-def side_by_side(runs: dict[str, Callable[[], None]]) -> None:
-    """Run independent scenarios at once, one thread each: their time is mostly waiting (a worker's start, a session
-    timeout, a limit it keeps), not CPU. Every one runs to its end; then the first failure is raised, with a note
-    naming its scenario."""
-    with ThreadPoolExecutor(len(runs)) as pool:
-        futures = {label: pool.submit(run) for label, run in runs.items()}
-    for label, future in futures.items():
-        error = future.exception()
-        if error is not None:
-            error.add_note(f"(in the {label} scenario, run side by side with {sorted(set(runs) - {label})})")
-            raise error
-
-
 def background_scenario(name: str, scenario: Callable[[Settings, Path], None]) -> Any:
     """A module-scoped fixture ``name`` that starts ``scenario(module_broker_settings, a directory of its own)`` in a
     thread at its first use, so that it runs beside the tests that run meanwhile (a scenario that is mostly waiting:
