@@ -163,9 +163,9 @@ class StreamJoin(TwoSided):
         assert query.kind == p.STREAM_STREAM_JOIN and query.within_before is not None and query.within_after is not None
         assert query.left_key is not None and query.right_key is not None
         super().__init__(plan, query)
-        self.window = JoinWindowSpec(query.within_before, query.within_after, query.grace)
+        self.window = join_window(query)
         #: Kafka Streams' "this" side: the left stream, but the right one of a RIGHT join (``right.leftJoin(left)``).
-        self.this_side = p.RIGHT_SIDE if query.join_type == "RIGHT" else p.LEFT_SIDE
+        self.this_side = side_of(query, this_side=True)
         self._outer = {self.this_side: query.join_type != "INNER", _other(self.this_side): query.join_type == "FULL"}
         #: The state in use: this one in memory, unless the worker hands it a partition's (:meth:`new_state`).
         self.state = self.new_state()
@@ -291,3 +291,16 @@ def store_key(key: Any) -> bytes:
 
 def _other(side: str) -> str:
     return p.RIGHT_SIDE if side == p.LEFT_SIDE else p.LEFT_SIDE
+
+
+def join_window(query: p.Query) -> JoinWindowSpec:
+    """A stream-stream join's window, as its query declares it (``WITHIN``, ``GRACE PERIOD``)."""
+    assert query.within_before is not None and query.within_after is not None
+    return JoinWindowSpec(query.within_before, query.within_after, query.grace)
+
+
+def side_of(query: p.Query, this_side: bool) -> str:
+    """Kafka Streams' "this" side of the join (``this_side``), else the other: the left stream, but the right one of a
+    RIGHT join, which ksqlDB builds as ``right.leftJoin(left)``."""
+    first = p.RIGHT_SIDE if query.join_type == "RIGHT" else p.LEFT_SIDE
+    return first if this_side else _other(first)

@@ -17,7 +17,8 @@ from faust import web
 from ...model.records import RecordError
 from ...sql import plan as p
 from ...sql.formats import Codec, json_text
-from ...sql.stream_join import JoinWindowSpec
+from ...sql.stream_join import JoinWindowSpec, join_window
+from ...sql.stream_join import side_of as join_side
 from ...sql.topology import JOIN_KEY, ROWTIME, Rekey, StreamStreamJoin
 from .. import window_stores
 from . import lookup, params, routing
@@ -44,16 +45,11 @@ class Store:
 
     @property
     def window(self) -> JoinWindowSpec:
-        query = self.join.query
-        assert query.within_before is not None and query.within_after is not None
-        return JoinWindowSpec(query.within_before, query.within_after, query.grace)
+        return join_window(self.join.query)
 
     def side_of(self, this_side: bool | None) -> str:
         """The side of a record of this store (an outer store's: from whether it is the join's "this" side)."""
-        if this_side is None:
-            return self.kind
-        first = p.RIGHT_SIDE if self.join.query.join_type == "RIGHT" else p.LEFT_SIDE
-        return first if this_side else (p.LEFT_SIDE if first == p.RIGHT_SIDE else p.RIGHT_SIDE)
+        return self.kind if this_side is None else join_side(self.join.query, this_side)
 
 
 def stores(app: StreamappApp) -> dict[str, Store]:
