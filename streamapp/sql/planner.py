@@ -33,7 +33,8 @@ WINDOW_PROPERTIES = ("WINDOW_TYPE", "WINDOW_SIZE")
 #: ksqlDB's column types a KAFKA-format key can have.
 KAFKA_KEY_TYPES = ("INT", "BIGINT", "DOUBLE", "STRING", "BYTES")
 PSEUDO_COLUMNS = ("ROWTIME",)
-UNSUPPORTED_PSEUDO = ("ROWPARTITION", "ROWOFFSET")
+#: The pseudo columns of where a record was read (plan.WHERE_READ): refused but in a stream-stream join, qualified.
+UNSUPPORTED_PSEUDO = tuple(c.name for c in p.WHERE_READ)
 #: A windowed source's bounds: no source streamapp reads is windowed, so they never resolve.
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
 
@@ -848,7 +849,7 @@ class _Planner:
         if ref.name in PSEUDO_COLUMNS:
             return p.RowTime(side.side), "BIGINT", side
         if ref.name in UNSUPPORTED_PSEUDO:  # a stream-stream join's rows hold where their record was read
-            return p.ColumnOf(side.side, ref.name), "INT" if ref.name == "ROWPARTITION" else "BIGINT", side
+            return p.ColumnOf(side.side, ref.name), next(c.type for c in p.WHERE_READ if c.name == ref.name), side
         column = side.source.column(ref.name)
         if column is None:
             raise self._rejected(statement, f"Column '{ref}' cannot be resolved.")
