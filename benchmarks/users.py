@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -114,7 +113,7 @@ async def pipe(bootstrap: str, source: str, changelog: str, repartition: str) ->
         await producer.send(changelog, msg.value, key=msg.key, partition=tp.partition, timestamp_ms=msg.timestamp)
         await producer.send(repartition, msg.value, key=msg.key, timestamp_ms=msg.timestamp)
 
-    await pipe_loop(bootstrap, source, forward)
+    await pipe_loop(bootstrap, [source], forward)
 
 
 def run(args: argparse.Namespace) -> None:

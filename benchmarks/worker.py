@@ -29,7 +29,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -208,15 +208,16 @@ def bench_pipe(base: Settings, orders: list[tuple[bytes, bytes]]) -> Rate:
         child.wait(30)
 
 
-async def pipe_loop(bootstrap: str, source: str, forward: Callable[[Any, Any, Any], Awaitable[None]]) -> None:
-    """A raw aiokafka consumer → producer: ``forward(producer, tp, record)`` for each record read from ``source``.
+async def pipe_loop(bootstrap: str, sources: Sequence[str],
+                    forward: Callable[[Any, Any, Any], Awaitable[None]]) -> None:
+    """A raw aiokafka consumer → producer: ``forward(producer, tp, record)`` for each record read from ``sources``.
 
     Prints ``ready`` once it has joined its group: from there on it is only the pipe's work.
     """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     logging.getLogger("aiokafka").setLevel(logging.ERROR)  # the group coordinator's start-up retries
-    consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"pipe-{uuid.uuid4().hex}",
+    consumer = AIOKafkaConsumer(*sources, bootstrap_servers=bootstrap, group_id=f"pipe-{uuid.uuid4().hex}",
                                 auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await consumer.start()
@@ -241,7 +242,7 @@ async def pipe(bootstrap: str, source: str, outputs: list[str]) -> None:
         for topic in outputs:
             await producer.send(topic, msg.value, key=msg.key, timestamp_ms=msg.timestamp)
 
-    await pipe_loop(bootstrap, source, forward)
+    await pipe_loop(bootstrap, [source], forward)
 
 
 def rss_with_users(base: Settings, tmp: Path, count: int) -> tuple[float, float, float]:
