@@ -21,6 +21,7 @@ import faust
 from faust.web.drivers import aiohttp as aiohttp_driver
 from mode.utils.objects import cached_property
 
+from ..copartition.guard import GuardError, run_guard
 from ..errors import StreamappError
 from ..kafka.admin import describe, ensure_topics
 from ..kafka.security import check_access_once, faust_credentials
@@ -30,6 +31,7 @@ from ..sql.topology import PlanError, Topology, topology, worker_refusal
 from . import health
 from .counters import Counters
 from .flow_control import FlowControl
+from .health import GUARD_EXIT_CODE
 from .preflight import check_transactions, check_worker
 from .tables import JoinTables
 from .transport import BatchHandler, Transport
@@ -43,8 +45,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Exit status of a worker stopped by the guard (``guard_policy=fail``), like the CLI's errors.
-GUARD_EXIT_CODE = 2
 #: The package whose ``install(app)`` adds the agents: ``agents/``, beside streamapp (it uses streamapp).
 AGENTS = "agents"
 
@@ -208,8 +208,6 @@ class StreamappApp(faust.App):
                                                                     self.topology)
         if created:
             logger.info("Created topics with %d partitions: %s", settings.partitions, ", ".join(created))
-        from ..copartition.guard import GuardError, run_guard
-
         try:
             await loop.run_in_executor(None, run_guard, settings, self.join_tables.key_serializers())
         except GuardError as exc:

@@ -32,7 +32,10 @@ from . import batch_sender
 
 logger = logging.getLogger(__name__)
 
-#: Exit status of a worker that gave up on Kafka (1 is a crash, 2 the co-partitioning guard).
+#: Exit status of a worker stopped by the co-partitioning guard (``guard_policy=fail``) or refused at its start
+#: (a bad setting), like the CLI's errors; 1 is a crash.
+GUARD_EXIT_CODE = 2
+#: Exit status of a worker that gave up on Kafka.
 UNREACHABLE_EXIT_CODE = 3
 #: Exit status of a worker that could not write a topic for ``output_failure_exit``, or was stopped meanwhile.
 OUTPUT_FAILURE_EXIT_CODE = 4

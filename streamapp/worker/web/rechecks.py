@@ -27,6 +27,7 @@ from ...copartition.drift import LivePlacement, count_changes, drift_reason
 from ...copartition.doctor_pairs import diagnose_worker
 from ...errors import StreamappError
 from ...settings import Settings
+from ..health import GUARD_EXIT_CODE
 
 if TYPE_CHECKING:
     from ..app import StreamappApp
@@ -322,8 +323,6 @@ async def stop_and_exit(app: StreamappApp) -> None:
 
     A task of its own, not of the app, so the app's stop does not cancel it; bounded by :data:`STOP_SECONDS`.
     """
-    from ..app import GUARD_EXIT_CODE  # the app module imports this one
-
     try:
         await asyncio.wait_for(app.stop(), STOP_SECONDS)
     except Exception as exc:  # noqa: BLE001 - leaving anyway: the offsets not committed are read again
