@@ -1,11 +1,11 @@
-"""A declared windowed stream-stream join, run by an agent per side's topic (issue 37, ring R1).
+"""A declared windowed stream-stream join, run by one agent for both sides' topics (issue 37, ring R1).
 
 Thin: what a record writes is the pure engine's (:class:`streamapp.sql.stream_join.StreamJoin`), handed the
 state of the record's partition held in RocksDB (:class:`RocksState`): both topics are co-partitioned, so a
 key's records of both sides meet in one partition, as in a Kafka Streams task.  A side's window store keeps a
-record under its key bytes, big-endian time and offset (a key's records of a time range are one range scan),
-and a time index by which what the retention let go is deleted as stream time moves; every write goes to the
-store's changelog too, which Faust restores from.  A record whose outputs are refused leaves no state behind,
+record under its key bytes, big-endian time and offset (a key's records of a time range are one range scan);
+what the retention let go is deleted by a scan every half retention; every write goes to the store's changelog
+too, which Faust restores from.  A record whose outputs are refused leaves no state behind,
 and under exactly_once partition p of both sides shares one transaction (outputs, changelogs, both offsets):
 a dropped one's RocksDB writes are put back.  See docs/explanation/worker-internals.md#stream-stream-joins.
 """
@@ -30,13 +30,16 @@ from streamapp.worker.faust_internals import partition_db
 from streamapp.worker.batch_sender import BatchSender
 from streamapp.worker.transactions import OpenTransaction, Transactions, in_transactions
 from streamapp.worker.transactions import install as transactions_install
-from streamapp.worker.transport import Handler, Record
+from streamapp.worker.transport import Handler, InOrder, Record
 from streamapp.worker.window_stores import META, Change, RocksOuter, RocksWindow, Writes
 
 from .dead_lettering import DeadLettering, OutputChecks
 
 logger = logging.getLogger(__name__)
 
+#: Most records of a handler call: a windowed join's record costs a few hundred microseconds, and the event loop
+#: (heartbeats, the web views) runs between calls.
+JOIN_CALL_SIZE = 512
 #: What a record writes: (output, key, value, timestamp) per joined record.
 Written = list[tuple[str, bytes | None, bytes | None, int]]
 #: Each key's value before its first write since the journal was emptied, by (table, partition, key): (table,
@@ -224,37 +227,40 @@ def runs_of(app: StreamappApp) -> list[StreamJoinRun]:
     return [StreamJoinRun(app, join) for join in app.topology.stream_joins]
 
 
-def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str, runs: Sequence[StreamJoinRun],
+def install_group(app: StreamappApp, dead_letters: DeadLettering, topics: Sequence[str], runs: Sequence[StreamJoinRun],
                   transactions: Transactions | None = None) -> None:
-    """The agent of one side's topic: each stream-stream join it is a side of (under exactly_once in
-    ``transactions``, which the other side's topic shares)."""
+    """One agent for the topics of joins that share a side (:func:`transaction_groups`): each fetch's records of them
+    in one call, each partition's in event-time order (:attr:`~streamapp.worker.transport.Handler.joint`), each record
+    joined in every join it is a side of (under exactly_once in ``transactions``, a partition's shared by them all)."""
     counters, null_keys = app.counters, NullKeyPartitions()
-    mine = [run for run in runs if topic in run.engine_topic]
-    changelogs = {id(t): t.changelog_topic.get_topic_name() for run in mine for t in run.tables}
+    mine = {topic: [run for run in runs if topic in run.engine_topic] for topic in topics}
+    group = [run for run in runs if set(run.engine_topic) & set(topics)]
+    changelogs = {id(t): t.changelog_topic.get_topic_name() for run in group for t in run.tables}
 
-    async def handle(batches: Mapping[TP, Sequence[Record]], sender: BatchSender[Record],
+    async def handle(batches: Mapping[TP, Sequence[Record]] | InOrder, sender: BatchSender[Record],
                      producer: Any = None) -> None:
         """The records of ``batches`` joined, their outputs and the stores' changes sent through ``sender``."""
-        checks = OutputChecks(await dead_letters.size_limits(), [run.output for run in mine],
+        checks = OutputChecks(await dead_letters.size_limits(), [run.output for run in group],
                               int(time.time() * 1000))
         last = next((messages[-1] for messages in reversed(list(batches.values())) if messages), None)
 
         def check(partition: int, msg: Record) -> tuple[Written, int]:
-            marks = [run.mark(partition) for run in mine]
+            theirs = mine[msg.topic]
+            marks = [run.mark(partition) for run in theirs]
             written: Written = []
             late = 0
             try:
-                for run in mine:
+                for run in theirs:
                     before = run.engine.late
-                    for output, key, value, timestamp in run.process(topic, partition, msg):
+                    for output, key, value, timestamp in run.process(msg.topic, partition, msg):
                         checks.check_size(output, key, value, "joined record")
                         written.append((output, key, value, timestamp))
                     late += run.engine.late - before
             except Exception:  # a refused record (a dead letter) leaves no state behind
-                for run, mark in zip(mine, marks):
+                for run, mark in zip(theirs, marks):
                     run.undo(partition, mark)
                 raise
-            for run in mine:
+            for run in theirs:
                 run.keep(partition)
             return written, late
 
@@ -265,9 +271,9 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str, ru
 
         def write(partition: int, msg: Record, checked: tuple[Written, int]) -> None:
             written, late = checked
-            counters.record_read(topic, partition)
+            counters.record_read(msg.topic, partition)
             if late:
-                counters.record_late(topic, partition, late)
+                counters.record_late(msg.topic, partition, late)
             for output, key, value, timestamp in written:
                 if key is None:  # an outer side's null key: the producer's choice, as for a stream-table join
                     where = null_keys.partition(output, app.partition_counts[output], len(value or b""))
@@ -275,26 +281,27 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str, ru
                 else:
                     sender.add(output, key, value, timestamp, msg)
                 counters.record_written(output, partition)
-            for run in mine:  # the stores' changes go out with the outputs, before the offsets are acked
+            for run in mine[msg.topic]:  # the stores' changes go out with the outputs, before the offsets are acked
                 changelog(run.changes)
                 run.changes.clear()
-                if msg is last:  # and the stream times in the same send: a second one waits for the broker
+            if msg is last:  # and the stream times in the same send: a second one waits for the broker
+                for run in group:
                     changelog(run.stored())
 
         dropped = False
         try:
-            await dead_letters.handle(batches, check, write, sender, producer=producer)
+            await dead_letters.handle(batches, check, write, sender, producer=producer)  # type: ignore[arg-type]
         except BaseException:
             dropped = producer is not None  # the transaction's work is dropped: put back (StreamJoinRun.ended)
             raise
         finally:
-            left = [change for run in mine for change in run.stored()]  # the last record was dead-lettered
+            left = [change for run in group for change in run.stored()]  # the last record was dead-lettered
             if left and not dropped:
                 sender = dead_letters.sender(producer=producer)
                 changelog(left)
                 await sender.send()
 
-    async def handle_fetch(batches: Mapping[TP, Sequence[Record]]) -> None:
+    async def handle_fetch(batches: Mapping[TP, Sequence[Record]] | InOrder) -> None:
         if transactions is None:
             await handle(batches, dead_letters.sender())
             return
@@ -305,12 +312,14 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str, ru
             await handle({tp: messages}, dead_letters.sender(producer=txn.producer, on_failure=txn.on_failure),
                          txn.producer)
 
-        await in_transactions(transactions, batches, in_transaction)
+        await in_transactions(transactions, batches, in_transaction)  # type: ignore[arg-type]
 
-    stream = app.join_tables.topics[topic]
-    if transactions is not None:  # Faust never commits it: its offsets go in the transactions only
-        stream.acks = False
-    app.batch_agent(stream)(Handler(handle_fetch, event_time=_event_time(mine, topic)))
+    handler = Handler(handle_fetch, event_time=_event_time(group), joint=",".join(topics), call_size=JOIN_CALL_SIZE)
+    for topic in topics:
+        stream = app.join_tables.topics[topic]
+        if transactions is not None:  # Faust never commits it: its offsets go in the transactions only
+            stream.acks = False
+        app.batch_agent(stream)(handler)
 
 
 def transaction_groups(runs: Sequence[StreamJoinRun]) -> list[tuple[str, ...]]:
@@ -352,12 +361,20 @@ async def past_markers(app: StreamappApp, changelogs: set[str], interval: float 
                 seen.add(tp)
 
 
-def _event_time(runs: Sequence[StreamJoinRun], topic: str) -> Any:
-    reader = next(run.engine.left if run.join.source_topic == topic else run.engine.right for run in runs)
+def _event_time(runs: Sequence[StreamJoinRun]) -> Callable[[Record], int]:
+    """A record's event time, by the side its topic is of (a topic's first join's reader): its value is decoded
+    for it only where the stream takes its time from a column (``TIMESTAMP=``), else it is the record's."""
+    readers: dict[str, Any] = {}
+    for run in runs:
+        readers.setdefault(run.join.source_topic, run.engine.left)
+        readers.setdefault(run.join.right_topic, run.engine.right)
+    timed = {topic for topic, reader in readers.items() if reader.source.timestamp is not None}
 
     def event_time(msg: Record) -> int:
+        if msg.topic not in timed:
+            return msg.timestamp
         try:
-            _, row = reader.read(msg.key, msg.value, msg.timestamp)
+            _, row = readers[msg.topic].read(msg.key, msg.value, msg.timestamp)
         except Exception:  # noqa: BLE001 - dead-lettered anyway; its place does not matter
             return msg.timestamp
         return msg.timestamp if row is None else row[1]
@@ -376,8 +393,7 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
                 for run in ours:
                     run.ended(partition, committed)
             transactions.on_ended = ended
-        for topic in group:
-            install_topic(app, dead_letters, topic, runs, transactions)
+        install_group(app, dead_letters, group, runs, transactions)
 
     async def on_revoked(sender: Any, revoked: Iterable[Any], **kwargs: Any) -> None:
         for run in runs:

@@ -285,8 +285,14 @@ def _hashable(key: Any) -> Any:
 
 
 def store_key(key: Any) -> bytes:
-    """A join key's bytes in a store held outside this process (the worker's RocksDB): equal keys, equal bytes."""
-    return json.dumps(_hashable(key), default=str).encode("utf-8")
+    """A join key's bytes in a store held outside this process (the worker's RocksDB): equal keys, equal bytes
+    (JSON; an integer's written directly, and one encoder reused: ``json.dumps(default=str)`` builds one a call)."""
+    if type(key) is int:
+        return str(key).encode()
+    return _KEY_JSON(_hashable(key)).encode("utf-8")
+
+
+_KEY_JSON = json.JSONEncoder(default=str).encode
 
 
 def _other(side: str) -> str:

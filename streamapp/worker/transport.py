@@ -53,9 +53,39 @@ class Handler:
     handle: BatchHandler
     table: bool = False
     event_time: Callable[[Record], int] = record_time
+    #: Handlers of several stream topics sharing a ``joint`` name take a fetch's records of them all in one call
+    #: (to the handler of the topic met first), each partition's merged in event-time order (an :class:`InOrder`):
+    #: a windowed join's two sides interleaved in time would otherwise be calls of one or two records, each waiting
+    #: a broker round trip for its outputs.  Named, not the same object: the metrics wrap each topic's handler.
+    joint: str | None = None
+    #: Most records a call takes (:data:`CALL_SIZE` unless the handler's records cost much more than a lookup).
+    call_size: int = CALL_SIZE
 
     async def __call__(self, batches: Mapping[TP, Sequence[Record]]) -> None:
         await self.handle(batches)
+
+
+class InOrder:
+    """A joint handler's call (:attr:`Handler.joint`): (partition, records of it) runs in processing order, where a
+    partition comes again for each run; read as a batch is (:meth:`items`, :meth:`values`)."""
+
+    def __init__(self, runs: list[tuple[TP, Sequence[Record]]]) -> None:
+        self.runs = runs
+
+    def items(self) -> list[tuple[TP, Sequence[Record]]]:
+        return self.runs
+
+    def values(self) -> list[Sequence[Record]]:
+        return [records for _, records in self.runs]
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, InOrder) and other.runs == self.runs
+
+    def __repr__(self) -> str:
+        return f"InOrder({self.runs!r})"
 
 
 def event_time_runs(queues: Sequence[tuple[K, Sequence[T]]], time_of: Callable[[K, T], int],
@@ -86,26 +116,30 @@ def event_time_runs(queues: Sequence[tuple[K, Sequence[T]]], time_of: Callable[[
     return runs
 
 
-def pieces(by_partition: Mapping[TP, Sequence[T]], size: int = CALL_SIZE) -> Iterator[dict[TP, Sequence[T]]]:
-    """``by_partition`` cut into calls of at most ``size`` messages, each partition's in order."""
-    piece: dict[TP, Sequence[T]] = {}
+def pieces(by_partition: Mapping[TP, Sequence[T]] | InOrder, size: int = CALL_SIZE
+           ) -> Iterator[dict[TP, Sequence[T]] | InOrder]:
+    """``by_partition`` cut into calls of at most ``size`` messages, each partition's in order (an
+    :class:`InOrder`'s in its order, as InOrders)."""
+    wrap: Callable[[list[tuple[TP, Sequence[T]]]], dict[TP, Sequence[T]] | InOrder] = \
+        InOrder if isinstance(by_partition, InOrder) else dict  # type: ignore[assignment]
+    piece: list[tuple[TP, Sequence[T]]] = []
     room = size
     for tp, messages in by_partition.items():
         start = 0
         while start < len(messages):
             taken = messages[start:start + room]
-            piece[tp] = taken
+            piece.append((tp, taken))
             start += len(taken)
             room -= len(taken)
             if room == 0:
-                yield piece
-                piece, room = {}, size
+                yield wrap(piece)
+                piece, room = [], size
     if piece:
-        yield piece
+        yield wrap(piece)
 
 
 def rounds(fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchHandler]
-           ) -> list[list[tuple[str, dict[TP, Sequence[Record]]]]]:
+           ) -> list[list[tuple[str, dict[TP, Sequence[Record]] | InOrder]]]:
     """A fetch's batch messages as handler calls: rounds of (topic, messages by partition), in processing order.
 
     Round i holds the i-th run (:func:`event_time_runs`) of every partition number;
@@ -113,7 +147,8 @@ def rounds(fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchH
     are all of one topic (the usual case) take one round and cost no event time;
     so do those holding table sources' records only (the users and the repartition
     topic while the tables load): each table's updates are its own, and no stream
-    record is among them to be ordered against.
+    record is among them to be ordered against.  A joint handler's topics (:attr:`Handler.joint`)
+    make one call of the first round: each partition's runs of them, in order (an :class:`InOrder`).
     """
     by_partition: dict[int, list[tuple[TP, Sequence[Record]]]] = {}
     for tp, messages in fetched.items():
@@ -125,8 +160,20 @@ def rounds(fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchH
     def time_of(tp: TP, record: Record) -> int:
         return getattr(handlers[tp.topic], "event_time", record_time)(record)
 
-    result: list[dict[str, dict[TP, Sequence[Record]]]] = []
+    result: list[dict[str, dict[TP, Sequence[Record]] | InOrder]] = []
+    joint: dict[str, tuple[str, list[tuple[TP, Sequence[Record]]]]] = {}
+
+    def joint_of(tp: TP) -> str | None:
+        return getattr(handlers[tp.topic], "joint", None)
+
     for queues in by_partition.values():
+        for name in dict.fromkeys(filter(None, (joint_of(q[0]) for q in queues))):
+            theirs = [q for q in queues if joint_of(q[0]) == name]
+            queues = [q for q in queues if joint_of(q[0]) != name]
+            call = joint.setdefault(name, (theirs[0][0].topic, []))
+            call[1].extend(event_time_runs(theirs, time_of, is_table))
+        if not queues:
+            continue
         queues.sort(key=lambda q: not is_table(q[0]))
         if is_table(queues[-1][0]):  # tables only: one round, no event time
             ordered = [list(queues)]
@@ -136,7 +183,11 @@ def rounds(fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchH
             if i == len(result):
                 result.append({})
             for tp, run in runs:
-                result[i].setdefault(tp.topic, {})[tp] = run
+                result[i].setdefault(tp.topic, {})[tp] = run  # type: ignore[index]
+    for topic, runs in joint.values():
+        if not result:
+            result.append({})
+        result[0][topic] = InOrder(runs)
     return [sorted(calls.items(), key=lambda call: not is_table(TP(call[0], 0))) for calls in result]
 
 
@@ -344,7 +395,7 @@ class Consumer(faust_aiokafka.Consumer):
                 fetched[tp] = accepted
         for calls in rounds(fetched, handlers):
             for topic, by_partition in calls:
-                for piece in pieces(by_partition):
+                for piece in pieces(by_partition, getattr(handlers[topic], "call_size", CALL_SIZE)):
                     if rebalancing():
                         return
                     if overtaken():
