@@ -193,29 +193,6 @@ def test_python_reader_fails_in_one_line_on_a_range_it_cannot_read_whole(bootstr
     assert "stopped at offset 2" in str(below.value) and "the log holds offsets [6, 10)" in str(below.value)
 
 
-def test_reconcile_with_a_deleted_planned_range_fails_in_one_line(spark, bootstrap, topics, tmp_path, capsys):
-    """Through Spark and the CLI: the recorded plan of a rerun names offsets since deleted; the Python
-    reader's task fails and the job exits 2 with the one line, instead of reporting a shorter day."""
-    from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import AdminClient
-
-    sc.produce(bootstrap, topics, sc.build(regular_users=3))
-    output = tmp_path / "out"
-    argv = _args(bootstrap, topics, output, "--kafka-reader", "python", "--max-mismatch-rate", "1")
-    assert main(argv) == 0
-    capsys.readouterr()
-    plan = json.loads((output / f"dt={sc.DAY}" / "offsets.json").read_text())
-    partition, start, end = next((int(p), r["start"], r["end"]) for p, r in sorted(plan["topics"][sc.JOB_ROLES["users"]]["partitions"].items())
-                                 if r["end"] > r["start"])
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures complete while it lives
-    deleted = TopicPartition(topics["users"], partition, end)
-    assert admin.delete_records([deleted])[deleted].result(30).low_watermark == end
-    assert main(argv) == 2  # the rerun reads the recorded plan
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0, err
-    assert f"topic {topics['users']} partition {partition}: planned offsets [{start}, {end}) cannot be read whole" in err
-
-
 def test_index_lookup_reads_exactly_the_windows_records(spark, bootstrap, new_topic):
     """ListOffsets by timestamp finds the window's first and last records; the grace catches the records
     written late, after newer ones, up to the first record stamped that far past the window."""
@@ -257,13 +234,20 @@ def test_index_lookup_reads_exactly_the_windows_records(spark, bootstrap, new_to
             assert {(r["partition"], r["offset"]) for r in read.collect()} == expected, reader
 
 
-def test_spark_and_python_readers_give_byte_identical_summaries(spark, bootstrap, topics, tmp_path):
+def test_spark_and_python_readers_give_byte_identical_summaries_then_a_deleted_planned_range_fails_in_one_line(
+        spark, bootstrap, topics, tmp_path, capsys):
     """Same topics, same window: Spark's kafka source and the Python DataSource agree to the byte.
 
     ksqlDB with exactly_once_v2 writes its outputs in transactions and leaves aborted ones in the
     log: both readers must skip those (the Java client reads them unless told read_committed) and
     step over the transaction markers.
+
+    Then, through Spark and the CLI: the recorded plan of a rerun names offsets since deleted; the Python
+    reader's task fails and the job exits 2 with the one line, instead of reporting a shorter day.
     """
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
     scenario = sc.build()
     outputs = ("faust_direct", "ksqldb_direct", "faust_repartition", "ksqldb_repartition")
     sc.produce(bootstrap, topics, sc.Scenario(6, {role: scenario.records[role] for role in ("users", "orders")}))
@@ -274,11 +258,12 @@ def test_spark_and_python_readers_give_byte_identical_summaries(spark, bootstrap
     # production, within seconds of them): the grace reaches to now, past every marker, so none ends a planned
     # range; no further, since a window whose end plus the grace is still to come is not over (refused)
     grace = (int(time.time() * 1000) - window_for(sc.DAY, None, None).end_ms) / 60_000
-    runs = {}
+    runs, argvs = {}, {}
     for reader in ("spark", "python"):
         output = tmp_path / reader
-        argv = _args(bootstrap, topics, output, "--kafka-reader", reader, "--grace-minutes", str(grace), "--max-mismatch-rate", "1")
-        assert main(argv) == 0
+        argvs[reader] = _args(bootstrap, topics, output, "--kafka-reader", reader, "--grace-minutes", str(grace),
+                              "--max-mismatch-rate", "1")
+        assert main(argvs[reader]) == 0
         runs[reader] = (output / f"dt={sc.DAY}" / "summary.json").read_bytes()
     assert runs["spark"] == runs["python"], "".join(difflib.unified_diff(
         runs["spark"].decode().splitlines(True), runs["python"].decode().splitlines(True), "spark", "python"))
@@ -286,6 +271,20 @@ def test_spark_and_python_readers_give_byte_identical_summaries(spark, bootstrap
     for pair in ("direct", "repartition"):  # the aborted copies would be duplicates
         expected = scenario.statuses(pair)
         assert {s: n for s, n in summary["statuses"][pair].items() if n} == dict(expected), pair
+
+    # a rerun of the Python reader's run, whose recorded plan names users' offsets deleted since
+    output = tmp_path / "python"
+    plan = json.loads((output / f"dt={sc.DAY}" / "offsets.json").read_text())
+    partition, start, end = next((int(p), r["start"], r["end"]) for p, r in sorted(plan["topics"][sc.JOB_ROLES["users"]]["partitions"].items())
+                                 if r["end"] > r["start"])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures complete while it lives
+    deleted = TopicPartition(topics["users"], partition, end)
+    assert admin.delete_records([deleted])[deleted].result(30).low_watermark == end
+    capsys.readouterr()
+    assert main(argvs["python"]) == 2  # the rerun reads the recorded plan
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    assert f"topic {topics['users']} partition {partition}: planned offsets [{start}, {end}) cannot be read whole" in err
 
 
 def test_a_window_without_records_reports_no_orders(spark, bootstrap, topics, tmp_path):
