@@ -24,14 +24,21 @@ def test_bad_options_are_one_line_exit_2() -> None:
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("reconcile_cold: error: ") and named in done.stderr
 
 
+#: Settings for two short fresh runs on shared cores (as the demo's spark-submit has them): C1 only, no UI, two
+#: shuffle partitions instead of 200 for 3,000 rows. Given with --conf, which every run then gets.
+SHORT_RUN = ("spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1", "spark.ui.enabled=false",
+             "spark.sql.shuffle.partitions=2")
+
+
 def test_the_second_join_runs_cold_against_the_bare_join(tmp_path: Path) -> None:
     """One fresh spark-submit of each on customers x payments: both finish, and the figures are written."""
     figures = tmp_path / "figures.json"
     done = cold("--orders", "3000", "--users", "40", "--joins", "second", "--rounds", "1", "--datacompy-rounds", "0",
-                "--data", str(tmp_path / "data"), "--json", str(figures))
+                "--data", str(tmp_path / "data"), "--json", str(figures), *[x for c in SHORT_RUN for x in ("--conf", c)])
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [result] = json.loads(figures.read_text())
     assert result["join"] == "second" and result["orders"] == 3000
     assert [len(result["runs"][kind]) for kind in ("bare", "job", "datacompy")] == [1, 1, 0]
     assert "job÷bare" in done.stdout and "\nsecond " in done.stdout
+    assert f"conf: {', '.join(SHORT_RUN)}" in done.stdout  # the figures say what they were measured with
     assert (tmp_path / "data" / "second-3000-40" / ".generated").exists()  # kept for the next run
