@@ -14,7 +14,9 @@ from faust.types import TP
 from streamapp.settings import Settings
 from streamapp.worker.app import create_app
 from streamapp.sql import plan as p
-from streamapp.worker.tables import WRITE_BUFFER_SIZE, RowLookup, RowWrites, dumps_compact, dumps_spaced
+from streamapp.worker import faust_internals
+from streamapp.worker.tables import (WINDOW_BLOCK_CACHE_SIZE, WRITE_BUFFER_SIZE, RowLookup, RowWrites, dumps_compact,
+                                    dumps_spaced)
 
 ROWS = [{"name": "Ann", "age": 30}, {"name": None, "age": None}, {"name": "é \u2028 \"q\" \\ \x00", "age": -2**63},
         {"name": "😀", "age": 2**63 - 1}, {"age": 1, "name": ""}]
@@ -41,6 +43,32 @@ def test_both_tables_databases_flush_small_memtables(tmp_path: Path) -> None:
     for table in (app.join_tables.by_name["demo_user"], app.join_tables.by_name["demo_user_repartition"]):
         assert table.data.rocksdb_options.write_buffer_size == WRITE_BUFFER_SIZE < DEFAULT_WRITE_BUFFER_SIZE
         assert table.data.rocksdb_options.as_options() is not None  # Faust builds the database's options from it
+
+
+#: A windowed stream-stream join (its window and outer stores are Faust tables too).
+WINDOWED_JOIN = """
+CREATE STREAM orders (id BIGINT KEY, item STRING) WITH (KAFKA_TOPIC='orders', VALUE_FORMAT='JSON');
+CREATE STREAM shipments (id BIGINT KEY, carrier STRING) WITH (KAFKA_TOPIC='shipments', VALUE_FORMAT='JSON');
+CREATE STREAM order_shipments AS SELECT o.id, item, carrier FROM orders o
+  LEFT JOIN shipments s WITHIN 1 HOUR GRACE PERIOD 30 MINUTES ON o.id = s.id EMIT CHANGES;
+"""
+
+
+def test_window_stores_databases_open_with_a_bounded_block_cache(tmp_path: Path) -> None:
+    """Faust's 2 GiB cache per database kept the blocks of compacted-away SST files: a window store's memory grew with
+    the stream, not the retention (issue 37).  Each window and outer store's database opens with the cap, and the
+    memtable size of a table's."""
+    from faust.stores.rocksdb import DEFAULT_BLOCK_CACHE_SIZE
+
+    statements = tmp_path / "joins.sql"
+    statements.write_text(WINDOWED_JOIN, encoding="utf-8")
+    app = create_app(Settings(data_dir=str(tmp_path / "data"), statements=str(statements)))
+    assert len(app.join_tables.windows) == 3, "both sides' window stores and the LEFT join's outer store"
+    for table in app.join_tables.windows.values():
+        db = faust_internals.partition_db(table, 0)
+        capacity = db.property_int_value("rocksdb.block-cache-capacity")
+        assert capacity == WINDOW_BLOCK_CACHE_SIZE < DEFAULT_BLOCK_CACHE_SIZE
+        assert table.data.rocksdb_options.write_buffer_size == WRITE_BUFFER_SIZE
 
 
 def test_rows_go_to_their_partitions_database_in_one_write_and_deletes_remove_them(tmp_path: Path) -> None:
