@@ -11,7 +11,6 @@ a dropped one's RocksDB writes are put back.  See docs/explanation/worker-intern
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -145,6 +144,8 @@ class StreamJoinRun:
         self._open: dict[int, Journal] | None = {} if app.settings.processing_guarantee == "exactly_once" else None
         #: exactly_once: each partition's next look as its last committed transaction left it (:meth:`ended`).
         self._committed_looks: dict[int, tuple[int, int]] = {}
+        #: A partition whose stores could not be put back: not trusted at its next open (a wipe, a restore).
+        self._distrust = app.join_tables.clean_stops.distrust
 
     def process(self, topic: str, partition: int, msg: Record) -> Written:
         """What a record of ``topic`` writes (RecordError when the engine cannot read it); the stores are updated."""
@@ -202,6 +203,8 @@ class StreamJoinRun:
         except Exception as exc:  # noqa: BLE001 - the partition is gone (revoked): its next owner restores it
             logger.warning("Window stores of partition %d not put back after its transaction was dropped (%r)",
                            partition, exc)
+            for table in self.tables:
+                self._distrust(table, partition)
             return
         logger.info("Transaction of partition %d dropped: %d window store keys of %s put back as they were",
                     partition, count, self.join.query.name)
@@ -308,7 +311,8 @@ def install_group(app: StreamappApp, dead_letters: DeadLettering, topics: Sequen
 
         async def in_transaction(tp: TP, messages: Sequence[Record], txn: OpenTransaction) -> None:
             """The outputs, dead letters and the stores' changelogs in the transaction of the partition (both
-            sides'), which commits the offsets; Faust's recovery of such a changelog: :func:`past_markers`."""
+            sides'), which commits the offsets; Faust's recovery of such a changelog:
+            :func:`~streamapp.worker.faust_internals.past_markers`."""
             await handle({tp: messages}, dead_letters.sender(producer=txn.producer, on_failure=txn.on_failure),
                          txn.producer)
 
@@ -333,32 +337,6 @@ def transaction_groups(runs: Sequence[StreamJoinRun]) -> list[tuple[str, ...]]:
             topics |= group
         groups.append(topics)
     return [tuple(sorted(group)) for group in groups]
-
-
-async def past_markers(app: StreamappApp, changelogs: set[str], interval: float = 1.0) -> None:
-    """exactly_once: a window store's changelog is written in transactions, so it ends with a commit marker, which
-    Faust's recovery (waiting for the record at the end offset less one) never reads: a changelog partition whose
-    consumer position passed that offset, seen twice with nothing left in the changelog queue, is recovered (what
-    Faust does for its own transactions, ``detect_aborted_tx``)."""
-    recovery, seen = app.tables.recovery, set()
-    while not app.should_stop:
-        await asyncio.sleep(interval)
-        if not recovery.in_recovery or not app.tables.changelog_queue.empty():
-            seen.clear()
-            continue
-        for tp, highwater in list(recovery.active_highwaters.items()):
-            offset = recovery.active_offsets.get(tp)
-            if tp.topic not in changelogs or highwater is None or (offset is not None and offset >= highwater):
-                continue
-            position = await app.consumer.position(tp)
-            if position is None or position <= highwater:
-                seen.discard(tp)
-            elif tp in seen:
-                logger.info("Changelog %s[%d] recovered up to its last commit marker (offset %d)", tp.topic,
-                            tp.partition, highwater)
-                recovery.active_offsets[tp] = highwater
-            else:
-                seen.add(tp)
 
 
 def _event_time(runs: Sequence[StreamJoinRun]) -> Callable[[Record], int]:
@@ -401,12 +379,5 @@ def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
 
     if runs:
         app.on_partitions_revoked.connect(on_revoked, weak=False)
-    if runs and exactly_once:
-        changelogs = {t.changelog_topic.get_topic_name() for run in runs for t in run.tables}
-        watching: list[asyncio.Future[None]] = []
-
-        async def on_assigned(sender: Any, assigned: Iterable[Any], **kwargs: Any) -> None:
-            if not watching:  # from the first assignment on: Faust starts an app's tasks only once it recovered
-                watching.append(asyncio.ensure_future(past_markers(app, changelogs)))
-
-        app.on_partitions_assigned.connect(on_assigned, weak=False)
+    if exactly_once:  # changelogs in transactions: past their commit markers, wiped after a crash
+        app.join_tables.clean_stops.add(t for run in runs for t in run.tables)

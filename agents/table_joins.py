@@ -8,7 +8,7 @@ fetch's rows not written there yet.  See docs/explanation/worker-internals.md#th
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import faust
 
@@ -80,8 +80,11 @@ class UndoLog:
     its work is dropped (aborted, fenced), so that the records read again are joined against the rows they were
     joined against the first time, not against their own updates."""
 
-    def __init__(self, tables: Sequence[faust.Table]) -> None:
+    def __init__(self, tables: Sequence[faust.Table],
+                 distrust: Callable[[faust.Table, int], None] = lambda table, partition: None) -> None:
         self.tables = tables
+        #: Told a partition whose rows could not be put back: not trusted at its next open (a wipe, a restore).
+        self._distrust = distrust
         self._before: dict[int, dict[tuple[int, bytes], bytes | None]] = {}
 
     def touch(self, partition: int, key: bytes) -> None:
@@ -104,6 +107,8 @@ class UndoLog:
                 table_writes.write()
         except Exception as exc:  # noqa: BLE001 - the partition is gone (revoked): its next owner restores it
             logger.warning("Rows of partition %d not put back after its transaction was dropped (%r)", partition, exc)
+            for table in self.tables:
+                self._distrust(table, partition)
             return
         logger.info("Transaction of partition %d dropped: %d table rows put back as they were before it",
                     partition, len(before))

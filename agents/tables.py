@@ -8,9 +8,8 @@ into none (a dead letter).  See docs/explanation/worker-internals.md#the-table-a
 """
 from __future__ import annotations
 
-import asyncio
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from faust.types import TP
 
@@ -26,7 +25,6 @@ from streamapp.worker.transactions import install as transactions_install
 from streamapp.worker.transport import Handler, Record
 
 from .dead_lettering import DeadLettering, OutputChecks
-from .stream_joins import past_markers
 from .table_joins import UndoLog, sides_of
 
 #: A row's value where the topic loads no table: the record is a row, not a delete, with no bytes to store.
@@ -68,7 +66,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                          and not timestamped for t in topology.tables)}
     exactly_once = app.settings.processing_guarantee == "exactly_once" and bool(sides)
     transactions = transactions_install(app, topic, dead_letters.refused_in) if exactly_once else None
-    undo = None if transactions is None else UndoLog(loaded)
+    undo = None if transactions is None else UndoLog(loaded, tables.clean_stops.distrust)
     if transactions is not None and undo is not None:
         transactions.on_ended = undo.ended
     classify = app.settings.metrics
@@ -153,7 +151,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
         async def in_transaction(tp: TP, messages: Sequence[Record], txn: OpenTransaction) -> None:
             """The outputs, dead letters and the tables' changelog records in the transaction, which commits the
             offset: a dropped one's rows are never restored (read_committed; Faust's recovery of a changelog ending
-            in a commit marker: :func:`~agents.stream_joins.past_markers`)."""
+            in a commit marker: :func:`~streamapp.worker.faust_internals.past_markers`)."""
             nonlocal sender, changelog_sender
             sender = changelog_sender = dead_letters.sender(on_sent=on_sent, producer=txn.producer,
                                                             on_failure=txn.on_failure)
@@ -190,13 +188,6 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
 def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
     for topic in app.topology.table_topics:
         install_topic(app, dead_letters, topic)
-    changelogs = {table.changelog_topic.get_topic_name() for topic in app.topology.table_topics
-                  if topic in app.transactions for table in app.join_tables.by_source.get(topic, [])}
-    if changelogs:  # written in transactions: each ends with a commit marker
-        watching: list[asyncio.Future[None]] = []
-
-        async def on_assigned(sender: Any, assigned: Iterable[Any], **kwargs: Any) -> None:
-            if not watching:  # from the first assignment on: Faust starts an app's tasks only once it recovered
-                watching.append(asyncio.ensure_future(past_markers(app, changelogs)))
-
-        app.on_partitions_assigned.connect(on_assigned, weak=False)
+    # written in transactions: each changelog ends with a commit marker, and RocksDB is trusted after a clean stop only
+    app.join_tables.clean_stops.add(table for topic in app.topology.table_topics if topic in app.transactions
+                                    for table in app.join_tables.by_source.get(topic, []))

@@ -117,8 +117,9 @@ def shown(codec: Codec, record: Record) -> tuple[Any, ...]:
     return decoded.key, json.dumps(decoded.value, sort_keys=True), record.timestamp
 
 
-def written(bootstrap: str, topic: str, n: int, count: int) -> list[Record]:
-    records = read_all(bootstrap, topic, n, count)
+def written(bootstrap: str, topic: str, n: int, count: int, timeout: float = 60.0) -> list[Record]:
+    """``topic``'s records, sorted, once ``count`` arrived (waiting ``timeout`` seconds at most), to its end."""
+    records = read_all(bootstrap, topic, n, count, timeout)
     return sorted(records, key=lambda r: (r.partition, r.offset))
 
 

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 from faust.transport.consumer import ack_lock
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 from mode.utils.futures import notify
+
+logger = logging.getLogger(__name__)
 
 #: (class, private attribute) the functions below reach; ``tests/test_faust_internals.py`` checks each one.
 PRIVATE_NAMES = (
@@ -34,6 +39,8 @@ PRIVATE_NAMES = (
     # The metrics (streamapp.worker.metrics): a miss's cause asks the partitions a table's store has open, and a
     # revoke's commit is judged by what Faust would still commit.
     ("faust.stores.rocksdb:Store", "_dbs"),
+    # exactly_once (streamapp.worker.tables.CleanStops): a partition's database is judged before Faust opens it.
+    ("faust.stores.rocksdb:Store", "_open_for_partition"),
     ("faust.transport.consumer:Consumer", "_filter_committable_offsets"),
     ("faust.transport.drivers.aiokafka:Producer", "_ensure_producer"),
     # A rebalance's commit (streamapp.worker.transport.Consumer): the commit under way, and the hooks whose
@@ -163,6 +170,92 @@ def partition_db(table: Any, partition: int) -> Any:
 def open_partition_dbs(table: Any) -> dict[int, Any]:
     """The RocksDB databases ``table``'s store has open, by partition (active and standby): read, never opened here."""
     return dict(getattr(table.data, "_dbs", {}))
+
+
+def before_open(table: Any, hook: Callable[[int, Path], None]) -> None:
+    """``hook(partition, path)`` runs before ``table``'s store opens a partition's RocksDB directory ``path``
+    (Faust opens one lazily, at its first use after an assignment or a stop: a recovery's offset, a lookup)."""
+    store = table.data
+    open_db = store._open_for_partition
+
+    def opening(partition: int) -> Any:
+        hook(partition, store.partition_path(partition))
+        return open_db(partition)
+    store._open_for_partition = opening
+
+
+async def past_markers(app: Any, changelogs: set[str], interval: float = 1.0) -> None:
+    """exactly_once: a changelog written in transactions ends with a commit marker, which Faust's recovery (waiting
+    for the record at the end offset less one) never reads: a changelog partition of ``changelogs`` whose consumer
+    position passed that offset, seen twice with nothing left in the changelog queue, is recovered (what Faust does
+    for its own transactions, ``detect_aborted_tx``), once a read of its own finds no committed record left there.
+
+    That read matters on a busy machine: records the consumer already fetched may still be on their way to the
+    changelog queue, and Faust drops a record at or below the offset it counts as restored.
+    """
+    recovery, seen = app.tables.recovery, set()
+    while not app.should_stop:
+        await asyncio.sleep(interval)
+        if not recovery.in_recovery or not app.tables.changelog_queue.empty():
+            seen.clear()
+            continue
+        passed: dict[TP, tuple[int | None, int]] = {}
+        for tp, highwater in list(recovery.active_highwaters.items()):
+            offset = recovery.active_offsets.get(tp)
+            if tp.topic not in changelogs or highwater is None or (offset is not None and offset >= highwater):
+                continue
+            position = await app.consumer.position(tp)
+            if position is None or position <= highwater:
+                seen.discard(tp)
+            elif tp in seen:
+                passed[tp] = (offset, highwater)
+            else:
+                seen.add(tp)
+        if not passed:
+            continue
+        on_their_way = await committed_records_after(app, passed)
+        for tp, (offset, highwater) in passed.items():
+            if tp not in on_their_way and recovery.active_offsets.get(tp) == offset:
+                logger.info("Changelog %s[%d] recovered up to its last commit marker (offset %d)", tp.topic,
+                            tp.partition, highwater)
+                recovery.active_offsets[tp] = highwater
+
+
+#: Seconds a read of a changelog's tail may take (:func:`committed_records_after`); past it, a partition is asked again.
+TAIL_READ_TIMEOUT = 30.0
+
+
+async def committed_records_after(app: Any, ranges: Mapping[TP, tuple[int | None, int]]) -> set[TP]:
+    """The partitions of ``ranges`` holding a committed record after the first offset (None: from the start) up to the
+    second, read ``read_committed`` by a consumer of their own (a partition not read to its end counts as holding one)."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as AioTopicPartition
+
+    from ..kafka.security import aiokafka_options
+
+    parts = {AioTopicPartition(tp.topic, tp.partition): tp for tp in ranges}
+    consumer = AIOKafkaConsumer(**aiokafka_options(app.settings.kafka), isolation_level="read_committed",
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(list(parts))
+        for part, tp in parts.items():
+            after = ranges[tp][0]
+            consumer.seek(part, 0 if after is None else after + 1)
+        found: set[TP] = set()
+        open_parts = set(parts)
+        deadline = time.monotonic() + TAIL_READ_TIMEOUT
+        while open_parts and time.monotonic() < deadline:
+            for part, records in (await consumer.getmany(*open_parts, timeout_ms=500)).items():
+                if any(r.offset <= ranges[parts[part]][1] for r in records):
+                    found.add(parts[part])
+                    open_parts.discard(part)
+            for part in list(open_parts):
+                if await consumer.position(part) > ranges[parts[part]][1]:
+                    open_parts.discard(part)
+        return found | {parts[part] for part in open_parts}
+    finally:
+        await consumer.stop()
 
 
 def uncommitted(consumer: Any, tps: Iterable[Any]) -> dict[Any, int]:

@@ -7,10 +7,15 @@ See docs/explanation/worker-internals.md#the-tables.
 """
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import os
+import shutil
 from decimal import Decimal
+from pathlib import Path
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import faust
 from faust.serializers import codecs
@@ -26,6 +31,8 @@ from ..sql.engine import Row
 from ..sql.formats import Codec, json_text
 from ..sql.topology import ROWTIME, Topology
 from . import faust_internals
+
+logger = logging.getLogger(__name__)
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
@@ -110,6 +117,8 @@ class JoinTables:
             self.by_source.setdefault(table.topic, []).append(self.by_name[table.name])
         #: The copies' records this worker wrote lately, with their rows' bytes (:class:`WrittenRows`).
         self.written = WrittenRows()
+        #: exactly_once: the stores whose changelog is written in transactions (:class:`CleanStops`).
+        self.clean_stops = CleanStops(app)
 
     def changelog_topics(self) -> list[str]:
         """The tables' changelog topics (Faust names and creates them)."""
@@ -132,6 +141,125 @@ class JoinTables:
         timestamp = faust_timestamp(timestamp_ms) if timestamp_ms is not None else None
         partition = self.partitioner(key, self.app.partition_counts[topic])
         return await self.app.producer.send(topic, key, value, partition, timestamp, headers)
+
+
+#: Seconds after a deletion its line is logged at the latest (at the end of the assignment, if sooner).
+WIPED_LINE_AFTER = 5.0
+#: Beside a store partition's RocksDB directory: its last run stopped clean (``<table>-<partition>.db.clean``).
+CLEAN_SUFFIX = ".clean"
+
+
+class CleanStops:
+    """exactly_once: a store whose changelog is written in transactions is trusted on disk only after a clean stop.
+
+    Its RocksDB data holds the writes of the open transactions, which a kill -9 leaves there though the changelog
+    never commits them.  As Kafka Streams does under EOS (a task with no checkpoint and a non-empty store is
+    corrupted: wiped, restored from its changelog), a clean stop leaves a mark beside each partition's database,
+    and the first open of a partition in a process (at start, or at a later assignment) takes the mark away,
+    or, with none, deletes the partition's data: Faust then restores it from the changelog's start.  A partition
+    opened again in the same process holds what this process left (a dropped transaction's writes are put back).
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        #: Each store's changelog topic (what :func:`~streamapp.worker.faust_internals.past_markers` watches).
+        self.changelogs: set[str] = set()
+        self._tables: dict[str, faust.Table] = {}
+        #: Each store's partitions opened (and judged) in this process, marked clean at a clean stop.
+        self._opened: dict[str, set[int]] = {}
+        self._wiped: list[str] = []
+        self._flush: asyncio.TimerHandle | None = None
+
+    def add(self, tables: Iterable[faust.Table]) -> None:
+        """``tables`` write their changelog in transactions: judged at open, marked at a clean stop."""
+        for table in tables:
+            if table.name in self._tables:
+                continue
+            if not self._tables:  # the first: the app's hooks, once
+                self._connect()
+            self._tables[table.name] = table
+            self._opened[table.name] = set()
+            self.changelogs.add(table.changelog_topic.get_topic_name())
+            faust_internals.before_open(table, lambda partition, path, name=table.name: self.opening(
+                name, partition, path))
+
+    def opening(self, name: str, partition: int, path: Path) -> None:
+        """Before Faust opens ``name``'s partition at ``path``: the first time here, its mark or its data goes."""
+        opened = self._opened[name]
+        if partition in opened:
+            return
+        opened.add(partition)
+        mark = path.with_name(path.name + CLEAN_SUFFIX)
+        if mark.exists():  # stopped clean: trusted, and from now on written again (a crash must find no mark)
+            mark.unlink()
+            _sync_dir(mark.parent)
+        elif path.exists():
+            shutil.rmtree(path)
+            self._wiped.append(f"{name}[{partition}]")
+            if len(self._wiped) == 1:  # one line for the assignment's opens (or for standbys opened after it)
+                try:
+                    self._flush = asyncio.get_running_loop().call_later(WIPED_LINE_AFTER, self._log_wiped)
+                except RuntimeError:
+                    self._log_wiped()
+
+    def distrust(self, table: faust.Table, partition: int) -> None:
+        """The partition's data may hold a dropped transaction's writes (not put back): not marked clean, and wiped
+        at its next open."""
+        self._opened.get(table.name, set()).discard(partition)
+
+    def _log_wiped(self) -> None:
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        wiped, self._wiped = self._wiped, []
+        if not wiped:
+            return
+        logger.info("exactly_once: %d store partitions were not stopped clean (no %s mark: a crash may have left "
+                    "aborted transactions' writes in RocksDB), their data deleted, restored from their changelogs: %s",
+                    len(wiped), CLEAN_SUFFIX, ", ".join(wiped))
+
+    def _connect(self) -> None:
+        watching: list[asyncio.Future[None]] = []
+
+        async def on_assigned(sender: Any, assigned: Any, **kwargs: Any) -> None:
+            self._log_wiped()  # Faust has opened the assignment's active partitions by now
+            if not watching:  # from the first assignment on: Faust starts an app's tasks only once it recovered
+                watching.append(asyncio.ensure_future(faust_internals.past_markers(self.app, self.changelogs)))
+
+        async def on_shutdown(sender: Any, **kwargs: Any) -> None:
+            await self.stopped()
+
+        self.app.on_partitions_assigned.connect(on_assigned, weak=False)
+        self.app.on_before_shutdown.connect(on_shutdown, weak=False)
+
+    async def stopped(self) -> None:
+        """A clean stop: every transaction ended (committed, or dropped and put back), then each partition opened
+        here is marked clean; none is when a transaction could not end (its writes' fate is unknown)."""
+        every = {id(t): t for t in self.app.transactions.values()}.values()
+        for transactions in every:  # the transactions' own shutdown does it too: whichever runs first, once
+            await transactions.close()
+        failed = sum(t.counts["revoke_failed"] for t in every)
+        if failed:
+            logger.info("exactly_once: %d transactions could not end cleanly: no store partition marked clean, the "
+                        "next start restores them from their changelogs", failed)
+            return
+        marks = [self._tables[name].data.partition_path(partition) for name, opened in self._opened.items()
+                 for partition in sorted(opened)]
+        for path in marks:
+            path.with_name(path.name + CLEAN_SUFFIX).touch()
+        for folder in {path.parent for path in marks}:
+            _sync_dir(folder)
+        logger.info("exactly_once: clean stop: %d store partitions marked clean (%s), kept at the next start",
+                    len(marks), ", ".join(sorted(self._tables)))
+
+
+def _sync_dir(folder: Path) -> None:
+    """A mark's creation or removal in ``folder`` made durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class RowWrites:
