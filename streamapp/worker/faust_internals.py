@@ -235,7 +235,7 @@ async def committed_records_after(app: Any, ranges: Mapping[TP, tuple[int | None
 
     parts = {AioTopicPartition(tp.topic, tp.partition): tp for tp in ranges}
     consumer = AIOKafkaConsumer(**aiokafka_options(app.settings.kafka), isolation_level="read_committed",
-                                enable_auto_commit=False)
+                                enable_auto_commit=False, auto_offset_reset="earliest")  # below a compacted start
     await consumer.start()
     try:
         consumer.assign(list(parts))
