@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,8 @@ from streamapp.worker.process import WorkerProcess
 
 from test_reliability_kill import reconcile
 from workerkit import (
-    orders_read, BackgroundProducer, Dataset, TopicTail, check_output, holds_at_least, isolated, make_dataset, output_tails,
-    produce, stats, wait_for_outputs, wait_for_users, wait_until, worker_settings,
+    orders_read, BackgroundProducer, Dataset, TopicTail, check_output, holds_at_least, background_scenario, isolated,
+    make_dataset, output_tails, produce, stats, wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
 
 EXACTLY_ONCE = {"processing_guarantee": "exactly_once"}
@@ -108,12 +109,12 @@ def test_kill9_mid_stream_20k_orders_exactly_once(broker_settings: Settings, tmp
 
 
 def test_takeover_and_a_worker_joining_mid_stream_exactly_once(broker_settings: Settings, tmp_path: Path,
-                                                              spark) -> None:
+                                                              spark, paused_worker: Future[None]) -> None:
     """Two workers; a third joins mid-stream (a rebalance with transactions open), then one is killed with kill -9.
 
     The survivors take over the killed worker's partitions (its open transactions
     are aborted by their fence) and every order is in each output exactly once;
-    no worker crashes or logs a traceback.
+    no worker crashes or logs a traceback.  (``paused_worker``: that scenario starts here and runs beside.)
     """
     settings = isolated(broker_settings, "eos_group", **EXACTLY_ONCE)
     n = settings.partitions
@@ -162,12 +163,18 @@ def test_takeover_and_a_worker_joining_mid_stream_exactly_once(broker_settings: 
     print(f"exactly_once takeover and join: {json.dumps(figures)}")
 
 
-def test_a_paused_worker_is_fenced_and_resumes_without_duplicates_or_crash(broker_settings: Settings,
-                                                                           tmp_path: Path) -> None:
+def test_a_paused_worker_is_fenced_and_resumes_without_duplicates_or_crash(paused_worker: Future[None]) -> None:
     """A zombie: one of two workers is paused (SIGSTOP) with transactions open, past its session and transaction
     timeouts; the other takes its partitions over (its fence aborts them), then the paused one resumes (SIGCONT).
     Its late commits are refused (``ProducerFenced``): it drops that work, does not crash, and every order is in
-    each output exactly once."""
+    each output exactly once.
+
+    (Its scenario runs in the background from the first test that asks for it: two workers' starts, then the
+    paused one's session and transaction timeouts, 10 and 15 s, mostly waiting.)"""
+    paused_worker.result()
+
+
+def paused_worker_scenario(broker_settings: Settings, tmp_path: Path) -> None:
     import os
     import signal
 
@@ -217,3 +224,6 @@ def test_a_paused_worker_is_fenced_and_resumes_without_duplicates_or_crash(broke
         codes = [survivor.stop(), zombie.stop()]
     assert codes == [0, 0], (codes, survivor.tail(), zombie.tail())
     print(f"exactly_once zombie: {json.dumps({'orders': total, 'records': records})}")
+
+
+paused_worker = background_scenario("paused_worker", paused_worker_scenario)
