@@ -34,8 +34,9 @@ from workerkit import (
 
 PARTITIONS = 6
 HOUR_MS = 3_600_000
-#: Users are stamped the day before the orders: each engine's table holds them before any order's time.
-USERS_TS = DAY_START_MS - 24 * HOUR_MS
+DAY_MS = 24 * HOUR_MS
+#: The second scenario's day: its own window, so that each reconciliation reads only its scenario's orders.
+NEXT_DAY = "2026-11-22"
 
 
 @pytest.fixture
@@ -61,9 +62,9 @@ def engines(settings: Settings, tmp_path: Path) -> Iterator[tuple[WorkerProcess,
         streams.stop()
 
 
-def make_orders(users: list[str], first: int, rng: random.Random) -> list[Order]:
-    """One order per user, stamped one minute apart from ``first`` minutes into ``DAY``; product_id is unique."""
-    return [Order(uid, DAY_START_MS + HOUR_MS + (first + i) * 60_000, first + i + 1, rng.randint(1, 9),
+def make_orders(users: list[str], first: int, rng: random.Random, day_start: int = DAY_START_MS) -> list[Order]:
+    """One order per user, stamped one minute apart from ``first`` minutes into the day; product_id is unique."""
+    return [Order(uid, day_start + HOUR_MS + (first + i) * 60_000, first + i + 1, rng.randint(1, 9),
                   round(rng.uniform(1, 100), 2), "web") for i, uid in enumerate(users)]
 
 
@@ -72,14 +73,16 @@ def produce_orders(settings: Settings, orders: list[Order]) -> None:
     produce(settings.bootstrap_servers, settings.orders_topic, [(o.user_id.encode(), o.value(), o.ts) for o in orders])
 
 
-def load_users(settings: Settings, worker: WorkerProcess, users: dict[str, dict[str, object]], partitioner: str) -> None:
-    """Produce the users and wait until both engines hold them in both tables, as a stream-table join needs."""
+def load_users(settings: Settings, worker: WorkerProcess, users: dict[str, dict[str, object]], partitioner: str,
+               day_start: int = DAY_START_MS, loaded: int = 0) -> None:
+    """Produce the users, stamped the day before the orders' day (each engine's table holds them before any
+    order's time), and wait until both engines hold them and the ``loaded`` users before in both tables."""
     produce(settings.bootstrap_servers, settings.users_topic,
-            [(uid.encode(), json.dumps(row).encode(), USERS_TS) for uid, row in users.items()], partitioner)
-    wait_for_users([worker], len(users))
+            [(uid.encode(), json.dumps(row).encode(), day_start - DAY_MS) for uid, row in users.items()], partitioner)
+    wait_for_users([worker], loaded + len(users))
     # Kafka Streams' direct table reads the users topic in the orders' own task, older records first;
     # its repartitioned table is read back from the topic it writes: wait until they are all there.
-    read_all(settings.bootstrap_servers, settings.ksqldb_users_repartition_topic, PARTITIONS, len(users))
+    read_all(settings.bootstrap_servers, settings.ksqldb_users_repartition_topic, PARTITIONS, loaded + len(users))
 
 
 def wait_outputs(settings: Settings, faust: int | None, streams: int | None) -> None:
@@ -93,16 +96,17 @@ def wait_outputs(settings: Settings, faust: int | None, streams: int | None) -> 
             assert len(got) == count, f"{topic}: {len(got)} records, expected {count}"
 
 
-def reconcile(spark: Any, settings: Settings, output: Path) -> tuple[dict[str, Any], dict[tuple[str, str, str, int], str]]:
-    """The job over ``DAY`` with Spark's Kafka source; its summary and its detail rows
+def reconcile(spark: Any, settings: Settings, output: Path,
+              day: str = DAY) -> tuple[dict[str, Any], dict[tuple[str, str, str, int], str]]:
+    """The job over ``day`` with Spark's Kafka source; its summary and its detail rows
     {(pair, status, user_id, product_id): cause}."""
-    argv = ["--date", DAY, "--bootstrap-server", settings.bootstrap_servers, "--kafka-reader", "spark",
+    argv = ["--date", day, "--bootstrap-server", settings.bootstrap_servers, "--kafka-reader", "spark",
             "--max-mismatch-rate", "1", "--partitioner", "murmur2", "--output", str(output),
             *[arg for flag, setting in SEED_FLAGS.items() for arg in (flag, getattr(settings, setting))]]
     assert main(argv) == 0
-    day = output / f"dt={DAY}"
-    summary = json.loads((day / "summary.json").read_text())
-    rows = spark.read.parquet(str(day / "detail")).collect()
+    written = output / f"dt={day}"
+    summary = json.loads((written / "summary.json").read_text())
+    rows = spark.read.parquet(str(written / "detail")).collect()
     return summary, {(r["pair"], r["status"], r["user_id"], r["product_id"]): r["cause"] for r in rows}
 
 
@@ -110,9 +114,16 @@ def nonzero(counts: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
     return {pair: {name: n for name, n in by.items() if n} for pair, by in counts.items()}
 
 
-def test_both_direct_joins_miss_the_same_orders_each_a_copartition_violation(
+def test_direct_joins_miss_each_misplaced_users_orders_and_a_stopped_engine_misses_exactly_its_orders(
         spark: Any, settings: Settings, engines: tuple[WorkerProcess, KsqlEquivalent], tmp_path: Path) -> None:
-    worker, _ = engines
+    """Two scenarios on one start of both engines (a start of each costs more than a scenario), each on a day of its
+    own, so that each reconciliation reads only that scenario's orders.
+
+    ``DAY``: users written by librdkafka's crc32: both direct joins miss the same orders, each a
+    copartition_violation.  ``NEXT_DAY``: Kafka Streams stopped while orders B arrive: missing_in_ksqldb for B.
+    Then Kafka Streams runs again (and catches up B) while the Faust worker is stopped for orders C:
+    missing_in_faust for C only."""
+    worker, streams = engines
     rng = random.Random(15)
     users = make_users(30, seed=15)
     load_users(settings, worker, users, "consistent_random")  # librdkafka's default: crc32, not murmur2
@@ -138,24 +149,21 @@ def test_both_direct_joins_miss_the_same_orders_each_a_copartition_violation(
     assert cells == {("direct", murmur2_partition(u.encode(), PARTITIONS), zlib.crc32(u.encode()) % PARTITIONS)
                      for u in misplaced}
 
-
-def test_an_engine_stopped_for_part_of_the_stream_is_missing_exactly_those_orders(
-        spark: Any, settings: Settings, engines: tuple[WorkerProcess, KsqlEquivalent], tmp_path: Path) -> None:
-    """Kafka Streams stopped while orders B arrive: missing_in_ksqldb for B.  Then Kafka Streams runs again
-    (and catches up B) while the Faust worker is stopped for orders C: missing_in_faust for C only."""
-    worker, streams = engines
+    # the next day: an engine stopped for part of the stream
+    before, next_day = len(orders), DAY_START_MS + DAY_MS
     rng = random.Random(16)
-    users = make_users(24, seed=16)
-    load_users(settings, worker, users, "murmur2_random")  # co-partitioned: every join finds its user
+    users, loaded = make_users(24, seed=16), len(users)
+    load_users(settings, worker, users, "murmur2_random", next_day, loaded)  # co-partitioned: every join finds its user
     ids = list(users)
-    a, b, c = make_orders(ids[:8], 0, rng), make_orders(ids[8:16], 8, rng), make_orders(ids[16:], 16, rng)
+    a, b, c = (make_orders(ids[:8], 0, rng, next_day), make_orders(ids[8:16], 8, rng, next_day),
+               make_orders(ids[16:], 16, rng, next_day))
 
     produce_orders(settings, a)
-    wait_outputs(settings, faust=len(a), streams=len(a))
+    wait_outputs(settings, faust=before + len(a), streams=before + len(a))
     streams.stop()
     produce_orders(settings, b)
-    wait_outputs(settings, faust=len(a + b), streams=None)
-    summary, detail = reconcile(spark, settings, tmp_path / "streams-stopped")
+    wait_outputs(settings, faust=before + len(a + b), streams=None)
+    summary, detail = reconcile(spark, settings, tmp_path / "streams-stopped", NEXT_DAY)
     assert nonzero(summary["statuses"]) == {pair: {"match": len(a), "missing_in_ksqldb": len(b)}
                                             for pair in ("direct", "repartition")}
     assert detail == {(pair, "missing_in_ksqldb", o.user_id, o.product_id): "other"
@@ -164,8 +172,8 @@ def test_an_engine_stopped_for_part_of_the_stream_is_missing_exactly_those_order
     streams.start()
     worker.stop()
     produce_orders(settings, c)
-    wait_outputs(settings, faust=None, streams=len(a + b + c))
-    summary, detail = reconcile(spark, settings, tmp_path / "faust-stopped")
+    wait_outputs(settings, faust=None, streams=before + len(a + b + c))
+    summary, detail = reconcile(spark, settings, tmp_path / "faust-stopped", NEXT_DAY)
     assert nonzero(summary["statuses"]) == {pair: {"match": len(a + b), "missing_in_faust": len(c)}
                                             for pair in ("direct", "repartition")}
     assert detail == {(pair, "missing_in_faust", o.user_id, o.product_id): "other"
