@@ -2,8 +2,8 @@
 
 Here, not in ``agents/``, so that the web views, which read a key's records of a time range, share the layout
 the join writes (``agents/stream_joins.py`` holds the join).  A side's window store keeps a record under its
-key bytes, big-endian time and offset (a key's records of a time range are one range scan), and a time index
-by which what the retention let go is deleted as stream time moves.  See
+key bytes, big-endian time and offset (a key's records of a time range are one range scan): one write, and one
+changelog record, a record; what the retention let go is found by a scan of the store every half retention.  See
 docs/explanation/worker-internals.md#stream-stream-joins.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import pickle
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import faust
 from rocksdict import ReadOptions
@@ -20,8 +20,8 @@ from streamapp.sql.engine import Row
 from streamapp.sql.stream_join import store_key
 from streamapp.worker.faust_internals import partition_db
 
-#: A window store's keys: a record by (key, time, offset); the time index by (time, key, offset); the partition's
-#: stream times (in the left side's table).  The outer store's: a record by (time, side, key, offset).  Faust keeps
+#: A window store's keys: a record by (key, time, offset); a time index by (time, key, offset), written before
+#: 2026-11-27 (its keys are deleted at the next sweep); the partition's stream times (in the left side's table).  The outer store's: a record by (time, side, key, offset).  Faust keeps
 #: its changelog offset in each database too, under a key of its own (``__faust...``), after these.
 DATA, INDEX, META = b"\x00", b"\x01", b"\x02"
 #: One change of a store, for its changelog: (table, partition, key, value or None for a delete).
@@ -66,6 +66,13 @@ def _scan(db: Any, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
         yield key, value
 
 
+def _keys(db: Any, start: bytes, end: bytes) -> list[bytes]:
+    """The keys of ``db`` with ``start <= key < end``, in key order (values unread)."""
+    bound = ReadOptions()
+    bound.set_iterate_upper_bound(end)
+    return [key for key in db.keys(from_key=start, read_opt=bound) if key < end]
+
+
 def _key_range(db: Any, key: Any, start: int, end: int) -> Iterator[tuple[bytes, bytes]]:
     """A window store's items of join key ``key`` with ``start <= time <= end``: one range scan, by time then offset
     (what the join fetches, and what the web views read)."""
@@ -93,7 +100,9 @@ class RocksWindow:
     """One side's window store of one partition in RocksDB (:class:`~streamapp.sql.stream_join.WindowStore`).
 
     As the in-memory store: a fetch sees nothing older than the store's stream time less the retention; what
-    expired is deleted once stream time moved half a retention (Kafka Streams drops a segment at a time).
+    expired is deleted once stream time moved half a retention (Kafka Streams drops a segment at a time), found
+    by one scan of the store's keys (a retention's records at most: microseconds a record put), not by a time
+    index, which cost each record two more writes and changelog records.
     """
 
     def __init__(self, writes: Writes, retention: int, observed: int, swept: int) -> None:
@@ -105,13 +114,9 @@ class RocksWindow:
         if timestamp < oldest:
             return False
         if self.observed - self.swept >= max(self.retention // 2, 1):
-            # what the previous sweep let go is deleted, and nothing older is put since: scan from there
-            since = None if self.swept < 0 else self.swept - self.retention + 1
             self.swept = self.observed
-            self.expire(oldest, since)
-        kb = _sized(store_key(key))
-        self.writes.put(DATA + kb + _time(timestamp) + _seq(seq), pickle.dumps(row, protocol=5))
-        self.writes.put(INDEX + _time(timestamp) + kb + _seq(seq), b"1")
+            self.expire(oldest)
+        self.writes.put(DATA + _sized(store_key(key)) + _time(timestamp) + _seq(seq), pickle.dumps(row, protocol=5))
         return True
 
     def fetch(self, key: Any, start: int, end: int) -> list[tuple[int, Row]]:
@@ -120,13 +125,12 @@ class RocksWindow:
             return []
         return [(_read_time(k[-16:-8]), pickle.loads(v)) for k, v in _key_range(self.writes.db, key, start, end)]
 
-    def expire(self, oldest: int, since: int | None = None) -> int:
-        """Delete the records older than ``oldest`` (none older than ``since`` is left, if given); how many."""
-        start = INDEX if since is None else INDEX + _time(since)
-        gone = [k for k, _ in _scan(self.writes.db, start, INDEX + _time(oldest))]
-        for k in gone:
+    def expire(self, oldest: int) -> int:
+        """Delete the records older than ``oldest`` (and an older layout's time index); how many records."""
+        db, before = self.writes.db, _time(oldest)
+        gone = [k for k in _keys(db, DATA, INDEX) if k[-16:-8] < before]
+        for k in (*gone, *_keys(db, INDEX, META)):
             self.writes.delete(k)
-            self.writes.delete(DATA + k[9:-8] + k[1:9] + k[-8:])
         return len(gone)
 
     def __len__(self) -> int:
@@ -210,5 +214,14 @@ def outer_records(db: Any, key: Any, start: int, end: int) -> list[StoredRecord]
 def stream_times(db: Any) -> dict[str, Any]:
     """What one partition's state keeps of its stream times (in the left window store's database): the join's
     ``stream_time``, and per side ``[observed, swept]``; empty before the partition's first record."""
-    meta = db.get(META)
-    return json.loads(meta) if meta is not None else {}
+    return read_stream_times(db.get(META))
+
+
+def read_stream_times(value: bytes | None) -> dict[str, Any]:
+    """:func:`stream_times` of the value kept under :data:`META` (None: none kept)."""
+    return json.loads(value) if value is not None else {}
+
+
+def stream_times_value(stream_time: int, sides: Mapping[str, tuple[int, int]]) -> bytes:
+    """The value :func:`stream_times` reads: the join's stream time, and each side's (observed, swept)."""
+    return json.dumps({"stream_time": stream_time, **{side: list(times) for side, times in sides.items()}}).encode()
