@@ -11,7 +11,6 @@ a dropped one's RocksDB writes are put back.  See docs/explanation/worker-intern
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -30,7 +29,8 @@ from streamapp.worker.batch_sender import BatchSender
 from streamapp.worker.transactions import OpenTransaction, Transactions, in_transactions
 from streamapp.worker.transactions import install as transactions_install
 from streamapp.worker.transport import Handler, InOrder, Record
-from streamapp.worker.window_stores import META, Change, RocksOuter, RocksWindow, Writes
+from streamapp.worker.window_stores import (META, Change, RocksOuter, RocksWindow, Writes, read_stream_times,
+                                            stream_times_value)
 
 from .dead_lettering import DeadLettering, OutputChecks
 
@@ -89,7 +89,7 @@ class RocksState(JoinState):
                  journal: Journal):
         left, right, outer = (Journaled(t, partition, changes, journal) for t in tables)
         meta = left.db.get(META)
-        saved = json.loads(meta) if meta is not None else {}
+        saved = read_stream_times(meta)
         retention = engine.window.retention
         stores = {side: RocksWindow(writes, retention, *saved.get(side, (-1, -1)))
                   for side, writes in ((p.LEFT_SIDE, left), (p.RIGHT_SIDE, right))}
@@ -110,9 +110,8 @@ class RocksState(JoinState):
             store.observed, store.swept = observed, swept  # type: ignore[attr-defined]
 
     def save(self) -> None:
-        stores = self.stores
-        meta = json.dumps({"stream_time": self.stream_time, **{side: [s.observed, s.swept]  # type: ignore[attr-defined]
-                                                               for side, s in stores.items()}}).encode()
+        meta = stream_times_value(self.stream_time, {side: (s.observed, s.swept)  # type: ignore[attr-defined]
+                                                     for side, s in self.stores.items()})
         if meta != self._saved:
             self._meta.put(META, meta)
             self._saved = meta
