@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from streamapp.cli import build_parser, settings_table
 from streamapp.settings import Settings, SettingsError, documentation_table
-from streamapp.worker.app import MAX_POLL_RECORDS, create_app, faust_config
+from streamapp.worker.app import faust_config
 
 
 def test_defaults_are_the_demo_topics() -> None:
@@ -63,14 +61,6 @@ def test_cli_flags_override_environment() -> None:
 def test_bad_values_name_the_setting(env: dict[str, str], fragment: str) -> None:
     with pytest.raises(SettingsError, match=fragment.replace("(", r"\(")):
         Settings.from_env(env)
-
-
-def test_a_fetch_hands_the_agents_a_bounded_number_of_records(tmp_path: Path) -> None:
-    """Faust's consumer takes the cap (unbounded by default: a whole fetch, 170,000 small records, outlasted the poll
-    interval of a loaded windowed join, and the worker left its group for good; issue 37)."""
-    app = create_app(Settings(data_dir=str(tmp_path / "data")))
-    assert app.conf.broker_max_poll_records == MAX_POLL_RECORDS
-    assert MAX_POLL_RECORDS / 75 < app.conf.broker_max_poll_interval  # at 75 records a second (issue 37)
 
 
 def test_faust_broker_url_lists_every_bootstrap_server() -> None:

@@ -85,11 +85,6 @@ class Worker(faust.Worker):
         await asyncio.sleep(0.1)
 
 
-#: Most records one fetch hands to the agents (Faust's ``broker_max_poll_records``): at a loaded windowed join's 75
-#: records a second, 130 s of work, well inside the 1000 s the consumer may go without polling.
-MAX_POLL_RECORDS = 10_000
-
-
 def faust_config(settings: Settings) -> dict[str, Any]:
     """Faust keyword settings for ``settings``; pure, so it is tested without building an app."""
     return {
@@ -108,10 +103,6 @@ def faust_config(settings: Settings) -> dict[str, Any]:
         # Around every route, Faust's own blueprints included: errors as JSON, read-only, the token.
         "web_application_options": {"middlewares": middlewares(settings.web_token)},
         "broker_session_timeout": settings.broker_session_timeout,
-        # A fetch's records are handled before the next fetch: all of them (up to 1 MiB a partition, 170,000 small
-        # records of 12 partitions) took a loaded windowed join over Faust's 1000 s poll interval, the consumer left
-        # the group and Faust never rejoined (faust-streaming/faust#138; issue 37).  A bounded fetch keeps it polling.
-        "broker_max_poll_records": MAX_POLL_RECORDS,
         "table_cleanup_interval": 30.0,
         "producer_partitioner": client_partitioner(settings.partitioner),
         # A joined topic's new partition count reaches the rechecks within this (Kafka's default: 5 minutes).
