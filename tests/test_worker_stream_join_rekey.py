@@ -4,7 +4,8 @@ orders x shipments joined on the shipment's ORDER_ID (a value column): the shipm
 in partitions that have nothing to do with their order's; the worker re-keys them by ORDER_ID into ksqlDB's
 ``<app_id>-ORDER_SHIPMENTS-Join-right-repartition`` (murmur2, as Kafka Streams places it, with their event time),
 where each meets its order.  What it writes equals the test runner's prediction; a shipment without a value, which
-the join ignores, is re-keyed nowhere (nor counted written there) and is no dead letter.  The re-key step and every
+the join ignores, goes on through the repartition topic with a null key (its new key reads the value), where it moves
+the join's stream time as in Kafka Streams, and is no dead letter.  The re-key step and every
 re-keyed QTT case are checked without a broker (tests/test_stream_joins.py, tests/test_worker_stream_join.py).
 """
 from __future__ import annotations
@@ -62,14 +63,16 @@ def test_a_join_on_a_value_column_re_keys_its_side_and_writes_what_the_test_runn
         codec = Codec(plan.source("ORDER_SHIPMENTS"))
         assert Counter(shown(codec, r) for r in got) == expected, worker.tail()
         assert all(r.partition == murmur2_partition(r.key, n) for r in got)
-        rekeyed = read_all(bootstrap, f"{settings.app_id}-ORDER_SHIPMENTS-Join-right-repartition", n, len(SHIPMENTS))
+        rekeyed = read_all(bootstrap, f"{settings.app_id}-ORDER_SHIPMENTS-Join-right-repartition", n, len(SHIPMENTS) + 1)
         read = wait_until(lambda: stats(worker)["records"].get(shipments) == len(SHIPMENTS) + 1 and stats(worker),
                           30, "the null shipment read", [worker])
         assert read["dead_lettered"] == 0
         counted = worker.get("/stats?scope=local").json()["counters"]["written"]  # /metrics' records written of it
-        assert sum(counted[f"{settings.app_id}-ORDER_SHIPMENTS-Join-right-repartition"].values()) == len(SHIPMENTS)
+        assert sum(counted[f"{settings.app_id}-ORDER_SHIPMENTS-Join-right-repartition"].values()) == len(SHIPMENTS) + 1
     finally:
         assert worker.stop() == 0, worker.tail()
-    # each shipment once, keyed by its order id, in the partition its order's key is in, carrying its event time
-    assert sorted((r.key, r.partition, json.loads(r.value)["ROWTIME"]) for r in rekeyed) == sorted(
+    # the null shipment once, its key and value null; each other shipment once, keyed by its order id, in the
+    # partition its order's key is in, carrying its event time
+    assert [(r.key, r.timestamp) for r in rekeyed if r.value is None] == [(None, T0)]
+    assert sorted((r.key, r.partition, json.loads(r.value)["ROWTIME"]) for r in rekeyed if r.value is not None) == sorted(
         (key(v["ORDER_ID"]), murmur2_partition(key(v["ORDER_ID"]), n), ts) for _, v, ts in SHIPMENTS)
