@@ -28,7 +28,7 @@ from ..kafka.security import check_access_once, faust_credentials
 from ..partitioners.adapters import client_partitioner
 from ..settings import Settings
 from ..sql.topology import PlanError, Topology, topology, worker_refusal
-from . import health
+from . import faust_internals, health
 from .counters import Counters
 from .flow_control import FlowControl
 from .health import GUARD_EXIT_CODE
@@ -67,24 +67,6 @@ def advertised_host(bind: str, hostname: str) -> str:
     return hostname if bind.strip() in WILDCARD_HOSTS else bind
 
 
-class TableManager(faust.tables.TableManager):
-    """Faust's, less the second its start sleeps first, for tables declared once the app runs: :func:`create_app`
-    declares every table before anything starts, and each worker start (and restart) waited that second."""
-
-    async def on_start(self) -> None:
-        if not self.should_stop:
-            await self._update_channels()  # what Faust's own on_start does after its sleep (faust-streaming 0.15)
-            await self.recovery.start()
-
-
-class Worker(faust.Worker):
-    """Faust's worker, less the second its exit sleeps once every task has ended (mode's ``_sentinel_task``):
-    each clean stop waited that second; a tenth lets the loop run the callbacks the ended tasks scheduled."""
-
-    async def _sentinel_task(self) -> None:
-        await asyncio.sleep(0.1)
-
-
 def faust_config(settings: Settings) -> dict[str, Any]:
     """Faust keyword settings for ``settings``; pure, so it is tested without building an app."""
     return {
@@ -107,8 +89,8 @@ def faust_config(settings: Settings) -> dict[str, Any]:
         "producer_partitioner": client_partitioner(settings.partitioner),
         # A joined topic's new partition count reaches the rechecks within this (Kafka's default: 5 minutes).
         "consumer_metadata_max_age_ms": METADATA_MAX_AGE_MS,
-        "TableManager": TableManager,
-        "Worker": Worker,
+        "TableManager": faust_internals.TableManager,
+        "Worker": faust_internals.Worker,
     }
 
 

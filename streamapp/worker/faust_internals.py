@@ -15,9 +15,11 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
+from faust.tables.manager import TableManager as FaustTableManager
 from faust.transport.consumer import ack_lock
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
+from faust.worker import Worker as FaustWorker
 from mode.utils.futures import notify
 
 logger = logging.getLogger(__name__)
@@ -57,6 +59,9 @@ PRIVATE_NAMES = (
     ("faust.transport.consumer:ThreadDelegateConsumer", "_new_consumer_thread"),
     ("faust.transport.drivers.aiokafka:AIOKafkaConsumerThread", "_create_worker_consumer"),
     ("aiokafka.consumer.consumer:AIOKafkaConsumer", "_isolation_level"),
+    # A start and a clean stop without Faust's one-second sleeps (TableManager, Worker below).
+    ("faust.tables.manager:TableManager", "_update_channels"),
+    ("mode.worker:Worker", "_sentinel_task"),
 )
 
 
@@ -325,3 +330,21 @@ async def seek_fenced(consumer: Any, seek: Callable[[], Awaitable[Mapping[TP, in
                     await consumer.seek(TP(topic, partition), 0)
             transactions.based({p: offsets.get(p) for p in ours[topic]}, topic)
         return committed
+
+
+class TableManager(FaustTableManager):
+    """Faust's, less the second its start sleeps first, for tables declared once the app runs: :func:`create_app`
+    declares every table before anything starts, and each worker start (and restart) waited that second."""
+
+    async def on_start(self) -> None:
+        if not self.should_stop:
+            await self._update_channels()  # what Faust's own on_start does after its sleep (faust-streaming 0.15)
+            await self.recovery.start()
+
+
+class Worker(FaustWorker):
+    """Faust's worker, less the second its exit sleeps once every task has ended (mode's ``_sentinel_task``):
+    each clean stop waited that second; a tenth lets the loop run the callbacks the ended tasks scheduled."""
+
+    async def _sentinel_task(self) -> None:
+        await asyncio.sleep(0.1)
