@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import struct
 import subprocess
 import sys
+import time
 import uuid
 import zlib
 from decimal import Decimal
@@ -144,6 +146,32 @@ def test_demo_refuses_zero_messages_before_starting_anything() -> None:
     assert done.returncode == 2
     assert done.stderr.strip() == "streamapp demo: --messages=0: must be at least 1"
     assert done.stdout == ""
+
+
+def test_a_stopped_demo_stops_everything_it_started(tmp_path: Path) -> None:
+    """SIGTERM (a supervisor's stop, a CI timeout) unwinds the demo as Ctrl-C does: the broker's JVM and Spark's,
+    started first, end with it instead of running on as orphans; exit status 130."""
+    import psutil
+
+    log = tmp_path / "demo.out"
+    with log.open("w") as out:
+        demo = subprocess.Popen([sys.executable, "-m", "streamapp", "demo", "--messages", "10"], stdout=out,
+                                stderr=subprocess.STDOUT, text=True)
+    try:
+        me = psutil.Process(demo.pid)
+        deadline = time.monotonic() + 120
+        while "Spark (the reconciliation's JVM) starting" not in log.read_text() or not any(
+                "java" in (c.name() or "") for c in me.children(recursive=True)):
+            assert demo.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        started = me.children(recursive=True)
+        demo.send_signal(signal.SIGTERM)
+        assert demo.wait(timeout=90) == 130, log.read_text()[-2000:]
+        _, alive = psutil.wait_procs(started, timeout=30)
+        assert alive == [], [(p.pid, p.name()) for p in alive]
+    finally:
+        if demo.poll() is None:
+            demo.kill()
 
 
 @pytest.mark.slow

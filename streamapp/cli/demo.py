@@ -19,6 +19,7 @@ import argparse
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -89,10 +90,15 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # the CLI's exit status 130, after each ``with`` stopped what it started
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.messages < 1:
         raise ProduceError(f"--messages={args.messages}: must be at least 1")
     demo = shape(settings)  # statements the demo cannot run are refused before anything starts
+    signal.signal(signal.SIGTERM, _interrupted)  # a stop unwinds as Ctrl-C does: every child it started stops too
     runs = (args.partitioner,) if args.partitioner else RUNS
     started = time.monotonic()
     console = people_console(stderr=args.json)
