@@ -64,6 +64,9 @@ HOUR, MINUTE = 3_600_000, 60_000
 WINDOW, GRACE = HOUR, 30 * MINUTE
 RETENTION = 2 * WINDOW + GRACE
 CARRIERS = ("dhl", "ups", "fedex", "post")
+#: Ticks (one a second, each later than every window) that write nothing once every record was read: the worker
+#: has written all it will, and its output is checked as it is.
+STALLED_TICKS = 60
 
 
 class Event(NamedTuple):
@@ -143,6 +146,32 @@ def check_rows(expected: Counter[Row], rows: Iterable[Row]) -> str | None:
     example = next(iter(missing or extra))
     return (f"{sum(missing.values()):,} rows missing, {sum(extra.values()):,} extra or duplicated "
             f"(of {sum(expected.values()):,}), e.g. {'missing' if missing else 'extra'} {example}")
+
+
+#: What an order's id says of its shipments (:func:`generate`), by the id's last digit.
+KINDS = {**dict.fromkeys(range(7), "shipped once"), 7: "shipped twice", 8: "shipped too late", 9: "never shipped"}
+
+
+def differences(expected: Counter[Row], rows: Iterable[Row], partitions: int, t0: int, shown: int = 10) -> list[str]:
+    """The rows missing and extra, for people: counts by the order's kind (:data:`KINDS`), joined or not, partition
+    and hour of event time, then the first ``shown`` of each (event time in hours from ``t0``, partition)."""
+    found = Counter(rows)
+    lines = []
+    for name, diff in (("missing", expected - found), ("extra", found - expected)):
+        if not diff:
+            continue
+        rows_ = sorted(diff.elements(), key=lambda r: (r[4], str(r)))
+        tally = Counter((KINDS.get(r[0] % 10, "?") if isinstance(r[0], int) else "?", r[3] is not None) for r in rows_)
+        where = Counter(murmur2_partition(key_bytes(r[0]), partitions) for r in rows_ if isinstance(r[0], int))
+        hours = Counter(int((r[4] - t0) // HOUR) for r in rows_)
+        lines.append(f"{len(rows_):,} {name}: " + ", ".join(f"{n:,} {kind} {'joined' if joined else 'unjoined'}"
+                                                           for (kind, joined), n in sorted(tally.items())))
+        lines.append(f"  by partition {dict(sorted(where.items()))}; by hour of event time {dict(sorted(hours.items()))}")
+        lines += [f"  {name} id {r[0]} ({KINDS.get(r[0] % 10, '?') if isinstance(r[0], int) else '?'}) carrier {r[3]} "
+                  f"at {(r[4] - t0) / HOUR:.3f} h, partition "
+                  f"{murmur2_partition(key_bytes(r[0]), partitions) if isinstance(r[0], int) else '?'}"
+                  for r in rows_[:shown]]
+    return lines
 
 
 def check_copies(records: list[tuple[str, bytes, bytes, int]], copied: Iterable[tuple[bytes | None, bytes | None]]
@@ -304,15 +333,19 @@ def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[st
         sampler.start()
         start, cpu_start = time.monotonic(), cpu_seconds(process)
         produce(bootstrap, records)
-        deadline, asked = time.monotonic() + 3600, 0.0
-        while end_offsets(watermarks, output, n) < wanted:
+        deadline, asked, ticks, written = time.monotonic() + 3600, 0.0, 0, -1
+        while (now_written := end_offsets(watermarks, output, n)) < wanted:
             if time.monotonic() > deadline or worker.proc.poll() is not None:
-                raise RuntimeError(f"the worker: {end_offsets(watermarks, output, n):,} of {wanted:,} rows: "
-                                   f"{worker.tail(5)}")
+                raise RuntimeError(f"the worker: {now_written:,} of {wanted:,} rows: {worker.tail(5)}")
             if time.monotonic() - asked > 1.1:  # read them all? then a tick; asked once a second, not to load it
                 asked = time.monotonic()
                 if sampler.read() >= len(records):
-                    last += 1
+                    ticks = ticks + 1 if now_written == written else 0
+                    if ticks > STALLED_TICKS:  # the rows below tell which are missing
+                        console.print(f"{now_written:,} of {wanted:,} rows, unchanged over {ticks} ticks after every "
+                                      f"record was read: checking what is there")
+                        break
+                    written, last = now_written, last + 1
                     produce(bootstrap, [(sources[1], k, b'{"carrier":"tick"}', last) for k in tick_keys(n)])
             time.sleep(0.1)
         rate = Rate(len(records) / (time.monotonic() - start), len(records) / (cpu_seconds(process) - cpu_start))
@@ -322,9 +355,11 @@ def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[st
         if sampler.is_alive():
             sampler.stop()
         worker.stop()
-    problem = check_rows(expected, (decoded(r.key, r.value, r.timestamp) for r in read_output(bootstrap, output, n)))
+    found = [decoded(r.key, r.value, r.timestamp) for r in read_output(bootstrap, output, n)]
+    problem = check_rows(expected, found)
     if problem:
-        raise RuntimeError(f"{output}: {problem}")
+        t0 = min(r[3] for r in records)
+        raise RuntimeError("\n".join([f"{output}: {problem}", *differences(expected, found, n, t0)]))
     return rate, samples
 
 
