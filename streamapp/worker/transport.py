@@ -138,6 +138,54 @@ def pieces(by_partition: Mapping[TP, Sequence[T]] | InOrder, size: int = CALL_SI
         yield wrap(piece)
 
 
+class HeldBack:
+    """A joint handler's records held from one fetch to the next (:attr:`Handler.joint`), so that a partition's
+    topics are joined in event-time order across fetches, not only within one, as Kafka Streams' task waits for a
+    partition that has records still to fetch (``max.task.idle.ms``).
+
+    A fetch holds up to 1 MiB a partition: a topic of smaller records (shipments) covers more event time a fetch
+    than its partner (orders), and handled whole, fetch after fetch, it ran hours of event time ahead: at
+    1,000,000 orders its records left the window store (the retention) before their orders came, which then joined
+    nothing (issue 37: 267 rows missing).  So a partition's records later than the last one fetched of a topic
+    that has more to fetch (:meth:`take`'s ``pending``) wait for its next fetch; a topic that brought nothing this
+    fetch holds nothing back (no wait for a partner at its end, or whose next offset is a transaction's marker).
+    """
+
+    def __init__(self) -> None:
+        self.records: dict[TP, list[Record]] = {}
+
+    def take(self, fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchHandler],
+             pending: Callable[[TP, Record], bool]) -> dict[TP, Sequence[Record]]:
+        """``fetched`` with the records held before it, less those held now; ``pending(tp, last record)``: whether
+        ``tp`` has records after that one to fetch."""
+        merged: dict[TP, Sequence[Record]] = {tp: [*self.records.pop(tp, ()), *fetched.get(tp, ())]
+                                              for tp in dict.fromkeys([*self.records, *fetched])}
+        groups: dict[tuple[str, int], list[TP]] = {}
+        for tp in merged:
+            joint = getattr(handlers.get(tp.topic), "joint", None)
+            if joint is not None:
+                groups.setdefault((joint, tp.partition), []).append(tp)
+        for tps in groups.values():
+            time_of = {tp: getattr(handlers[tp.topic], "event_time", record_time) for tp in tps}
+            ends = [time_of[tp](merged[tp][-1]) for tp in tps if fetched.get(tp) and pending(tp, merged[tp][-1])]
+            if not ends or len(tps) < 2:
+                continue
+            limit = min(ends)
+            for tp in tps:
+                records = merged[tp]
+                if time_of[tp](records[-1]) <= limit:  # the usual case: the partner's, or one not ahead of it
+                    continue
+                ready = next((i for i, record in enumerate(records) if time_of[tp](record) > limit), len(records))
+                if ready < len(records):
+                    self.records[tp] = list(records[ready:])
+                    merged[tp] = records[:ready]
+        return {tp: records for tp, records in merged.items() if records}
+
+    def clear(self) -> None:
+        """A seek or a rebalance: the records held are fetched again from where it puts their partitions."""
+        self.records.clear()
+
+
 def rounds(fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchHandler]
            ) -> list[list[tuple[str, dict[TP, Sequence[Record]] | InOrder]]]:
     """A fetch's batch messages as handler calls: rounds of (topic, messages by partition), in processing order.
@@ -230,6 +278,15 @@ class Consumer(faust_aiokafka.Consumer):
     _batch_fetch: tuple[dict[TP, Sequence[Record]], int] | None = None
     #: Revokes whose commit left acked offsets uncommitted (their next owner reads them again): the metrics count them.
     revoke_commits_failed = 0
+    #: A joint handler's records fetched but not handled yet, to keep its partitions' topics in event-time order
+    #: across fetches: never acked, so dropped at a seek or a rebalance, which fetches them again.
+    _held: HeldBack | None = None
+
+    @property
+    def held(self) -> HeldBack:
+        if self._held is None:
+            self._held = HeldBack()
+        return self._held
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         """Under exactly_once the consumer reads ``read_committed`` (docs/RELIABILITY.md)."""
@@ -254,6 +311,7 @@ class Consumer(faust_aiokafka.Consumer):
             self._no_seek = asyncio.Event()
         self._no_seek.clear()
         self._sought = {}
+        self.held.clear()
         self._seeking += 1
         self._seeks += 1
         try:
@@ -272,6 +330,7 @@ class Consumer(faust_aiokafka.Consumer):
         commit flushes the producer and commits.  The worker still owns the partitions:
         the group waits for every member's revoke before it reassigns them.
         """
+        self.held.clear()
         if not self.app.should_stop:  # a stopping worker has committed in wait_empty
             self.stop_flow()
             await self._settle()
@@ -372,6 +431,8 @@ class Consumer(faust_aiokafka.Consumer):
         async for tp, message in super().getmany(timeout):
             yield tp, message
         taken, self._batch_fetch = self._batch_fetch, None
+        if taken is None and self.held.records:  # nothing new: what is held waits for nothing more
+            taken = {}, self.app.consumer_generation_id
         if taken is None or self.should_stop:
             return
         received, generation = taken
@@ -382,9 +443,10 @@ class Consumer(faust_aiokafka.Consumer):
         def overtaken() -> bool:  # by a seek: one runs, or one ran since this fetch began
             return bool(self._seeking) or self._seeks != seeks
 
-        if not received or rebalancing():
+        if not (received or self.held.records) or rebalancing():
             return
         if overtaken():
+            self.held.clear()
             await self._seek_again(received, generation)
             return
         fetched: dict[TP, Sequence[Record]] = {}
@@ -393,6 +455,18 @@ class Consumer(faust_aiokafka.Consumer):
             accepted = await faust_internals.accept_all(self, tp, records)
             if accepted:
                 fetched[tp] = accepted
+
+        def pending(tp: TP, last: Record) -> bool:
+            highwater = self.highwater(tp)
+            return highwater is not None and highwater > last.offset + 1
+
+        if rebalancing():  # (accept_all awaits) the records held are the next owner's, and a seek's: re-fetched
+            return
+        if overtaken():
+            self.held.clear()
+            await self._seek_again(fetched, generation)
+            return
+        fetched = self.held.take(fetched, handlers, pending)
         for calls in rounds(fetched, handlers):
             for topic, by_partition in calls:
                 for piece in pieces(by_partition, getattr(handlers[topic], "call_size", CALL_SIZE)):
