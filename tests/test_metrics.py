@@ -733,7 +733,6 @@ def prometheus_scenario(broker_settings: Settings, tmp_path: Path) -> None:
             f"no miss ratio recorded in the good phase: {prometheus.targets()}"
 
         # The users producer switches to librdkafka's default partitioner; new orders are for its users.
-        switched_at = time.monotonic()
         produce(bootstrap, settings.users_topic, [(k, user) for k in switched], "consistent")
         orders.users = switched
 
@@ -746,10 +745,8 @@ def prometheus_scenario(broker_settings: Settings, tmp_path: Path) -> None:
 
         alerts = wait_until(both_firing, 90, lambda: f"both alerts firing: {prometheus.alerts() if prometheus else {}}",
                             [worker])
-        fired_after = time.monotonic() - switched_at
         assert ("StreamappJoinMissRatioJump", "demo_user_orders_merged_repartition") not in alerts  # the right join
         assert ("StreamappMisplacedKeys", settings.orders_topic) not in alerts
-        assert fired_after < 90
 
         # Prometheus' own query API holds the join counters (every order looked up by both joins) and the lag.
         produced = orders.finish()
