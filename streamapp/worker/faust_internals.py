@@ -15,12 +15,16 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as AioTopicPartition
 from faust.tables.manager import TableManager as FaustTableManager
 from faust.transport.consumer import ack_lock
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 from faust.worker import Worker as FaustWorker
 from mode.utils.futures import notify
+
+from ..kafka.security import aiokafka_options
 
 logger = logging.getLogger(__name__)
 
@@ -233,11 +237,6 @@ TAIL_READ_TIMEOUT = 30.0
 async def committed_records_after(app: Any, ranges: Mapping[TP, tuple[int | None, int]]) -> set[TP]:
     """The partitions of ``ranges`` holding a committed record after the first offset (None: from the start) up to the
     second, read ``read_committed`` by a consumer of their own (a partition not read to its end counts as holding one)."""
-    from aiokafka import AIOKafkaConsumer
-    from aiokafka import TopicPartition as AioTopicPartition
-
-    from ..kafka.security import aiokafka_options
-
     parts = {AioTopicPartition(tp.topic, tp.partition): tp for tp in ranges}
     consumer = AIOKafkaConsumer(**aiokafka_options(app.settings.kafka), isolation_level="read_committed",
                                 enable_auto_commit=False, auto_offset_reset="earliest")  # below a compacted start

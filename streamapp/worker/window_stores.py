@@ -21,7 +21,8 @@ from streamapp.sql.stream_join import store_key
 from streamapp.worker.faust_internals import partition_db
 
 #: A window store's keys: a record by (key, time, offset); a time index by (time, key, offset), written before
-#: 2026-11-27 (its keys are deleted at the next sweep); the partition's stream times (in the left side's table).  The outer store's: a record by (time, side, key, offset).  Faust keeps
+#: 2026-11-27 (its keys are deleted at the next sweep); the partition's stream times (in the left side's table).
+#: The outer store's: a record by (time, side, key, offset).  Faust keeps
 #: its changelog offset in each database too, under a key of its own (``__faust...``), after these.
 DATA, INDEX, META = b"\x00", b"\x01", b"\x02"
 #: One change of a store, for its changelog: (table, partition, key, value or None for a delete).
