@@ -158,8 +158,9 @@ class HeldBack:
              pending: Callable[[TP, Record], bool]) -> dict[TP, Sequence[Record]]:
         """``fetched`` with the records held before it, less those held now; ``pending(tp, last record)``: whether
         ``tp`` has records after that one to fetch."""
-        merged: dict[TP, Sequence[Record]] = {tp: [*self.records.pop(tp, ()), *fetched.get(tp, ())]
-                                              for tp in dict.fromkeys([*self.records, *fetched])}
+        merged: dict[TP, Sequence[Record]] = {  # a fetch's records copied only where some were held before them
+            tp: [*self.records.pop(tp), *fetched.get(tp, ())] if tp in self.records else fetched[tp]
+            for tp in dict.fromkeys([*self.records, *fetched])}
         groups: dict[tuple[str, int], list[TP]] = {}
         for tp in merged:
             joint = getattr(handlers.get(tp.topic), "joint", None)
