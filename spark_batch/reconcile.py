@@ -25,6 +25,8 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     __package__ = "spark_batch"
 
+import confluent_kafka
+import pyarrow
 from py4j.protocol import Py4JJavaError
 from pyspark import inheritable_thread_target
 from pyspark.errors import PySparkTypeError
@@ -306,9 +308,6 @@ def _step(what: str) -> Iterator[None]:
 
 
 def _versions(spark: SparkSession) -> dict[str, str]:
-    import confluent_kafka
-    import pyarrow
-
     return {
         "streamapp": streamapp.__version__,
         "spark": spark.version,
