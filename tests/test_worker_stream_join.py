@@ -153,6 +153,21 @@ def test_the_changes_of_the_stores_are_handed_over_for_their_changelogs(tmp_path
         assert dict(partition_db(table, 0).items()) == replayed.get((table.name, 0), {})
 
 
+def test_the_stores_write_no_write_ahead_log_their_changelog_is_their_durability(tmp_path: Path) -> None:
+    """As Kafka Streams' RocksDB stores: the join's writes reach the memtables only, not the WAL files (issue 37)."""
+    from agents.stream_joins import StreamJoinRun
+    from streamapp.worker.faust_internals import partition_db
+
+    app = app_of(tmp_path, "FULL", "WITHIN 1 SECOND GRACE PERIOD 1 SECOND")
+    [joined] = app.topology.stream_joins
+    run = StreamJoinRun(app, joined, clock=lambda: 0)
+    feed(run, app, RECORDS * 20)
+    for table in run.tables:
+        assert list(partition_db(table, 0).keys()), table.name  # written to
+        wal = sum(f.stat().st_size for f in Path(table.data.partition_path(0)).glob("*.log"))
+        assert wal == 0, (table.name, wal)
+
+
 def _accepted_r1_cases() -> list[Path]:
     """ksqlDB's stream-stream cases (ring R1) whose plan the worker accepts: one stream-stream join, nothing else
     (either side re-keyed or not)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 import faust
-from rocksdict import ReadOptions
+from rocksdict import ReadOptions, WriteOptions
 
 from streamapp.sql.engine import Row
 from streamapp.sql.stream_join import store_key
@@ -81,12 +81,21 @@ def _key_range(db: Any, key: Any, start: int, end: int) -> Iterator[tuple[bytes,
     return _scan(db, prefix + _time(start), prefix + _time(end + 1))
 
 
+#: A window or outer store's writes skip RocksDB's write-ahead log, as Kafka Streams' RocksDBStore's do: the
+#: changelog is the store's durability.  A crash loses what the memtables held, Faust's changelog offset (the same
+#: database) with it, so the database is as it was at an earlier point and recovery replays the changelog from there.
+UNLOGGED = WriteOptions()
+UNLOGGED.disable_wal = True
+
+
 class Writes:
-    """The direct writes of a partition's state to RocksDB, each also kept for the store's changelog."""
+    """The direct writes of a partition's state to RocksDB (:data:`UNLOGGED`), each also kept for the store's
+    changelog."""
 
     def __init__(self, table: faust.Table, partition: int, changes: list[Change]) -> None:
         self.table, self.partition, self.changes = table, partition, changes
         self.db = partition_db(table, partition)
+        self.db.set_write_options(UNLOGGED)
 
     def put(self, key: bytes, value: bytes) -> None:
         self.db.put(key, value)
