@@ -12,8 +12,8 @@ from streamapp.worker.transport import Handler, HeldBack, InOrder, pieces, round
 
 
 class Msg:
-    def __init__(self, topic: str, ts: int) -> None:
-        self.topic, self.timestamp = topic, ts
+    def __init__(self, topic: str, ts: int, offset: int = 0) -> None:
+        self.topic, self.timestamp, self.offset = topic, ts, offset
 
     def __repr__(self) -> str:
         return f"{self.topic}@{self.timestamp}"
@@ -122,7 +122,7 @@ def test_held_records_wait_for_the_partner_topic_only_while_it_has_more_to_fetch
     # the partner brings nothing (it is at its end, or its next offset is a transaction's marker): nothing waits
     assert held.take({}, handlers, lambda tp, last: True) == {b: b0[2:]}  # type: ignore[arg-type]
     assert held.records == {}
-    held.take({a: [Msg("a", 7)], b: [Msg("b", 8)]}, handlers, lambda tp, last: tp.topic == "a")  # type: ignore[arg-type]
+    held.take({a: [Msg("a", 7)], b: [Msg("b", 8, offset=41)]}, handlers, lambda tp, last: tp.topic == "a")  # type: ignore[arg-type]
     assert held.records == {b: [held.records[b][0]]} and held.records[b][0].timestamp == 8
-    held.clear()
+    assert held.drop() == {b: 41}  # a seek's: where to fetch them again if it moves nothing
     assert held.records == {}

@@ -12,6 +12,7 @@ import asyncio
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import pytest
 from faust.types import TP
 
 from streamapp.settings import Settings
@@ -58,6 +59,12 @@ def consumer_for(tmp_path: Path, thread: ConsumerThread, handled: list[Mapping[T
     consumer.app.topics.acks_enabled_for = lambda topic: True
     consumer._get_active_partitions = lambda: set(thread.assigned)
     return consumer
+
+
+async def unanswered() -> Mapping[TP, int | None]:
+    """A seek's question the consumer thread never answers: the seek ends only when it is cancelled."""
+    await asyncio.Event().wait()
+    raise AssertionError("the consumer thread never answers")
 
 
 async def fetch_once(consumer: Consumer) -> None:
@@ -134,20 +141,15 @@ def test_a_seek_under_way_when_the_fetch_returns_sends_only_assigned_partitions_
     assert {tp: consumer._read_offset[tp] for tp in (U0, U1, U2)} == {U0: 1518, U1: None, U2: 40}
 
 
-def test_a_seek_cancelled_before_the_consumer_thread_answered_leaves_the_batch_at_its_read_offset(
+def test_a_seek_cancelled_before_the_consumer_thread_answered_leaves_the_batch_at_its_first_record(
         tmp_path: Path) -> None:
     """A recovery's seek can time out (it is awaited with Faust's ``broker_request_timeout``) before the consumer
-    thread answers: it moved nothing, so a fetch it overtook goes back to the partition's read offset."""
+    thread answers: it moved nothing, so a fetch it overtook goes back to its first record."""
     thread = ConsumerThread({U0: 1518}, {U0})
     handled: list[Mapping[TP, Sequence[Any]]] = []
     consumer = consumer_for(tmp_path, thread, handled)
     consumer._read_offset[U0] = 7
-    never = asyncio.Event()
     seeks: list[asyncio.Task[None]] = []
-
-    async def unanswered() -> Mapping[TP, int | None]:
-        await never.wait()
-        raise AssertionError("the consumer thread never answers")
 
     async def fetch(active_partitions: set[TP], timeout: float) -> dict[TP, list[Any]]:
         seeks.append(asyncio.ensure_future(consumer.perform_seek()))
@@ -161,5 +163,84 @@ def test_a_seek_cancelled_before_the_consumer_thread_answered_leaves_the_batch_a
     asyncio.run(fetch_once(consumer))
     assert seeks and seeks[0].cancelled()
     assert handled == []
-    assert thread.positions == [(U0, 7)]
-    assert consumer._read_offset[U0] == 7
+    assert thread.positions == [(U0, 8)]
+    assert consumer._read_offset[U0] == 8
+
+
+def test_a_seek_cancelled_while_a_batch_is_handled_sends_its_partitions_back_to_the_batchs_first_record(
+        tmp_path: Path) -> None:
+    """A batch handled in several calls, overtaken after the first by a seek that moved nothing: the rest is
+    dropped, and the partition goes back to the batch's first record (handled again, at least once), not to its
+    read offset, which accepting the batch moved past the records not yet handled."""
+    thread = ConsumerThread({U0: 1518}, {U0})
+    handled: list[Mapping[TP, Sequence[Any]]] = []
+    consumer = consumer_for(tmp_path, thread, handled)
+    consumer._read_offset[U0] = 4
+
+    async def handle(batches: Mapping[TP, Sequence[Any]]) -> None:
+        handled.append(batches)
+        seek = asyncio.ensure_future(consumer.perform_seek())
+        await asyncio.sleep(0)
+        seek.cancel()
+        await asyncio.wait([seek])
+
+    async def fetch(active_partitions: set[TP], timeout: float) -> dict[TP, list[Any]]:
+        return {U0: fetched(USERS, 0, 5, 6, 7, 8)}
+
+    thread.seek_to_committed = unanswered
+    consumer.app.batch_handlers = {USERS: Handler(handle, table=True, call_size=2)}
+    consumer._getmany = fetch
+
+    asyncio.run(fetch_once(consumer))
+    assert [[r.offset for r in records] for call in handled for records in call.values()] == [[5, 6]]
+    assert thread.positions == [(U0, 5)]
+    assert consumer._read_offset[U0] == 5
+
+ORDERS, SHIPMENTS = "orders", "shipments"
+O0, S0 = TP(ORDERS, 0), TP(SHIPMENTS, 0)
+
+
+@pytest.mark.parametrize("committed, cancelled, again", [
+    (None, True, 3),  # nothing moved: where the held records begin
+    (None, False, 0),  # no commit: aiokafka leaves the partition where it is; the seek's position is its start
+    (2, False, 2),  # the committed offset, as the seek put it
+], ids=["cancelled", "nothing-committed", "committed"])
+def test_records_held_back_when_a_seek_begins_are_fetched_again_from_where_it_put_their_partition(
+        tmp_path: Path, committed: int | None, cancelled: bool, again: int) -> None:
+    """A windowed join's records held back for the next fetch (:class:`HeldBack`) are dropped when a seek to the
+    committed offsets begins, though the partition's position and read offset are past them.  A seek that moves
+    nothing (cancelled before the consumer thread answered, or of a partition without a commit, which aiokafka
+    leaves where it is) would skip them: the partition is sought again before the next fetch, as a batch the seek
+    overtook is."""
+    thread = ConsumerThread({O0: None, S0: committed}, {O0, S0})
+    handled: list[Mapping[TP, Sequence[Any]]] = []
+    consumer = consumer_for(tmp_path, thread, handled)
+
+    async def handle(batches: Mapping[TP, Sequence[Any]]) -> None:
+        handled.append(batches)
+
+    consumer.app.batch_handlers = {topic: Handler(handle, joint="join") for topic in (ORDERS, SHIPMENTS)}
+    fetches = iter([{O0: fetched(ORDERS, 0, 0, 1, 2), S0: fetched(SHIPMENTS, 0, *range(10))}, {}])
+
+    async def fetch(active_partitions: set[TP], timeout: float) -> dict[TP, list[Any]]:
+        return next(fetches)
+
+    async def scenario() -> None:
+        await fetch_once(consumer)  # shipments 3..9 are later than the last order fetched: held
+        assert consumer.held.records.keys() == {S0}
+        seek = asyncio.ensure_future(consumer.perform_seek())
+        if cancelled:
+            thread.seek_to_committed = unanswered
+            await asyncio.sleep(0)
+            seek.cancel()
+        await asyncio.wait([seek])
+        thread.positions.clear()
+        await fetch_once(consumer)
+
+    consumer._getmany = fetch
+    asyncio.run(scenario())
+    assert [[(tp, [r.offset for r in records]) for tp, records in call.items()] for call in handled] == [
+        [(O0, [0]), (S0, [0]), (O0, [1]), (S0, [1]), (O0, [2]), (S0, [2])]]
+    assert consumer.held.records == {}
+    assert thread.positions == [(S0, again)]
+    assert consumer._read_offset[S0] == (again or None)

@@ -78,11 +78,6 @@ def deliverable(consumer: Any, tp: TP, active: Any) -> bool:
     return active is None or tp in active or tp in consumer._buffered_partitions
 
 
-def read_offset(consumer: Any, tp: TP) -> int | None:
-    """The offset Faust's fetch loop last read in ``tp`` (after a seek: where it put the partition; None: none)."""
-    return consumer._read_offset[tp]
-
-
 async def accept_all(consumer: Any, tp: TP, records: Sequence[Any]) -> Sequence[Any]:
     """What Faust's fetch loop (``Consumer._drain_messages``) does with each message's offset before delivering it,
     for one partition's fetched records (in offset order) at once: the records it would deliver.

@@ -182,9 +182,12 @@ class HeldBack:
                     merged[tp] = records[:ready]
         return {tp: records for tp, records in merged.items() if records}
 
-    def clear(self) -> None:
-        """A seek or a rebalance: the records held are fetched again from where it puts their partitions."""
+    def drop(self) -> dict[TP, int]:
+        """A seek or a rebalance: the records held are dropped, fetched again from where it puts their partitions;
+        returns the first offset held of each partition."""
+        firsts = {tp: records[0].offset for tp, records in self.records.items()}
         self.records.clear()
+        return firsts
 
 
 def rounds(fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchHandler]
@@ -274,13 +277,17 @@ class Consumer(faust_aiokafka.Consumer):
     #: (its start); empty while a seek runs, and after one that ended before the consumer thread answered.
     #: A batch that seek overtook goes back there (:meth:`_seek_again`).
     _sought: Mapping[TP, int | None] = {}
+    #: The first offset of each partition's records dropped unhandled for a seek to the committed offsets: the
+    #: batches it overtook and the records held back when it began, sought again once it ends (:meth:`_seek_again`).
+    _dropped: Mapping[TP, int] = {}
     #: The batch topics' records of the fetch under way, by partition, and the generation they were fetched in:
     #: kept aside by :meth:`_wait_next_records`, handled by :meth:`getmany`.
     _batch_fetch: tuple[dict[TP, Sequence[Record]], int] | None = None
     #: Revokes whose commit left acked offsets uncommitted (their next owner reads them again): the metrics count them.
     revoke_commits_failed = 0
     #: A joint handler's records fetched but not handled yet, to keep its partitions' topics in event-time order
-    #: across fetches: never acked, so dropped at a seek or a rebalance, which fetches them again.
+    #: across fetches: never acked; dropped at a rebalance, which fetches them again from the committed offsets,
+    #: and at a seek, which may move nothing (:attr:`_dropped`).
     _held: HeldBack | None = None
 
     @property
@@ -312,7 +319,7 @@ class Consumer(faust_aiokafka.Consumer):
             self._no_seek = asyncio.Event()
         self._no_seek.clear()
         self._sought = {}
-        self.held.clear()
+        self._drop(self.held.drop())
         self._seeking += 1
         self._seeks += 1
         try:
@@ -331,7 +338,8 @@ class Consumer(faust_aiokafka.Consumer):
         commit flushes the producer and commits.  The worker still owns the partitions:
         the group waits for every member's revoke before it reassigns them.
         """
-        self.held.clear()
+        self.held.drop()
+        self._dropped = {}  # the rebalance fetches every partition again from its committed offset
         if not self.app.should_stop:  # a stopping worker has committed in wait_empty
             self.stop_flow()
             await self._settle()
@@ -351,9 +359,16 @@ class Consumer(faust_aiokafka.Consumer):
         await super().wait_empty()
         await faust_internals.commit_now(self)
 
-    async def _seek_again(self, partitions: Iterable[TP], generation: int | None) -> None:
-        """Once no seek runs, seek ``partitions`` still assigned again where the last one put them (their records
-        were dropped): the committed offset, or the start when there is none.
+    def _drop(self, firsts: Mapping[TP, int]) -> None:
+        """Records dropped unhandled for a seek, by the first offset of each partition's: kept for :meth:`_seek_again`."""
+        dropped = dict(self._dropped)
+        for tp, offset in firsts.items():
+            dropped[tp] = min(offset, dropped.get(tp, offset))
+        self._dropped = dropped
+
+    async def _seek_again(self, generation: int | None) -> None:
+        """Once no seek runs, seek the partitions whose records were dropped for it (:attr:`_dropped`), if still
+        assigned, where it put them: the committed offset, or the start when there is none.
 
         A seek moves a partition in the consumer thread before it ends here, so a fetch
         that came back meanwhile may hold records after the new position: dropped, they
@@ -361,20 +376,21 @@ class Consumer(faust_aiokafka.Consumer):
         the read offset: a seek can end while a fetch is being accepted (Faust's gap
         bookkeeping yields to the loop), and the partitions accepted after it then have
         the fetch's last offset as their read offset.  A seek cancelled before the consumer
-        thread answered (a recovery's timeout) moved nothing: the read offset then.  Not
-        after a rebalance began: its own seek comes after it.  Faust's ``seek`` sets the read
-        offset back too.
+        thread answered (a recovery's timeout) moved nothing: the first record dropped then
+        (the read offset may be past it: accepted, or held back).  Not after a rebalance
+        began: its own seek comes after it.  Faust's ``seek`` sets the read offset back too.
         """
         while self._seeking and self._no_seek is not None:
             await self._no_seek.wait()
-        if self.flow_active and self.app.consumer_generation_id == generation:
+        dropped, self._dropped = self._dropped, {}
+        if dropped and self.flow_active and self.app.consumer_generation_id == generation:
             assigned = self.assignment()
-            partitions = sorted(tp for tp in partitions if tp in assigned)
+            partitions = sorted(tp for tp in dropped if tp in assigned)
             for tp in partitions:
-                offset = self._sought[tp] if tp in self._sought else faust_internals.read_offset(self, tp)
+                offset = self._sought[tp] if tp in self._sought else dropped[tp]
                 await self.seek(tp, offset or 0)
-            logger.info("A seek to the committed offsets overtook a fetch: %s sought again, its records read again",
-                        ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
+            logger.info("A seek to the committed offsets overtook records fetched: %s sought again, the records "
+                        "read again", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
 
     async def _settle(self) -> None:
         """Wait for the batch handler call under way, then for the ``commit_every`` commit (that call may start one)."""
@@ -422,11 +438,14 @@ class Consumer(faust_aiokafka.Consumer):
         Faust's ``commit_every`` rule applies as it does after each message there,
         its commit running beside the loop (:meth:`_commit_if_due`).
         A batch that a rebalance or a seek to the committed offsets overtakes is
-        dropped unhandled: the seek moves its partitions back, so it is fetched again
-        (by its next owner after a rebalance).  A handler call runs shielded: a stopping
-        worker cancels this loop, and :meth:`wait_empty` waits for the call to ack.
+        dropped unhandled and fetched again: by its next owner after a rebalance, from
+        where the seek put its partitions after a seek (:meth:`_seek_again`).  A handler
+        call runs shielded: a stopping worker cancels this loop, and :meth:`wait_empty`
+        waits for the call to ack.
         """
         handlers: Mapping[str, BatchHandler] = self.app.batch_handlers
+        if self._dropped:  # held back when a seek began that overtook no fetch: sought again before the next one
+            await self._seek_again(self.app.consumer_generation_id)
         seeks = self._seeks  # before the fetch: a seek that ends while it is under way may have moved its partitions
         self._batch_fetch = None
         async for tp, message in super().getmany(timeout):
@@ -441,14 +460,19 @@ class Consumer(faust_aiokafka.Consumer):
         def rebalancing() -> bool:
             return not self.flow_active or self.app.consumer_generation_id != generation
 
-        def overtaken() -> bool:  # by a seek: one runs, or one ran since this fetch began
-            return bool(self._seeking) or self._seeks != seeks
+        async def overtaken(batch: Mapping[TP, Sequence[Record]]) -> bool:
+            """Whether a rebalance or a seek (one runs, or one ran since this fetch began) overtook ``batch``: then
+            it is dropped unhandled, and after a seek its partitions are sought again (the held records were
+            dropped when the seek began)."""
+            if rebalancing():
+                return True
+            if not self._seeking and self._seeks == seeks:
+                return False
+            self._drop({tp: records[0].offset for tp, records in batch.items() if records})
+            await self._seek_again(generation)
+            return True
 
-        if not (received or self.held.records) or rebalancing():
-            return
-        if overtaken():
-            self.held.clear()
-            await self._seek_again(received, generation)
+        if not (received or self.held.records) or await overtaken(received):
             return
         fetched: dict[TP, Sequence[Record]] = {}
         for tp, records in received.items():
@@ -461,20 +485,13 @@ class Consumer(faust_aiokafka.Consumer):
             highwater = self.highwater(tp)
             return highwater is not None and highwater > last.offset + 1
 
-        if rebalancing():  # (accept_all awaits) the records held are the next owner's, and a seek's: re-fetched
-            return
-        if overtaken():
-            self.held.clear()
-            await self._seek_again(fetched, generation)
+        if await overtaken(fetched):  # (accept_all awaits)
             return
         fetched = self.held.take(fetched, handlers, pending)
         for calls in rounds(fetched, handlers):
             for topic, by_partition in calls:
                 for piece in pieces(by_partition, getattr(handlers[topic], "call_size", CALL_SIZE)):
-                    if rebalancing():
-                        return
-                    if overtaken():
-                        await self._seek_again(fetched, generation)
+                    if await overtaken(fetched):
                         return
                     self._handling = asyncio.ensure_future(handlers[topic](piece))
                     await asyncio.shield(self._handling)
