@@ -1,7 +1,7 @@
 """The private names of Faust the worker depends on still exist, and the batch path keeps Faust's commit rules.
 
-Each name in ``streamapp.worker.faust_internals.PRIVATE_NAMES`` is checked on the
-real class (and, where it is created per object, on a real object of the app), so
+Each name in ``streamapp.worker.faust_internals.PRIVATE_NAMES`` is checked on a
+real object of its class (the app's own, or one built as the worker builds it), so
 an upgrade of Faust that removes or renames one fails here, naming it, instead
 of deep in a running worker.
 """
@@ -11,6 +11,7 @@ import importlib
 import inspect
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 from confluent_kafka import Producer
@@ -30,22 +31,30 @@ def owner(path: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
+def real_object(path: str, app: Any) -> Any:
+    """A real object of the class at ``path``: the app's own where it has one, else built (not started) as the
+    worker builds it."""
+    objects: dict[str, Callable[[], Any]] = {
+        "faust.transport.consumer:Consumer": lambda: app.consumer,
+        "faust.transport.consumer:ThreadDelegateConsumer": lambda: app.consumer,
+        "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread": lambda: app.consumer._thread,
+        "faust.transport.drivers.aiokafka:Producer": lambda: app.producer,
+        "faust.stores.rocksdb:Store": lambda: app.join_tables.by_name["demo_user"].data,
+        "faust.tables.manager:TableManager": lambda: app.tables,
+        "mode.worker:Worker": lambda: app.Worker(loglevel="WARNING"),  # as Faust's CLI builds it (app.conf.Worker)
+        "aiokafka.consumer.consumer:AIOKafkaConsumer": aiokafka_consumer,
+    }
+    assert path in objects, f"no real object of {path} to check its private names on: add one here"
+    return objects[path]()
+
+
 @pytest.mark.parametrize("path, name", faust_internals.PRIVATE_NAMES, ids=[f"{p}.{n}" for p, n in faust_internals.PRIVATE_NAMES])
 def test_each_private_name_is_still_there(path: str, name: str, tmp_path: Path) -> None:
-    app = create_app(Settings(data_dir=str(tmp_path / "data")))
-    instances = {"Consumer": app.consumer, "Store": app.join_tables.by_name["demo_user"].data, "Producer": app.producer,
-                 "ThreadDelegateConsumer": app.consumer, "AIOKafkaConsumerThread": app.consumer._thread}
-    if path.startswith("aiokafka."):
-        instances["AIOKafkaConsumer"] = aiokafka_consumer()
-        instances["AIOKafkaProducer"] = aiokafka_transactional_producer()
-    instances["TableManager"] = app.tables
-    cls = owner(path)
-    # hasattr, not a None check: some are None until used (``_commit_fut``: no commit under way); a class
-    # the app makes no object of (mode's Worker, started by the CLI) is checked on the class
-    instance = instances.get(cls.__name__)
-    found = hasattr(instance, name) or hasattr(cls, name)
-    assert found, f"{path} has no {name} any more: update streamapp/worker/faust_internals.py"
-    assert instance is None and cls.__name__ == "Worker" or isinstance(instance, cls)
+    """Each on a real object of its class (hasattr, not a None check: some are None until used, as ``_commit_fut``
+    with no commit under way)."""
+    instance = real_object(path, create_app(Settings(data_dir=str(tmp_path / "data"))))
+    assert isinstance(instance, owner(path))
+    assert hasattr(instance, name), f"{path} has no {name} any more: update streamapp/worker/faust_internals.py"
 
 
 def test_the_adapter_reaches_them_on_a_real_app(tmp_path: Path) -> None:
@@ -154,18 +163,6 @@ def test_exactly_once_consumer_reads_committed_and_seeks_through_the_fence(tmp_p
     plain = create_app(Settings(data_dir=str(tmp_path / "alo")))
     assert type(plain.consumer._thread) is faust_aiokafka.AIOKafkaConsumerThread
     assert plain.transactions == {}
-
-
-def aiokafka_transactional_producer() -> object:
-    """A transactional aiokafka producer, built (not started) on a loop: its transaction manager exists."""
-    import asyncio
-
-    from aiokafka import AIOKafkaProducer
-
-    async def build() -> AIOKafkaProducer:
-        return AIOKafkaProducer(bootstrap_servers="127.0.0.1:1", transactional_id="streamapp-test")
-
-    return asyncio.run(build())
 
 
 def test_commit_now_commits_after_the_commit_under_way_where_fausts_own_commit_does_not(tmp_path: Path) -> None:
