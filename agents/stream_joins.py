@@ -62,6 +62,11 @@ class Journaled(Writes):
         self._keep(key)
         super().put(key, value)
 
+    def add(self, key: bytes, value: bytes) -> None:
+        """A new key's value before is None: not read (each window and outer store put read one)."""
+        self.journal.setdefault((id(self.table), self.partition, key), (self.table, self.partition, key, None))
+        super().put(key, value)
+
     def delete(self, key: bytes) -> None:
         self._keep(key)
         super().delete(key)

@@ -101,6 +101,11 @@ class Writes:
         self.db.put(key, value)
         self.changes.append((self.table, self.partition, key, value))
 
+    def add(self, key: bytes, value: bytes) -> None:
+        """:meth:`put` of a key that holds the record's offset: no other record wrote it (a record read again
+        writes the same value), so it had no value before."""
+        self.put(key, value)
+
     def delete(self, key: bytes) -> None:
         self.db.delete(key)
         self.changes.append((self.table, self.partition, key, None))
@@ -126,7 +131,7 @@ class RocksWindow:
         if self.observed - self.swept >= max(self.retention // 2, 1):
             self.swept = self.observed
             self.expire(oldest)
-        self.writes.put(DATA + _sized(store_key(key)) + _time(timestamp) + _seq(seq), pickle.dumps(row, protocol=5))
+        self.writes.add(DATA + _sized(store_key(key)) + _time(timestamp) + _seq(seq), pickle.dumps(row, protocol=5))
         return True
 
     def fetch(self, key: Any, start: int, end: int) -> list[tuple[int, Row]]:
@@ -159,7 +164,7 @@ class RocksOuter:
         return DATA + _time(timestamp) + (b"\x01" if this_is_left else b"\x00") + _sized(store_key(key))
 
     def add(self, timestamp: int, this_is_left: bool, key: Any, row: Row, seq: int) -> None:
-        self.writes.put(self._prefix(timestamp, this_is_left, key) + _seq(seq), pickle.dumps((key, row), protocol=5))
+        self.writes.add(self._prefix(timestamp, this_is_left, key) + _seq(seq), pickle.dumps((key, row), protocol=5))
 
     def discard(self, timestamp: int, this_is_left: bool, key: Any) -> None:
         self.pop((timestamp, this_is_left, self._prefix(timestamp, this_is_left, key)))
