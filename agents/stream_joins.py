@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import faust
 from faust.types import TP
@@ -70,6 +70,10 @@ class Journaled(Writes):
     def delete(self, key: bytes) -> None:
         self._keep(key)
         super().delete(key)
+
+    def dropping(self, items: Iterator[tuple[bytes, bytes]]) -> None:
+        for key, value in items:
+            self.journal.setdefault((id(self.table), self.partition, key), (self.table, self.partition, key, value))
 
 
 def put_back(journal: Journal) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from streamapp.settings import Settings
+from streamapp.worker.window_stores import SEGMENTS
 
 STREAMS = """
 CREATE STREAM L (ID BIGINT KEY, A STRING) WITH (KAFKA_TOPIC='l', VALUE_FORMAT='JSON');
@@ -127,30 +128,35 @@ def test_a_restarted_run_joins_what_the_stores_kept_and_forgets_what_the_retenti
     many = [("l", i % 7, {"A": f"x{i}"}, i * 100) for i in range(2000)]
     feed(run, app, many, first=100)
     stores = [partition_db(table, 0) for table in run.tables]
-    held = sum(1 for key, _ in stores[0].items() if key[:1] == b"\x00")
-    assert 0 < held <= 3_000 // 100 * 2  # retention 3 s of records every 100 ms: a sweep every half retention
+    held = sum(1 for key, _ in stores[0].items() if key[:1] == SEGMENTS)
+    assert 0 < held <= 3_000 // 100 * 2  # retention 3 s of records every 100 ms, segments of half a retention
+    assert stores[0].property_int_value("rocksdb.num-deletes-active-mem-table") == 0  # a segment goes at once
     assert sum(1 for key, _ in stores[2].items() if key[:1] == b"\x00") <= 3_000 // 100 * 2  # the waiting unmatched ones, closed ones gone
 
 
 def test_the_changes_of_the_stores_are_handed_over_for_their_changelogs(tmp_path: Path) -> None:
-    """What the agent sends to the stores' changelogs, replayed into empty stores (Faust's restore), is the state."""
-    from agents.stream_joins import StreamJoinRun
+    """What the agent sends to the stores' changelogs, replayed into empty stores (Faust's restore), is the state
+    once the stores open: a window store's expired segments are dropped with no changelog record (its changelog
+    deletes by time), so the restored stores drop them when they open, before their first record."""
+    from agents.stream_joins import RocksState, StreamJoinRun
     from streamapp.worker.faust_internals import partition_db
 
-    app = app_of(tmp_path, "FULL", "WITHIN 1 SECOND GRACE PERIOD 1 SECOND")
+    app, restored = (app_of(tmp_path / name, "FULL", "WITHIN 1 SECOND GRACE PERIOD 1 SECOND")
+                     for name in ("run", "restored"))
     [joined] = app.topology.stream_joins
     run = StreamJoinRun(app, joined, clock=lambda: 0)
     changes: list[Any] = []
     feed(run, app, RECORDS, changes=changes)
-    replayed: dict[Any, dict[bytes, bytes]] = {}
+    tables = [restored.join_tables.windows[name] for name in joined.stores]
     for table, partition, key, value in changes:
-        rows = replayed.setdefault((table.name, partition), {})
-        if value is None:
-            rows.pop(key, None)
-        else:
-            rows[key] = value
-    for table in run.tables:
-        assert dict(partition_db(table, 0).items()) == replayed.get((table.name, 0), {})
+        db = partition_db(restored.join_tables.windows[table.name], partition)
+        db.delete(key) if value is None else db.put(key, value)
+    windows = {t.name for t in run.tables[:2]}
+    assert all(value is not None for table, _, _, value in changes if table.name in windows)  # expiry: none
+    dumped = [dict(partition_db(t, 0).items()) for t in tables]
+    assert sum(map(len, dumped[:2])) > sum(map(len, _dump(run)[:2]))  # the expired records came back
+    RocksState(run.engine, tables, 0, [], {})  # the stores open (the join's first record after the restore)
+    assert [dict(partition_db(t, 0).items()) for t in tables] == _dump(run)
 
 
 def test_the_stores_write_no_write_ahead_log_their_changelog_is_their_durability(tmp_path: Path) -> None:
@@ -166,6 +172,30 @@ def test_the_stores_write_no_write_ahead_log_their_changelog_is_their_durability
         assert list(partition_db(table, 0).keys()), table.name  # written to
         wal = sum(f.stat().st_size for f in Path(table.data.partition_path(0)).glob("*.log"))
         assert wal == 0, (table.name, wal)
+
+
+def test_a_store_of_the_older_layout_is_rewritten_in_segments_when_it_opens(tmp_path: Path) -> None:
+    """A window store written before the segments (a record by key, time and offset; a time index before that), on
+    disk or restored from its changelog, is rewritten in segments at its next open: the join finds its records."""
+    from agents.stream_joins import StreamJoinRun
+    from streamapp.worker.faust_internals import partition_db
+    from streamapp.worker.window_stores import DATA, INDEX
+
+    within = "WITHIN 1 SECOND GRACE PERIOD 1 SECOND"
+    older, newer = app_of(tmp_path / "older", "LEFT", within), app_of(tmp_path / "newer", "LEFT", within)
+    runs = [StreamJoinRun(app, app.topology.stream_joins[0], clock=lambda: 0) for app in (older, newer)]
+    first, second = RECORDS[:4], RECORDS[4:]
+    assert feed(runs[0], older, first) == feed(runs[1], newer, first)
+    for table in runs[0].tables[:2]:  # as the layout before wrote them
+        db = partition_db(table, 0)
+        for key, value in list(db.items(from_key=SEGMENTS)):
+            db.put(DATA + key[9:], value)
+            db.delete(key)
+        db.put(INDEX + b"\x00" * 24, b"")
+    after = feed(runs[0], older, second, first=4)
+    assert after == feed(runs[1], newer, second, first=4)
+    assert (b"\x00" * 7 + b"\x01", b'{"A":"a3","B":"b1"}', 1500) in after  # a3 joins b1, stored in the older layout
+    assert not [k for table in runs[0].tables[:2] for k in partition_db(table, 0).keys() if k[:1] in (DATA, INDEX)]
 
 
 def _accepted_r1_cases() -> list[Path]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from streamapp.kafka.admin import ensure_topics
+from streamapp.kafka.admin import ensure_topics, topic_configs
 from streamapp.settings import Settings
 from streamapp.sql.plan import Plan
 from streamapp.sql.runner import TestRecord, run
@@ -141,6 +141,9 @@ def test_a_windowed_left_join_runs_as_the_test_runner_predicts_and_as_kafka_stre
             assert all(r.partition == murmur2_partition(r.key, n) for r in got)
         joined = {json.loads(text)["CARRIER"] for _, text, _ in expected}
         assert "after the restart" in joined  # from before the restart, met its shipment after it
+        changelog = f"{settings.app_id}-order_shipments-%s-changelog"  # as Kafka Streams' windowed ones: by time too
+        assert [topic_configs(bootstrap, changelog % store).get("cleanup.policy")
+                for store in ("left-window", "right-window", "outer")] == ["compact,delete"] * 2 + ["compact"]
         unshipped = sorted(k for k, text, _ in expected if json.loads(text)["CARRIER"] is None)
         _, apart = orders(n)
         assert unshipped == sorted(apart)  # their shipment sits elsewhere: written once their window closed, with NULLs

@@ -29,6 +29,7 @@ from ..model.records import column
 from ..sql import plan as p
 from ..sql.engine import Row
 from ..sql.formats import Codec, json_text
+from ..sql.stream_join import join_window
 from ..sql.topology import ROWTIME, Topology
 from . import faust_internals
 
@@ -84,6 +85,18 @@ def window_store_options() -> dict[str, Any]:
     return {**store_options(), "block_cache_size": WINDOW_BLOCK_CACHE_SIZE}
 
 
+#: How long a window store's changelog keeps a record past the store's retention: Kafka Streams'
+#: ``windowstore.changelog.additional.retention.ms`` default (a day), for the changelog's records stamped by the
+#: wall clock while the store's retention runs on event time.
+WINDOW_CHANGELOG_EXTRA_RETENTION_MS = 24 * 3_600_000
+
+
+def window_changelog_configs(retention: int) -> dict[str, str]:
+    """A window store's changelog topic configs, as Kafka Streams' windowed changelogs: compacted, and deleted by
+    time, so that the store drops an expired segment with no changelog record (``window_stores.RocksWindow``)."""
+    return {"cleanup.policy": "compact,delete", "retention.ms": str(retention + WINDOW_CHANGELOG_EXTRA_RETENTION_MS)}
+
+
 class JoinTables:
     """The worker's input topics and its RocksDB tables, one per table a declared join looks up.
 
@@ -107,10 +120,13 @@ class JoinTables:
             table.name: app.Table(table.name, help=f"rows of {table.topic}", options=store_options(), **options)
             for table in topology.tables}
         #: Store name -> the Faust table of a stream-stream join's window or outer store (``agents/stream_joins.py``).
-        self.windows: dict[str, faust.Table] = {
-            name: app.Table(name, help=f"state of the stream-stream join {join.query.name}",
-                            options=window_store_options(), **options, value_type=bytes)
-            for join in topology.stream_joins for name in join.stores}
+        self.windows: dict[str, faust.Table] = {}
+        for join in topology.stream_joins:
+            windowed = window_changelog_configs(join_window(join.query).retention)
+            for name, configs in zip(join.stores, (windowed, windowed, {})):  # the outer store's only compacts
+                self.windows[name] = app.Table(name, help=f"state of the stream-stream join {join.query.name}",
+                                               options=window_store_options(), **options, value_type=bytes,
+                                               extra_topic_configs=configs)
         #: Source topic -> the tables loaded from it.
         self.by_source: dict[str, list[faust.Table]] = {}
         for table in topology.tables:

@@ -2,16 +2,18 @@
 
 Here, not in ``agents/``, so that the web views, which read a key's records of a time range, share the layout
 the join writes (``agents/stream_joins.py`` holds the join).  A side's window store keeps a record under its
-key bytes, big-endian time and offset (a key's records of a time range are one range scan): one write, and one
-changelog record, a record; what the retention let go is found by a scan of the store every half retention.  See
-docs/explanation/worker-internals.md#stream-stream-joins.
+segment (its time by half the retention, as Kafka Streams' segmented window stores), key bytes, big-endian time and
+offset: a key's records of a time range are one range scan per segment, and one write and one changelog record a
+record.  What the retention let go is whole segments, dropped at once (one range deletion, compacted away), with no
+changelog record: the windowed changelogs delete by time instead.
+See docs/explanation/worker-internals.md#stream-stream-joins.
 """
 from __future__ import annotations
 
 import json
 import pickle
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import faust
 from rocksdict import ReadOptions, WriteOptions
@@ -20,11 +22,14 @@ from streamapp.sql.engine import Row
 from streamapp.sql.stream_join import store_key
 from streamapp.worker.faust_internals import partition_db
 
-#: A window store's keys: a record by (key, time, offset); a time index by (time, key, offset), written before
-#: 2026-11-27 (its keys are deleted at the next sweep); the partition's stream times (in the left side's table).
-#: The outer store's: a record by (time, side, key, offset).  Faust keeps
-#: its changelog offset in each database too, under a key of its own (``__faust...``), after these.
-DATA, INDEX, META = b"\x00", b"\x01", b"\x02"
+#: A window store's keys: a record by (segment, key, time, offset) under SEGMENTS; the partition's stream times
+#: (in the left side's table) under META.  Written before 2026-11-27 15:00: a record by (key, time, offset) under
+#: DATA, and before that a time index under INDEX (both rewritten or dropped when the store is next opened:
+#: :meth:`RocksWindow.migrate`).  The outer store's: a record by (time, side, key, offset) under DATA.  Faust
+#: keeps its changelog offset in each database too, under a key of its own (``__faust...``), after these.
+DATA, INDEX, META, SEGMENTS = b"\x00", b"\x01", b"\x02", b"\x03"
+#: The end of the SEGMENTS keys (exclusive).
+SEGMENTS_END = b"\x04"
 #: One change of a store, for its changelog: (table, partition, key, value or None for a delete).
 Change = tuple[faust.Table, int, bytes, bytes | None]
 
@@ -67,18 +72,43 @@ def _scan(db: Any, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
         yield key, value
 
 
-def _keys(db: Any, start: bytes, end: bytes) -> list[bytes]:
+def _keys(db: Any, start: bytes, end: bytes) -> Iterator[bytes]:
     """The keys of ``db`` with ``start <= key < end``, in key order (values unread)."""
     bound = ReadOptions()
     bound.set_iterate_upper_bound(end)
-    return [key for key in db.keys(from_key=start, read_opt=bound) if key < end]
+    return (key for key in db.keys(from_key=start, read_opt=bound) if key < end)
 
 
-def _key_range(db: Any, key: Any, start: int, end: int) -> Iterator[tuple[bytes, bytes]]:
-    """A window store's items of join key ``key`` with ``start <= time <= end``: one range scan, by time then offset
-    (what the join fetches, and what the web views read)."""
-    prefix = DATA + _sized(store_key(key))
-    return _scan(db, prefix + _time(start), prefix + _time(end + 1))
+def _first(db: Any, start: bytes, end: bytes) -> bytes | None:
+    """The first key of ``db`` with ``start <= key < end`` (None: none), one seek."""
+    return next(_keys(db, start, end), None)
+
+
+def segment_interval(retention: int) -> int:
+    """The time a window store's segment spans: half the retention, as Kafka Streams' (``Stores.persistentWindowStore``,
+    there at least a minute: each segment is a RocksDB database of its own; here a key prefix, so none)."""
+    return max(retention // 2, 1)
+
+
+def _segment(timestamp: int, interval: int) -> bytes:
+    return SEGMENTS + _time(timestamp // interval)
+
+
+def _segments(db: Any) -> Iterator[bytes]:
+    """The prefixes of the segments a window store holds, in time order: one seek each."""
+    at = SEGMENTS
+    while (key := _first(db, at, SEGMENTS_END)) is not None:
+        yield key[:9]
+        at = SEGMENTS + _time(_read_time(key[1:9]) + 1)
+
+
+def _key_range(db: Any, key: Any, start: int, end: int,
+               segments: Iterable[bytes] | None = None) -> Iterator[tuple[bytes, bytes]]:
+    """A window store's items of join key ``key`` with ``start <= time <= end``, by time then offset: one range scan
+    in each of ``segments`` (what the join fetches; None: each the store holds, what the web views read)."""
+    sized = _sized(store_key(key))
+    for segment in _segments(db) if segments is None else segments:
+        yield from _scan(db, segment + sized + _time(start), segment + sized + _time(end + 1))
 
 
 #: A window or outer store's writes skip RocksDB's write-ahead log, as Kafka Streams' RocksDBStore's do: the
@@ -110,46 +140,78 @@ class Writes:
         self.db.delete(key)
         self.changes.append((self.table, self.partition, key, None))
 
+    def drop(self, start: bytes, end: bytes) -> bool:
+        """Every key of ``start <= key < end`` deleted at once (one range deletion) and compacted away (no marker
+        left in the SST files), with no changelog record; whether there was one (a seek when there is none)."""
+        if _first(self.db, start, end) is None:
+            return False
+        self.dropping(_scan(self.db, start, end))
+        self.db.delete_range(start, end)
+        self.db.compact_range(start, end)
+        return True
+
+    def dropping(self, items: Iterator[tuple[bytes, bytes]]) -> None:
+        """What :meth:`drop` is about to delete (a subclass keeps it: ``agents/stream_joins.py``'s journal)."""
+
 
 class RocksWindow:
     """One side's window store of one partition in RocksDB (:class:`~streamapp.sql.stream_join.WindowStore`).
 
-    As the in-memory store: a fetch sees nothing older than the store's stream time less the retention; what
-    expired is deleted once stream time moved half a retention (Kafka Streams drops a segment at a time), found
-    by one scan of the store's keys (a retention's records at most: microseconds a record put), not by a time
-    index, which cost each record two more writes and changelog records.
+    As the in-memory store: a fetch sees nothing older than the store's stream time less the retention.  Records
+    are kept by segment (:func:`segment_interval`), as Kafka Streams' ``AbstractRocksDBSegmentedBytesStore``: once
+    stream time leaves a segment's records all past the retention, the segment is dropped, one range deletion
+    compacted away at once (point deletions left a marker each, which flushed to SST files faster than compaction
+    dropped them: the stores grew with the stream), and no changelog record: the changelog deletes by time.
     """
 
     def __init__(self, writes: Writes, retention: int, observed: int, swept: int) -> None:
         self.writes, self.retention, self.observed, self.swept = writes, retention, observed, swept
+        self.interval = segment_interval(retention)
+        if observed >= 0:  # what a restore or an older layout left: a seek each when there is none
+            self.migrate(observed - retention + 1)
+            if _first(writes.db, SEGMENTS, self._live(observed - retention + 1)) is not None:
+                self.expire(observed - retention + 1)
+
+    def _live(self, oldest: int) -> bytes:
+        return _segment(oldest, self.interval)
 
     def put(self, key: Any, timestamp: int, row: Row, seq: int) -> bool:
         self.observed = max(self.observed, timestamp)
         oldest = self.observed - self.retention + 1
         if timestamp < oldest:
             return False
-        if self.observed - self.swept >= max(self.retention // 2, 1):
+        if self._live(oldest) > self._live(self.swept - self.retention + 1):
             self.swept = self.observed
             self.expire(oldest)
-        self.writes.add(DATA + _sized(store_key(key)) + _time(timestamp) + _seq(seq), pickle.dumps(row, protocol=5))
+        self.writes.add(_segment(timestamp, self.interval) + _sized(store_key(key)) + _time(timestamp) + _seq(seq),
+                        pickle.dumps(row, protocol=5))
         return True
 
     def fetch(self, key: Any, start: int, end: int) -> list[tuple[int, Row]]:
         start = max(start, self.observed - self.retention + 1)
         if start > end:
             return []
-        return [(_read_time(k[-16:-8]), pickle.loads(v)) for k, v in _key_range(self.writes.db, key, start, end)]
+        segments = [SEGMENTS + _time(s) for s in range(start // self.interval, end // self.interval + 1)]
+        return [(_read_time(k[-16:-8]), pickle.loads(v))
+                for k, v in _key_range(self.writes.db, key, start, end, segments)]
 
-    def expire(self, oldest: int) -> int:
-        """Delete the records older than ``oldest`` (and an older layout's time index); how many records."""
-        db, before = self.writes.db, _time(oldest)
-        gone = [k for k in _keys(db, DATA, INDEX) if k[-16:-8] < before]
-        for k in (*gone, *_keys(db, INDEX, META)):
-            self.writes.delete(k)
-        return len(gone)
+    def expire(self, oldest: int) -> bool:
+        """Drop the segments whose records are all older than ``oldest``; whether there were any."""
+        return self.writes.drop(SEGMENTS, self._live(oldest))
+
+    def migrate(self, oldest: int) -> int:
+        """An older layout's records (DATA) no older than ``oldest`` rewritten in their segments, then the older
+        layout dropped (its time index too); how many were rewritten (a seek when there is none)."""
+        if _first(self.writes.db, DATA, META) is None:
+            return 0
+        kept = [(k, v) for k, v in _scan(self.writes.db, DATA, INDEX) if _read_time(k[-16:-8]) >= oldest]
+        for k, v in kept:
+            self.writes.put(_segment(_read_time(k[-16:-8]), self.interval) + k[1:], v)
+        self.writes.drop(DATA, META)
+        return len(kept)
 
     def __len__(self) -> int:
-        return sum(1 for _ in _scan(self.writes.db, DATA, INDEX))
+        return sum(1 for _ in _scan(self.writes.db, SEGMENTS, SEGMENTS_END))
 
 
 class RocksOuter:
@@ -213,7 +275,7 @@ class StoredRecord:
 
 def window_records(db: Any, key: Any, start: int, end: int) -> list[StoredRecord]:
     """Join key ``key``'s records in one partition's window store with ``start <= time <= end``, by time then
-    offset: one range scan, what the join itself reads (expired records not deleted yet included)."""
+    offset: one range scan a segment, what the join itself reads (expired records not dropped yet included)."""
     return [StoredRecord(_read_time(k[-16:-8]), _read_seq(k[-8:]), pickle.loads(v)[0])
             for k, v in _key_range(db, key, start, end)]
 
