@@ -58,17 +58,24 @@ class Journaled(Writes):
         if held not in self.journal:
             self.journal[held] = (self.table, self.partition, key, self.db.get(key))
 
+    def _before(self, key: bytes, value: bytes | None) -> None:
+        """``value`` is ``key``'s before its first write (known: not read)."""
+        self.journal.setdefault((id(self.table), self.partition, key), (self.table, self.partition, key, value))
+
     def put(self, key: bytes, value: bytes) -> None:
         self._keep(key)
         super().put(key, value)
 
     def add(self, key: bytes, value: bytes) -> None:
         """A new key's value before is None: not read (each window and outer store put read one)."""
-        self.journal.setdefault((id(self.table), self.partition, key), (self.table, self.partition, key, None))
+        self._before(key, None)
         super().put(key, value)
 
-    def delete(self, key: bytes) -> None:
-        self._keep(key)
+    def delete(self, key: bytes, value: bytes | None = None) -> None:
+        if value is None:
+            self._keep(key)
+        else:
+            self._before(key, value)
         super().delete(key)
 
     def dropping(self, items: Iterator[tuple[bytes, bytes]]) -> None:
@@ -95,15 +102,15 @@ class RocksState(JoinState):
     (:meth:`save`)."""
 
     def __init__(self, engine: StreamJoin, tables: Sequence[faust.Table], partition: int, changes: list[Change],
-                 journal: Journal):
+                 journal: Journal, waiting: set[bytes] | None = None):
         left, right, outer = (Journaled(t, partition, changes, journal) for t in tables)
         meta = left.db.get(META)
         saved = read_stream_times(meta)
         retention = engine.window.retention
         stores = {side: RocksWindow(writes, retention, *saved.get(side, (-1, -1)))
                   for side, writes in ((p.LEFT_SIDE, left), (p.RIGHT_SIDE, right))}
-        super().__init__(stores, RocksOuter(outer, engine.sink_codec.encode_key) if engine.has_outer else None,  # type: ignore[arg-type]
-                         saved.get("stream_time", -1))
+        self.rocks_outer = RocksOuter(outer, engine.sink_codec.encode_key, waiting) if engine.has_outer else None
+        super().__init__(stores, self.rocks_outer, saved.get("stream_time", -1))  # type: ignore[arg-type]
         if meta is not None:
             self.min_time = 0  # restored: unknown, the first look finds it
         self._meta, self._saved = left, meta
@@ -144,6 +151,9 @@ class StreamJoinRun:
         self._states: dict[int, RocksState] = {}
         #: Each partition's oldest waiting time and next look for closed windows, kept from fetch to fetch.
         self._looks: dict[int, tuple[int, int]] = {}
+        #: Each partition's outer store's waiting prefixes (:class:`RocksOuter`), kept from fetch to fetch: forgotten
+        #: where RocksDB changes under them (a revocation, a dropped transaction), refreshed where a record is undone.
+        self._waiting: dict[int, set[bytes]] = {}
         #: This fetch's changes of the stores, for their changelogs.
         self.changes: list[Change] = []
         #: The record being joined: each key's value before it wrote it (:meth:`undo`).
@@ -160,8 +170,10 @@ class StreamJoinRun:
         state = self._states.get(partition)
         if state is None:
             state = self._states[partition] = RocksState(self.engine, self.tables, partition, self.changes,
-                                                         self._record)
+                                                         self._record, self._waiting.get(partition))
             state.min_time, state.next_emit = self._looks.get(partition, (state.min_time, state.next_emit))
+            if state.rocks_outer is not None:
+                self._waiting[partition] = state.rocks_outer.waiting
         self.engine.state = state
         outputs = self.engine.process(EngineRecord(self.engine_topic[topic], msg.key, msg.value, msg.timestamp,
                                                    partition, msg.offset))
@@ -179,8 +191,11 @@ class StreamJoinRun:
         del self.changes[changes:]
         if state is None:
             self._states.pop(partition, None)
+            self._waiting.pop(partition, None)
         else:
             state.set_times(times)
+            if state.rocks_outer is not None:
+                state.rocks_outer.reload(state.rocks_outer.waiting)
 
     def keep(self, partition: int) -> None:
         """The record's writes stay (under exactly_once, until its transaction ends: :meth:`ended`)."""
@@ -201,6 +216,7 @@ class StreamJoinRun:
         if not journal:
             return
         self._states.pop(partition, None)
+        self._waiting.pop(partition, None)
         if partition in self._committed_looks:  # its records read again look for closed windows as the first time
             self._looks[partition] = self._committed_looks[partition]
         else:  # none committed here since the partition came: as after a restart
@@ -221,6 +237,7 @@ class StreamJoinRun:
         """The partitions went to another worker: what this one knew of their waiting records may be stale."""
         for partition in partitions:
             self._looks.pop(partition, None)
+            self._waiting.pop(partition, None)
             self._committed_looks.pop(partition, None)
 
     def stored(self) -> list[Change]:

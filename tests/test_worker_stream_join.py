@@ -362,6 +362,51 @@ def test_under_exactly_once_a_dropped_transaction_puts_the_stores_back_as_its_ch
     assert again == dropped and committed + again == expected(app, RECORDS)
 
 
+@pytest.mark.parametrize("undone", ["refused", "dropped"])
+def test_a_waiting_record_an_undone_record_matched_is_taken_out_by_the_next_match(undone: str, tmp_path: Path) -> None:
+    """The outer store's waiting records are known in memory from fetch to fetch (a match looks in RocksDB only where
+    one waits): a record undone (its output refused, or its transaction dropped) puts back the waiting record it
+    matched, and the next record that matches it takes it out of RocksDB, as in a run where nothing was undone."""
+    from aiokafka.structs import ConsumerRecord
+
+    from agents.stream_joins import StreamJoinRun
+    from streamapp.sql.formats import Codec
+    from streamapp.worker.app import create_app
+
+    def app_in(name: str) -> Any:
+        (tmp_path / name).mkdir()
+        path = tmp_path / name / "joins.sql"
+        path.write_text(STREAMS.format(key="L.ID", join="LEFT", within="WITHIN 1 SECOND GRACE PERIOD 1 SECOND"),
+                        encoding="utf-8")
+        guarantee = "exactly_once" if undone == "dropped" else "at_least_once"
+        return create_app(Settings(statements=str(path), data_dir=str(tmp_path / name / "data"),
+                                   processing_guarantee=guarantee))
+
+    records = [("l", 1, {"A": "a1"}, 1000), ("r", 5, {"B": "b5"}, 1100), ("r", 1, {"B": "b1"}, 1500),
+               ("l", 9, {"A": "a9"}, 10_000)]  # a1 waits; b1 matches it; a9 closes its window
+    app, whole = app_in("undone"), app_in("whole")
+    run = StreamJoinRun(app, app.topology.stream_joins[0], clock=lambda: 0)
+    written = feed(run, app, records[:1])
+    if undone == "refused":  # in a fetch whose state is open
+        codec = Codec(app.topology.source_at("r"))
+        msg = [ConsumerRecord("r", 0, offset, ts, 0, codec.encode_key(k), codec.encode_value(v), None, 0, 0, [])
+               for offset, (_, k, v, ts) in enumerate(records[1:3], 1)]
+        assert not run.process("r", 0, msg[0])
+        run.keep(0)
+        mark = run.mark(0)
+        assert run.process("r", 0, msg[1])  # it matched the waiting a1, which left the outer store
+        run.undo(0, mark)  # refused
+        written += feed(run, app, records[2:], first=2)
+    else:
+        run.ended(0, True)
+        assert feed(run, app, records[1:3], first=1)
+        run.ended(0, False)  # its records are read again
+        written += feed(run, app, records[1:], first=1)
+    never = StreamJoinRun(whole, whole.topology.stream_joins[0], clock=lambda: 0)
+    assert written == feed(never, whole, records) == expected(app, records)
+    assert _dump(run) == _dump(never)  # a1 is out of the outer store: matched, never to be written unjoined
+
+
 def test_late_records_are_counted_per_topic_and_partition_in_stats_and_the_log_line() -> None:
     from streamapp.worker.counters import Counters, summary_line
 

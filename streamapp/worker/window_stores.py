@@ -136,7 +136,8 @@ class Writes:
         writes the same value), so it had no value before."""
         self.put(key, value)
 
-    def delete(self, key: bytes) -> None:
+    def delete(self, key: bytes, value: bytes | None = None) -> None:
+        """``value``: the key's, when the caller read it (a journal need not read it again)."""
         self.db.delete(key)
         self.changes.append((self.table, self.partition, key, None))
 
@@ -216,29 +217,48 @@ class RocksWindow:
 
 class RocksOuter:
     """The outer store of one partition in RocksDB (:class:`~streamapp.sql.stream_join.OuterStore`): a record
-    by (time, this side?, key, offset); its entries in the engine's order (the key's output bytes break ties)."""
+    by (time, this side?, key, offset); its entries in the engine's order (the key's output bytes break ties).
 
-    def __init__(self, writes: Writes, order: Any) -> None:
+    ``waiting``: the (time, side, key) prefixes of its records, kept in memory by the caller from fetch to fetch
+    (None: read from RocksDB, one scan of its keys), so that a match looks in RocksDB only where a record waits (most
+    find none: their partner was matched, not unmatched, or never waited), and a look for closed windows starts at
+    the oldest.  Whoever writes the database otherwise (a restore, a put back) refreshes it (:meth:`reload`).
+    """
+
+    def __init__(self, writes: Writes, order: Any, waiting: set[bytes] | None = None) -> None:
         self.writes, self._order = writes, order
+        self.waiting = waiting if waiting is not None else self.reload(set())
+
+    def reload(self, waiting: set[bytes]) -> set[bytes]:
+        """``waiting`` refilled with the prefixes the database holds (in place: its holders see them)."""
+        waiting.clear()
+        waiting.update(k[:-8] for k in _keys(self.writes.db, DATA, INDEX))
+        return waiting
 
     @staticmethod
     def _prefix(timestamp: int, this_is_left: bool, key: Any) -> bytes:
         return DATA + _time(timestamp) + (b"\x01" if this_is_left else b"\x00") + _sized(store_key(key))
 
     def add(self, timestamp: int, this_is_left: bool, key: Any, row: Row, seq: int) -> None:
-        self.writes.add(self._prefix(timestamp, this_is_left, key) + _seq(seq), pickle.dumps((key, row), protocol=5))
+        prefix = self._prefix(timestamp, this_is_left, key)
+        self.writes.add(prefix + _seq(seq), pickle.dumps((key, row), protocol=5))
+        self.waiting.add(prefix)
 
     def discard(self, timestamp: int, this_is_left: bool, key: Any) -> None:
-        self.pop((timestamp, this_is_left, self._prefix(timestamp, this_is_left, key)))
+        prefix = self._prefix(timestamp, this_is_left, key)
+        if prefix in self.waiting:
+            self.pop((timestamp, this_is_left, prefix))
 
     def entries(self) -> Iterator[tuple[int, bool, Any]]:
         """The entries as the engine orders them, read as it asks: RocksDB holds them by (time, side), so only a
         (time, side)'s few are sorted (by the key's output bytes), and the engine's stop, at the first open window of
         each side, leaves the later ones unread (and unpickled).  Its pops while it reads are not seen: RocksDB's
         iterator reads the database as it was when the scan began."""
+        if not self.waiting:
+            return
         firsts: dict[bytes, bytes] = {}
         head = b""
-        for k, v in _scan(self.writes.db, DATA, INDEX):  # not Faust's own keys (its changelog offset)
+        for k, v in _scan(self.writes.db, min(self.waiting), INDEX):  # not Faust's own keys (its changelog offset)
             if k[:10] != head:
                 yield from self._ordered(firsts)
                 firsts, head = {}, k[:10]
@@ -252,9 +272,10 @@ class RocksOuter:
 
     def pop(self, entry: tuple[int, bool, Any]) -> list[tuple[Any, Row]]:
         prefix = entry[2]
+        self.waiting.discard(prefix)
         found = list(_scan(self.writes.db, prefix, prefix + b"\xff" * 9))
-        for k, _ in found:
-            self.writes.delete(k)
+        for k, v in found:
+            self.writes.delete(k, v)
         return [pickle.loads(v) for _, v in found]
 
 
