@@ -43,6 +43,7 @@ def real_object(path: str, app: Any) -> Any:
         "faust.tables.manager:TableManager": lambda: app.tables,
         "mode.worker:Worker": lambda: app.Worker(loglevel="WARNING"),  # as Faust's CLI builds it (app.conf.Worker)
         "aiokafka.consumer.consumer:AIOKafkaConsumer": aiokafka_consumer,
+        "aiokafka.consumer.subscription_state:SubscriptionState": lambda: aiokafka_consumer()._subscription,
     }
     assert path in objects, f"no real object of {path} to check its private names on: add one here"
     return objects[path]()

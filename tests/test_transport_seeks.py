@@ -27,6 +27,8 @@ U0, U1, U2 = TP(USERS, 0), TP(USERS, 1), TP(USERS, 2)
 class ConsumerThread:
     """The consumer thread's side of a seek: the committed offsets it answers, and each position it is given."""
 
+    _consumer: Any = None  # no aiokafka consumer started (faust_internals.polled)
+
     def __init__(self, committed: Mapping[TP, int | None], assigned: set[TP]) -> None:
         self.committed = dict(committed)
         self.assigned = assigned

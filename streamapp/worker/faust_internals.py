@@ -63,6 +63,11 @@ PRIVATE_NAMES = (
     ("faust.transport.consumer:ThreadDelegateConsumer", "_new_consumer_thread"),
     ("faust.transport.drivers.aiokafka:AIOKafkaConsumerThread", "_create_worker_consumer"),
     ("aiokafka.consumer.consumer:AIOKafkaConsumer", "_isolation_level"),
+    # A fetch handled call by call tells aiokafka it polled (polled below): its consumer, and the time its poll
+    # interval counts from.
+    ("faust.transport.drivers.aiokafka:AIOKafkaConsumerThread", "_consumer"),
+    ("aiokafka.consumer.consumer:AIOKafkaConsumer", "_subscription"),
+    ("aiokafka.consumer.subscription_state:SubscriptionState", "_last_fetch_ended"),
     # A start and a clean stop without Faust's one-second sleeps (TableManager, Worker below).
     ("faust.tables.manager:TableManager", "_update_channels"),
     ("mode.worker:Worker", "_sentinel_task"),
@@ -129,6 +134,24 @@ def ack_all(consumer: Any, tp: TP, records: Sequence[Any]) -> None:
             consumer._n_acked += count
         finally:
             notify(consumer._waiting_for_ack)
+
+
+def polled(consumer: Any) -> None:
+    """Tell aiokafka the consumer polled, as the end of a fetch does: its ``max.poll.interval`` (Faust's
+    ``broker_max_poll_interval``, 1,000 s) then bounds one batch handler call, not a whole fetch's handling.
+
+    aiokafka's heartbeat routine leaves the group once no fetch has ended for that long
+    (``fetcher_idle_time``); the revoke that follows stops Faust's flow, Faust fetches
+    nothing more, and aiokafka rejoins only after a fetch: the worker stalls
+    (faust-streaming/faust#138).  A fetch holds up to 1 MiB a partition (a hundred
+    thousand records) and is handled call by call, each a few hundred records: under
+    load the fetch can outlast the interval while every call progresses, as Kafka
+    Streams, which polls between its processing loops, would not.  One float stored,
+    read by the consumer thread; nothing before the consumer thread has started.
+    """
+    started = consumer._thread._consumer
+    if started is not None:
+        started._subscription._last_fetch_ended = time.monotonic()
 
 
 async def commit_if_due(consumer: Any) -> None:

@@ -495,6 +495,7 @@ class Consumer(faust_aiokafka.Consumer):
                         return
                     self._handling = asyncio.ensure_future(handlers[topic](piece))
                     await asyncio.shield(self._handling)
+                    faust_internals.polled(self)  # aiokafka's poll interval bounds a call, not the fetch
                     self._commit_if_due()
                     await asyncio.sleep(0)  # let the web views and heartbeats in between
 
