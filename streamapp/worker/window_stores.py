@@ -190,6 +190,7 @@ class RocksWindow:
 
     def fetch(self, key: Any, start: int, end: int) -> list[tuple[int, Row]]:
         start = max(start, self.observed - self.retention + 1)
+        end = min(end, self.observed)  # none is later: a record's window ahead of the store scans no segment there
         if start > end:
             return []
         segments = [SEGMENTS + _time(s) for s in range(start // self.interval, end // self.interval + 1)]
