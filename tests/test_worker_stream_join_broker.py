@@ -180,3 +180,29 @@ def test_a_windowed_left_join_runs_as_the_test_runner_predicts_and_as_kafka_stre
         (i, placed("orders", i, n), placed("shipments", i, n)) for i in apart)
     assert summary["output_records"][f"faust_{pair}"]["rows"] == summary["output_records"][f"ksqldb_{pair}"]["rows"] \
         == len(expected)
+
+
+def test_a_window_changelog_made_before_the_segments_is_set_to_delete_by_time_too(
+        broker_settings: Settings, tmp_path: Path) -> None:
+    """Faust leaves an existing changelog as it is: the worker sets a window store's (made compacted only, before an
+    expired segment wrote no deletion) as it makes new ones, and leaves the outer store's and a set one alone."""
+    from streamapp.kafka.admin import create_topic, wait_listed
+    from streamapp.worker.app import create_app
+    from streamapp.worker.tables import configure_window_changelogs
+
+    path = tmp_path / "joins.sql"
+    path.write_text(STATEMENTS.format(tag="old"), encoding="utf-8")
+    tables = create_app(broker_settings.replace(statements=str(path))).join_tables
+    wanted = tables.window_changelogs()
+    left, right = sorted(wanted)
+    outer = next(t.changelog_topic.get_topic_name() for n, t in tables.windows.items() if n.endswith("-outer"))
+    for topic in (left, outer):
+        create_topic(broker_settings.kafka, topic, 1, config={"cleanup.policy": "compact"})
+    wait_listed(broker_settings.kafka, [left, outer])
+    retention = str((2 * 60 + 30) * 1000 + 24 * 3_600_000)  # the window's, and a day
+    assert configure_window_changelogs(broker_settings.kafka, wanted) == [
+        f"{left} (cleanup.policy=compact,delete, retention.ms={retention})"]  # the right one does not exist
+    assert {name: topic_configs(broker_settings.kafka, name).get("cleanup.policy") for name in (left, outer)} == {
+        left: "compact,delete", outer: "compact"}
+    assert topic_configs(broker_settings.kafka, left)["retention.ms"] == retention
+    assert configure_window_changelogs(broker_settings.kafka, wanted) == []  # set once

@@ -33,7 +33,7 @@ from .counters import Counters
 from .flow_control import FlowControl
 from .health import GUARD_EXIT_CODE
 from .preflight import check_transactions, check_worker
-from .tables import JoinTables
+from .tables import JoinTables, configure_window_changelogs
 from .transport import BatchHandler, Transport
 from .web import views
 from .web.security import middlewares, quiet_malformed_requests
@@ -190,6 +190,11 @@ class StreamappApp(faust.App):
                                                                     self.topology)
         if created:
             logger.info("Created topics with %d partitions: %s", settings.partitions, ", ".join(created))
+        configured = await loop.run_in_executor(None, configure_window_changelogs, settings.kafka,
+                                                self.join_tables.window_changelogs())
+        if configured:
+            logger.info("Window store changelogs made before their segments set as new ones are: %s",
+                        "; ".join(configured))
         try:
             await loop.run_in_executor(None, run_guard, settings, self.join_tables.key_serializers())
         except GuardError as exc:

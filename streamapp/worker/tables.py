@@ -15,15 +15,19 @@ import shutil
 from decimal import Decimal
 from pathlib import Path
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import faust
 from faust.serializers import codecs
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from faust.types import TP
 from rocksdict import WriteBatch
 
 from ..partitioners import get_partitioner
 from ..settings import Settings
+from ..kafka.admin import ADMIN_TIMEOUT, admin_client, describe, topic_configs
+from ..kafka.security import Kafka
 from ..kafka.limits import Headers
 from ..model.records import column
 from ..sql import plan as p
@@ -97,6 +101,31 @@ def window_changelog_configs(retention: int) -> dict[str, str]:
     return {"cleanup.policy": "compact,delete", "retention.ms": str(retention + WINDOW_CHANGELOG_EXTRA_RETENTION_MS)}
 
 
+def configure_window_changelogs(bootstrap: Kafka, wanted: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The window changelogs of ``wanted`` that exist with other configs set to them (Faust leaves an existing topic as
+    it is: one made before the window stores' segments only compacts, and would keep every record now that an expired
+    segment writes none); what was set, one entry a topic."""
+    if not wanted:  # no windowed join: no call
+        return []
+    admin, done = admin_client(bootstrap), []
+    for topic in describe(bootstrap, wanted):
+        have = topic_configs(bootstrap, topic)
+        changes = {name: value for name, value in wanted[topic].items() if have.get(name) != value}
+        if changes:
+            entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+                       for name, value in changes.items()]
+            resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+            shown = ", ".join(f"{name}={value}" for name, value in changes.items())
+            try:
+                next(iter(admin.incremental_alter_configs([resource]).values())).result(ADMIN_TIMEOUT)
+            except KafkaException as exc:  # not fatal: the join is right, the changelog only keeps more
+                logger.warning("Could not set %s on the window changelog %s (%s): it keeps every record", shown, topic,
+                               exc.args[0].str())
+                continue
+            done.append(f"{topic} ({shown})")
+    return done
+
+
 class JoinTables:
     """The worker's input topics and its RocksDB tables, one per table a declared join looks up.
 
@@ -135,6 +164,11 @@ class JoinTables:
         self.written = WrittenRows()
         #: exactly_once: the stores whose changelog is written in transactions (:class:`CleanStops`).
         self.clean_stops = CleanStops(app)
+
+    def window_changelogs(self) -> dict[str, dict[str, str]]:
+        """The window stores' changelogs with the configs they are made with (:func:`window_changelog_configs`)."""
+        return {table.changelog_topic.get_topic_name(): dict(table.extra_topic_configs)
+                for table in self.windows.values() if table.extra_topic_configs}
 
     def changelog_topics(self) -> list[str]:
         """The tables' changelog topics (Faust names and creates them)."""
