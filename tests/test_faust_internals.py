@@ -70,6 +70,7 @@ def test_the_adapter_reaches_them_on_a_real_app(tmp_path: Path) -> None:
     assert faust_internals.partition_db(app.join_tables.by_name["demo_user"], 3).get(b"u1") is None
     assert app.consumer._read_offset[TP("t", 0)] is None  # what accept_all() starts from
     assert inspect.iscoroutinefunction(app.consumer._add_gap)
+    assert faust_internals.metadata_partitions(app.consumer, "t") is None  # no consumer started: no metadata yet
     with pytest.raises(NotReady):  # not started yet: the method is there and says so
         faust_internals.aiokafka_producer(app)
 

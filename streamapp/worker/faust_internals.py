@@ -65,8 +65,11 @@ PRIVATE_NAMES = (
     ("aiokafka.consumer.consumer:AIOKafkaConsumer", "_isolation_level"),
     # A fetch handled call by call tells aiokafka it polled (polled below): its consumer, and the time its poll
     # interval counts from.
+    ("faust.transport.consumer:ThreadDelegateConsumer", "_thread"),
     ("faust.transport.drivers.aiokafka:AIOKafkaConsumerThread", "_consumer"),
     ("aiokafka.consumer.consumer:AIOKafkaConsumer", "_subscription"),
+    # A topic's partition count in the consumer's metadata (streamapp.worker.web.rechecks): its client.
+    ("aiokafka.consumer.consumer:AIOKafkaConsumer", "_client"),
     ("aiokafka.consumer.subscription_state:SubscriptionState", "_last_fetch_ended"),
     # A start and a clean stop without Faust's one-second sleeps (TableManager, Worker below).
     ("faust.tables.manager:TableManager", "_update_channels"),
@@ -134,6 +137,14 @@ def ack_all(consumer: Any, tp: TP, records: Sequence[Any]) -> None:
             consumer._n_acked += count
         finally:
             notify(consumer._waiting_for_ack)
+
+
+def metadata_partitions(consumer: Any, topic: str) -> int | None:
+    """The partition count of ``topic`` in the aiokafka consumer's cluster metadata behind Faust's consumer thread:
+    no request, refreshed by the client; None before the thread's consumer started or while the topic is unknown."""
+    started = consumer._thread._consumer
+    partitions = started._client.cluster.partitions_for_topic(topic) if started is not None else None
+    return len(partitions) if partitions else None
 
 
 def polled(consumer: Any) -> None:

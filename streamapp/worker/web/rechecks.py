@@ -27,6 +27,7 @@ from ...copartition.drift import LivePlacement, count_changes, drift_reason
 from ...copartition.doctor_pairs import diagnose_worker
 from ...errors import StreamappError
 from ...settings import Settings
+from .. import faust_internals
 from ..health import GUARD_EXIT_CODE
 
 if TYPE_CHECKING:
@@ -203,7 +204,7 @@ class Rechecks:
 
     def joined_counts(self) -> dict[str, int | None]:
         """Each joined topic's partition count in the consumer's metadata (None: not known to it)."""
-        return {topic: consumer_partitions(self.app, topic)
+        return {topic: faust_internals.metadata_partitions(self.app.consumer, topic)
                 for pair in guard.joined_pairs(self.app.topology) for topic in pair}
 
     async def tick(self) -> None:
@@ -304,18 +305,6 @@ class Rechecks:
             return run
         finally:
             self.running = None
-
-
-def consumer_partitions(app: StreamappApp, topic: str) -> int | None:
-    """The partition count of ``topic`` in the worker's consumer's metadata: no request, refreshed by the client.
-
-    aiokafka's cluster metadata, behind Faust's consumer thread (private names: None if they change).
-    """
-    try:
-        partitions = app.consumer._thread._consumer._client.cluster.partitions_for_topic(topic)
-    except AttributeError:
-        return None
-    return len(partitions) if partitions else None
 
 
 async def stop_and_exit(app: StreamappApp) -> None:
