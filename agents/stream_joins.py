@@ -113,17 +113,17 @@ class RocksState(JoinState):
         super().__init__(stores, self.rocks_outer, saved.get("stream_time", -1))  # type: ignore[arg-type]
         if meta is not None:
             self.min_time = 0  # restored: unknown, the first look finds it
+        self._sides = stores[p.LEFT_SIDE], stores[p.RIGHT_SIDE]  # a record's mark (:meth:`times`), read per record
         self._meta, self._saved = left, meta
 
     def times(self) -> tuple[Any, ...]:
         """What a record may move besides RocksDB: the stream times and the next look (:meth:`set_times`)."""
-        return (self.stream_time, self.min_time, self.next_emit,
-                *((s.observed, s.swept) for s in self.stores.values()))  # type: ignore[attr-defined]
+        left, right = self._sides
+        return self.stream_time, self.min_time, self.next_emit, left.observed, left.swept, right.observed, right.swept
 
     def set_times(self, times: tuple[Any, ...]) -> None:
-        self.stream_time, self.min_time, self.next_emit, *sides = times
-        for store, (observed, swept) in zip(self.stores.values(), sides):
-            store.observed, store.swept = observed, swept  # type: ignore[attr-defined]
+        left, right = self._sides
+        self.stream_time, self.min_time, self.next_emit, left.observed, left.swept, right.observed, right.swept = times
 
     def save(self) -> None:
         meta = stream_times_value(self.stream_time, {side: (s.observed, s.swept)  # type: ignore[attr-defined]
@@ -292,8 +292,9 @@ def install_group(app: StreamappApp, dead_letters: DeadLettering, topics: Sequen
                 run.keep(partition)
             return written, late
 
+        now = int(time.time() * 1000)  # the changelog records' time: the call's (a few milliseconds)
+
         def changelog(changes: list[Change]) -> None:
-            now = int(time.time() * 1000)
             for table, partition, key, value in changes:
                 sender.add_to(changelogs[id(table)], partition, key, value, now)
 
