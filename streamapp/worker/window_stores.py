@@ -248,7 +248,7 @@ class RocksOuter:
     def discard(self, timestamp: int, this_is_left: bool, key: Any) -> None:
         prefix = self._prefix(timestamp, this_is_left, key)
         if prefix in self.waiting:
-            self.pop((timestamp, this_is_left, prefix))
+            self._take(prefix)  # matched: its rows are not read
 
     def entries(self) -> Iterator[tuple[int, bool, Any]]:
         """The entries as the engine orders them, read as it asks: RocksDB holds them by (time, side), so only a
@@ -272,12 +272,15 @@ class RocksOuter:
         return sorted(entries, key=lambda e: self._order(pickle.loads(firsts[e[2]])[0]) or b"")
 
     def pop(self, entry: tuple[int, bool, Any]) -> list[tuple[Any, Row]]:
-        prefix = entry[2]
+        return [pickle.loads(v) for v in self._take(entry[2])]
+
+    def _take(self, prefix: bytes) -> list[bytes]:
+        """The values of a (time, side, key)'s records, deleted."""
         self.waiting.discard(prefix)
         found = list(_scan(self.writes.db, prefix, prefix + b"\xff" * 9))
         for k, v in found:
             self.writes.delete(k, v)
-        return [pickle.loads(v) for _, v in found]
+        return [v for _, v in found]
 
 
 #: The widest time range a read may ask for (a store's times are 8-byte signed milliseconds; the end is exclusive).
