@@ -107,7 +107,8 @@ class RocksState(JoinState):
         meta = left.db.get(META)
         saved = read_stream_times(meta)
         retention = engine.window.retention
-        stores = {side: RocksWindow(writes, retention, *saved.get(side, (-1, -1)))
+        waits = outer.db if engine.has_outer else None  # compacted as the windows expire
+        stores = {side: RocksWindow(writes, retention, *saved.get(side, (-1, -1)), waits)
                   for side, writes in ((p.LEFT_SIDE, left), (p.RIGHT_SIDE, right))}
         self.rocks_outer = RocksOuter(outer, engine.sink_codec.encode_key, waiting) if engine.has_outer else None
         super().__init__(stores, self.rocks_outer, saved.get("stream_time", -1))  # type: ignore[arg-type]

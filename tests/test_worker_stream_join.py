@@ -131,6 +131,9 @@ def test_a_restarted_run_joins_what_the_stores_kept_and_forgets_what_the_retenti
     held = sum(1 for key, _ in stores[0].items() if key[:1] == SEGMENTS)
     assert 0 < held <= 3_000 // 100 * 2  # retention 3 s of records every 100 ms, segments of half a retention
     assert stores[0].property_int_value("rocksdb.num-deletes-active-mem-table") == 0  # a segment goes at once
+    markers = sum(f["num_deletions"] for f in stores[2].live_files()) + sum(stores[2].property_int_value(
+        f"rocksdb.num-deletes-{m}-mem-table{'s' if m == 'imm' else ''}") for m in ("active", "imm"))
+    assert markers <= 3_000 // 100 * 2  # the outer store's closed records' markers, compacted as the windows expire
     assert sum(1 for key, _ in stores[2].items() if key[:1] == b"\x00") <= 3_000 // 100 * 2  # the waiting unmatched ones, closed ones gone
 
 

@@ -165,9 +165,11 @@ class RocksWindow:
     dropped them: the stores grew with the stream), and no changelog record: the changelog deletes by time.
     """
 
-    def __init__(self, writes: Writes, retention: int, observed: int, swept: int) -> None:
+    def __init__(self, writes: Writes, retention: int, observed: int, swept: int, outer: Any = None) -> None:
         self.writes, self.retention, self.observed, self.swept = writes, retention, observed, swept
         self.interval = segment_interval(retention)
+        #: The outer store's database (None: none): compacted below the retention at each drop (:meth:`expire`).
+        self.outer = outer
         if observed >= 0:  # what a restore or an older layout left: a seek each when there is none
             self.migrate(observed - retention + 1)
             if _first(writes.db, SEGMENTS, self._live(observed - retention + 1)) is not None:
@@ -198,8 +200,14 @@ class RocksWindow:
                 for k, v in _key_range(self.writes.db, key, start, end, segments)]
 
     def expire(self, oldest: int) -> bool:
-        """Drop the segments whose records are all older than ``oldest``; whether there were any."""
-        return self.writes.drop(SEGMENTS, self._live(oldest))
+        """Drop the segments whose records are all older than ``oldest``; whether there were any.  The outer store's
+        range older than ``oldest`` is compacted too: its records go one by one as they match or their window closes,
+        and their deletion markers, flushed to SST files, would stay until four of them gathered (its live records
+        stay: a compaction drops only what was deleted)."""
+        dropped = self.writes.drop(SEGMENTS, self._live(oldest))
+        if self.outer is not None:
+            self.outer.compact_range(DATA, DATA + _time(oldest))
+        return dropped
 
     def migrate(self, oldest: int) -> int:
         """An older layout's records (DATA) no older than ``oldest`` rewritten in their segments, then the older
