@@ -301,9 +301,15 @@ def _settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
 
 
 @contextmanager
-def _step(what: str) -> Iterator[None]:
+def _step(spark: SparkSession, what: str) -> Iterator[None]:
+    """A step of the run: its seconds printed, its Spark jobs described by it (the UI and the event log name
+    them, as benchmarks/reconcile_cold.py reads them)."""
     started = time.monotonic()
-    yield
+    spark.sparkContext.setJobDescription(what)
+    try:
+        yield
+    finally:
+        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
     console.print(f"{what} in {time.monotonic() - started:.1f} s")
 
 
@@ -343,7 +349,7 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
                for pair, by_side in zip(roles.two_sided, inputs.two_sided)]
     try:
         stage = paired = None
-        with _step("Read and classified the join outputs"):
+        with _step(spark, "Read and classified the join outputs"):
             if by_group:
                 classified = _union(by_group)
                 classified.write.parquet(str(staging / "_classified"))
@@ -369,14 +375,14 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
         if options.detail == "all":
             matches = [frame.where(F.col("status") == "match") for frame in (stage, paired) if frame is not None]
             explained = _union([explained, *[m.drop(*[c for c in m.columns if c.startswith("_")]) for m in matches]])
-        with _step("Explained the mismatches from the input topics"), _settings(spark, EXPLAIN_SETTINGS):
+        with _step(spark, "Explained the mismatches from the input topics"), _settings(spark, EXPLAIN_SETTINGS):
             explained.write.partitionBy("status").parquet(str(staging / "detail"))
         for scratch in ("_classified", "_two_sided"):
             shutil.rmtree(staging / scratch, ignore_errors=True)
-        input_records = _input_records(roles, inputs, {role: observed(kinds[role]) for role in roles.inputs})
+        input_records = _input_records(spark, roles, inputs, {role: observed(kinds[role]) for role in roles.inputs})
         input_records.update({role: InputRecords(**_kind_fields(two_sided.kinds(frame)))
                               for role, frame in inputs.sides.items() if role not in input_records})
-        with _step("Summarised"):
+        with _step(spark, "Summarised"):
             detail = spark.read.schema(explained.schema).parquet(str(staging / "detail")).where(F.col("status") != "match")
             with ThreadPoolExecutor(1) as thread:  # two small queries, each mostly waiting on its stages: together
                 sampled = thread.submit(inheritable_thread_target(spark)(_samples), roles, detail)
@@ -443,7 +449,8 @@ def _kind_fields(found: dict[str, int]) -> dict[str, int]:
         ("non_utf8_key", decode.NON_UTF8_KEY), ("tombstones", decode.TOMBSTONE))}
 
 
-def _input_records(roles: Roles, inputs: Inputs, counted: dict[str, dict[str, Any]]) -> dict[str, InputRecords]:
+def _input_records(spark: SparkSession, roles: Roles, inputs: Inputs,
+                   counted: dict[str, dict[str, Any]]) -> dict[str, InputRecords]:
     """Every stream and table record (streams: of the window) counted by kind, so that none is left out
     without a word: the undecodable ones, the ones only Kafka Streams reads, tombstones.
 
@@ -453,7 +460,7 @@ def _input_records(roles: Roles, inputs: Inputs, counted: dict[str, dict[str, An
     """
     found = counted
     if roles.inputs and not all(counted.values()):
-        with _step("Counted the input records by kind (nothing to explain)"):
+        with _step(spark, "Counted the input records by kind (nothing to explain)"):
             groups = {group.stream_role: group for group in roles.groups}
             kinds = _union([
                 *[decode.all_orders(inputs.streams[role], group).select(F.lit(role).alias("role"), "kind")

@@ -18,7 +18,8 @@ def cold(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 def test_bad_options_are_one_line_exit_2() -> None:
     for args, named in ((["--joins", "third"], "--joins"), (["--orders", "0"], "--orders"),
                         (["--conf", "spark.sql.shuffle.partitions"], "--conf"),
-                        (["--datacompy-path", "/nonexistent", "--joins", "seed"], "--datacompy-path")):
+                        (["--datacompy-path", "/nonexistent", "--joins", "seed"], "--datacompy-path"),
+                        (["--variant", "c1"], "--variant"), (["--job-conf", "x"], "--job-conf")):
         done = cold(*args, timeout=120)
         assert done.returncode == 2, (args, done.stderr)
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("reconcile_cold: error: ") and named in done.stderr
@@ -42,3 +43,15 @@ def test_the_second_join_runs_cold_against_the_bare_join(tmp_path: Path) -> None
     assert "job÷bare" in done.stdout and "\nsecond " in done.stdout
     assert f"conf: {', '.join(SHORT_RUN)}" in done.stdout  # the figures say what they were measured with
     assert (tmp_path / "data" / "second-3000-40" / ".generated").exists()  # kept for the next run
+    # where the seconds went: the job's steps are its Spark jobs' descriptions, the bare join's jobs have none
+    [job], [bare] = result["runs"]["job"], result["runs"]["bare"]
+    steps = job["steps"]
+    assert {"Read and classified the join outputs", "Explained the mismatches from the input topics",
+            "Summarised"} <= set(steps), steps
+    assert all(step["jobs"] >= 1 and step["tasks"] >= 1 for step in steps.values())
+    assert steps["Read and classified the join outputs"]["wall_s"] >= 0
+    assert list(bare["steps"]) == ["(no step)"]
+    for run in (job, bare):
+        assert 0 < run["timeline"]["to_app_start"] < run["timeline"]["to_first_job"] < run["seconds"]
+        assert run["codegen"]["classes"] > 0 and run["jit"]["c1_s"] > 0  # Janino's log lines, -XX:+CITime's
+    assert "where the seconds went" in done.stdout and "→ first Spark job" in done.stdout
