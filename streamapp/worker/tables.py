@@ -80,8 +80,10 @@ def store_options() -> dict[str, Any]:
 #: happens: a window store's keys come and go, so its cache (and the worker's RSS) grew with the stream's length,
 #: not its retention (135 MiB of cache over 0.3 MiB of live SST after 400,000 writes of a sliding window; capped,
 #: flat: issue 37).  A table's keys stay, so its cache stays near its data: its lookups keep Faust's cache (an
-#: 8 MiB one read 1,000,000 users at 0.58x the gets per CPU second).
-WINDOW_BLOCK_CACHE_SIZE = 8 * 2**20
+#: 8 MiB one read 1,000,000 users at 0.58x the gets per CPU second).  1 MiB: a window store's sweep compacts its
+#: files every half retention, so even an 8 MiB cache filled with replaced files' blocks (8.4 MB over 1.4 MiB of
+#: SST, the benchmark's partition 0 offline: 6 partitions x 3 stores x 8 MiB of RSS); 1 MiB read as fast there.
+WINDOW_BLOCK_CACHE_SIZE = 2**20
 
 
 def window_store_options() -> dict[str, Any]:
