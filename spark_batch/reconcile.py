@@ -56,6 +56,9 @@ BROADCAST_MISMATCHES = 1_000_000
 #: The explain step scans the orders alone: splits of 32 MiB (not 128) keep every core busy to the end
 #: (a 300 MB export made 3 tasks for 2 cores: 2 waves, the second one half idle).
 EXPLAIN_SETTINGS = {"spark.sql.files.maxPartitionBytes": str(32 << 20)}
+#: Shuffle partitions a run gets for each core Spark has when its settings give none (``shuffle_settings``).
+SHUFFLE_PARTITIONS_PER_CORE = 8
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 #: Settings of a session this job starts (the benchmark's sessions take them too). PySpark's DataFrame
 #: debugging records the caller's stack on every column expression, three Py4J calls each (~0.4 s of a
 #: run); the job's errors are one line, without that context.
@@ -72,6 +75,30 @@ def session_jars(options: Options) -> list[Path]:
     if options.source != "kafka" or options.kafka_reader == "python" or "PYSPARK_GATEWAY_PORT" in os.environ:
         return []
     return connector_jars(required=options.kafka_reader == "spark")
+
+
+def shuffle_settings(given: str | None, cores: int) -> tuple[dict[str, str], str]:
+    """The run's shuffle partitions (none when ``given``: the session's own), and a line saying so.
+
+    ``SHUFFLE_PARTITIONS_PER_CORE`` per core, at most Spark's own 200: each map task writes a part per shuffle
+    partition, which AQE coalesces only on the reading side; at 10 M orders on 2 cores Spark's 200 cost 82.6 task
+    CPU seconds, 16 cost 69.2 (benchmarks/README.md, "Reconciliation"). A cluster's cores all still get work.
+    """
+    if given is not None:
+        return {}, f"Shuffle partitions: {given} ({SHUFFLE_PARTITIONS})"
+    chosen = min(200, SHUFFLE_PARTITIONS_PER_CORE * max(cores, 1))
+    return {SHUFFLE_PARTITIONS: str(chosen)}, (
+        f"Shuffle partitions: {chosen} ({SHUFFLE_PARTITIONS_PER_CORE} for each of Spark's {cores} cores, at most 200; "
+        f"--conf {SHUFFLE_PARTITIONS}=N sets them)")
+
+
+def _cores(spark: SparkSession) -> int:
+    """The cores Spark has: its executors' so far, or those its settings ask for when more (a cluster's executors
+    may still be registering when the job starts)."""
+    conf = spark.sparkContext.getConf()
+    asked = max(int(conf.get("spark.cores.max", "0")),
+                int(conf.get("spark.executor.instances", "0")) * int(conf.get("spark.executor.cores", "1")))
+    return max(spark.sparkContext.defaultParallelism, asked)
 
 
 def spark_session(options: Options) -> tuple[SparkSession, bool]:
@@ -335,11 +362,19 @@ def reconcile(spark: SparkSession, options: Options) -> Summary:
         shown = partial.to_dict()
         console.print(f"PARTIAL: the window is not over until {shown['closes']}; reading what the topics hold at "
                       f"{shown['as_of']}; its offsets are not kept")
-    roles = options.roles
     label = options.window.label
     out_dir = options.output / f"dt={label}"
     staging = options.output / f".dt={label}.staging-{uuid.uuid4().hex[:8]}"
     options.output.mkdir(parents=True, exist_ok=True)
+    shuffle, said = shuffle_settings(spark.conf.get(SHUFFLE_PARTITIONS, None), _cores(spark))
+    console.print(said)
+    with _settings(spark, shuffle):
+        return _reconcile(spark, options, partial, out_dir, staging)
+
+
+def _reconcile(spark: SparkSession, options: Options, partial: Partial | None, out_dir: Path, staging: Path) -> Summary:
+    """``reconcile`` in its shuffle settings: the staging directory swapped in at the end, removed if anything fails."""
+    roles = options.roles
     inputs = _inputs(spark, options, out_dir)
     statuses = [Observation(f"statuses:{i}") for i in range(len(roles.groups))]
     by_group = [compare.classify(group, by_side["faust"], by_side["ksqldb"], matches=options.detail == "all")

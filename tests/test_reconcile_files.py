@@ -12,7 +12,7 @@ import json
 import pytest
 
 import reconcile_scenario as sc
-from spark_batch.reconcile import main
+from spark_batch.reconcile import SHUFFLE_PARTITIONS, main
 
 TOPICS = {role: f"export_{role}" for role in sc.ROLES}
 
@@ -48,7 +48,10 @@ def test_the_inputs_are_counted_the_same_whether_or_not_anything_mismatches(spar
     The mismatching run keeps the matches too (``--detail all``): its detail holds every order.
 
     Spark skips them by AQE's empty-relation propagation, on by default in a nightly spark-submit but off in
-    the tests' shared session (tests/conftest.py): this test turns it on for its two runs."""
+    the tests' shared session (tests/conftest.py): this test turns it on for its two runs.
+
+    The shuffle partitions: the first run keeps the session's 4; the second, as a nightly run with none set,
+    gets the job's own (8 per core: 16 on local[2]) and leaves the session as it found it."""
     scenario = sc.build(regular_users=4, seed=5)
     # both engines write the same records, every order enriched: nothing mismatches
     enriched = {role: [dataclasses.replace(r, value={**r.value, "NAME": "someone", "AGE": 30})
@@ -59,14 +62,23 @@ def test_the_inputs_are_counted_the_same_whether_or_not_anything_mismatches(spar
     for name, exported in (("mismatching", scenario), ("agreeing", agreeing)):
         sc.export(tmp_path / name, TOPICS, exported)
         capsys.readouterr()
-        before = spark.conf.get("spark.sql.adaptive.enabled")
+        before = spark.conf.get("spark.sql.adaptive.enabled"), spark.conf.get(SHUFFLE_PARTITIONS)
         spark.conf.set("spark.sql.adaptive.enabled", "true")
+        if name == "agreeing":
+            spark.conf.unset(SHUFFLE_PARTITIONS)
         try:
             detail_all = ("--detail", "all") if name == "mismatching" else ()
             assert main(_args(tmp_path / name, tmp_path / f"out-{name}", "--max-mismatch-rate", "1", *detail_all)) == 0
+            left = spark.conf.get(SHUFFLE_PARTITIONS, None)
         finally:
-            spark.conf.set("spark.sql.adaptive.enabled", before)
-        recounted = "Counted the input records by kind (nothing to explain)" in capsys.readouterr().out
+            spark.conf.set("spark.sql.adaptive.enabled", before[0])
+            spark.conf.set(SHUFFLE_PARTITIONS, before[1])
+        out = capsys.readouterr().out
+        recounted = "Counted the input records by kind (nothing to explain)" in out
+        if name == "mismatching":
+            assert "Shuffle partitions: 4 (spark.sql.shuffle.partitions)" in out and left == "4"
+        else:
+            assert "Shuffle partitions: 16 (8 for each of Spark's 2 cores" in out and left is None
         summaries[name] = json.loads((tmp_path / f"out-{name}" / f"dt={sc.DAY}" / "summary.json").read_text())
         mismatches = sum(n for by in summaries[name]["statuses"].values() for status, n in by.items() if status != "match")
         assert (mismatches > 0, recounted) == ((True, False) if name == "mismatching" else (False, True))

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from spark_batch.compare import STATUSES, classify as classify_group, status_counts, status_metrics
 from spark_batch.errors import ReconcileError
 from spark_batch.options import parse
+from spark_batch.reconcile import SHUFFLE_PARTITIONS, shuffle_settings
 from spark_batch.report import cause_chart, partition_chart, render_html
 from spark_batch.roles import SIDES, Roles
 from streamapp.settings import Settings
@@ -110,6 +111,13 @@ def test_connector_jars_must_match_pyspark(monkeypatch, tmp_path):
     (tmp_path / "spark-kafka" / "spark-sql-kafka-0-10_2.13-3.5.1.jar").rename(
         tmp_path / "spark-kafka" / f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar")
     assert [j.name for j in connector_jars(required=True)] == [f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar"]
+
+
+def test_a_run_without_shuffle_partitions_gets_8_per_core_at_most_200_and_a_set_value_is_kept():
+    assert shuffle_settings(None, 2) == ({SHUFFLE_PARTITIONS: "16"}, "Shuffle partitions: 16 (8 for each of Spark's 2 "
+                                         "cores, at most 200; --conf spark.sql.shuffle.partitions=N sets them)")
+    assert shuffle_settings(None, 64)[0] == {SHUFFLE_PARTITIONS: "200"}  # Spark's own on a large cluster
+    assert shuffle_settings("4", 2) == ({}, "Shuffle partitions: 4 (spark.sql.shuffle.partitions)")
 
 
 def test_report_charts_and_rate():

@@ -133,7 +133,8 @@ with DAG(
         ],
         # Spark's Kafka source for the running Spark (or give jars=... of jvm/lib/spark-kafka, as make install builds)
         packages="org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",
-        # no spark.sql.shuffle.partitions: Spark's 200, coalesced by AQE (docs/how-to/schedule-nightly.md#shuffle-partitions)
+        # no spark.sql.shuffle.partitions: the job takes 8 per core Spark has, at most 200, and AQE coalesces them
+        # (spark_batch/reconcile.py shuffle_settings; docs/how-to/schedule-nightly.md#shuffle-partitions); one set here wins
         conf={"spark.pyspark.python": "{{ params.python }}"},
         conn_id="spark_default",
     )
