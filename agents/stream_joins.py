@@ -108,8 +108,16 @@ class RocksState(JoinState):
         saved = read_stream_times(meta)
         retention = engine.window.retention
         waits = outer.db if engine.has_outer else None  # compacted as the windows expire
-        stores = {side: RocksWindow(writes, retention, *saved.get(side, (-1, -1)), waits)
+        # None kept: written between 2c8774f (the segments) and the commit that keeps the interval, taken as written
+        # with this one (a window changed in that time is not seen: its records stay where the old interval put them)
+        written = saved.get("segment")
+        stores = {side: RocksWindow(writes, retention, *saved.get(side, (-1, -1)), waits, written)
                   for side, writes in ((p.LEFT_SIDE, left), (p.RIGHT_SIDE, right))}
+        interval = stores[p.LEFT_SIDE].interval
+        if written not in (None, interval):
+            logger.info("Window stores of %s, partition %d: %d records rewritten from segments of %d ms into segments "
+                        "of %d ms (its WITHIN or GRACE PERIOD changed)", engine.query.name, partition,
+                        sum(s.resegmented for s in stores.values()), written, interval)
         self.rocks_outer = RocksOuter(outer, engine.sink_codec.encode_key, waiting) if engine.has_outer else None
         super().__init__(stores, self.rocks_outer, saved.get("stream_time", -1))  # type: ignore[arg-type]
         if meta is not None:
@@ -128,7 +136,7 @@ class RocksState(JoinState):
 
     def save(self) -> None:
         meta = stream_times_value(self.stream_time, {side: (s.observed, s.swept)  # type: ignore[attr-defined]
-                                                     for side, s in self.stores.items()})
+                                                     for side, s in self.stores.items()}, self._sides[0].interval)
         if meta != self._saved:
             self._meta.put(META, meta)
             self._saved = meta

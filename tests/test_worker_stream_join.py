@@ -201,6 +201,47 @@ def test_a_store_of_the_older_layout_is_rewritten_in_segments_when_it_opens(tmp_
     assert not [k for table in runs[0].tables[:2] for k in partition_db(table, 0).keys() if k[:1] in (DATA, INDEX)]
 
 
+def test_a_store_reopened_with_another_window_rewrites_its_segments_and_joins_what_it_kept(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A query's WITHIN changed and the worker restarted (the same query name, so the same stores): its segments'
+    interval changed with the retention, and the store opened rewrites its records in the new segments (a record of
+    2:30 was in segment 2 of an hour, is in segment 1 of two hours), once, with a delete of each old key in the
+    changelog: replayed into empty stores (Faust's restore), the changes give the same stores."""
+    from agents.stream_joins import RocksState, StreamJoinRun
+    from streamapp.worker.faust_internals import open_partition_dbs, partition_db
+    from streamapp.worker.window_stores import SEGMENTS_END, stream_times
+
+    hour = 3_600_000
+    stored = [("l", 1, {"A": "a1"}, 45 * 60_000), ("l", 2, {"A": "a2"}, 90 * 60_000),
+              ("l", 3, {"A": "a3"}, 150 * 60_000)]
+    later = [("r", 3, {"B": "b3"}, 3 * hour), ("r", 2, {"B": "b2"}, 190 * 60_000), ("r", 1, {"B": "b1"}, 160 * 60_000)]
+    app = app_of(tmp_path / "run", "INNER", "WITHIN 1 HOUR GRACE PERIOD 0 SECONDS")
+    changes: list[Any] = []
+    assert feed(StreamJoinRun(app, app.topology.stream_joins[0]), app, stored, changes=changes) == []
+    for table in app.join_tables.windows.values():  # the worker stopped: its RocksDB closed
+        for db in open_partition_dbs(table).values():
+            db.close()
+    app = app_of(tmp_path / "run", "INNER", "WITHIN 2 HOURS GRACE PERIOD 0 SECONDS")
+    run = StreamJoinRun(app, app.topology.stream_joins[0])
+    with caplog.at_level("INFO", logger="agents.stream_joins"):
+        joined = feed(run, app, later, first=3, changes=changes)
+    assert joined == expected(app, stored + later) and len(joined) == 3  # b3 (3:00) joins a3 (2:30) too
+    assert [r.getMessage() for r in caplog.records if "rewritten" in r.getMessage()] == [
+        "Window stores of O, partition 0: 3 records rewritten from segments of 3600000 ms into segments of 7200000 "
+        "ms (its WITHIN or GRACE PERIOD changed)"]  # once: the next fetches open them at the interval kept
+    left = partition_db(run.tables[0], 0)
+    assert stream_times(left)["segment"] == 2 * hour
+    assert sorted(int.from_bytes(k[1:9], "big") - 2**63 for k in left.keys(from_key=SEGMENTS) if k < SEGMENTS_END) \
+        == [0, 0, 1]  # 0:45 and 1:30 in the first two hours, 2:30 in the next
+    restored = app_of(tmp_path / "restored", "INNER", "WITHIN 2 HOURS GRACE PERIOD 0 SECONDS")
+    tables = [restored.join_tables.windows[name] for name in run.join.stores]
+    for table, partition, key, value in changes:
+        db = partition_db(restored.join_tables.windows[table.name], partition)
+        db.delete(key) if value is None else db.put(key, value)
+    RocksState(run.engine, tables, 0, [], {})  # the stores open (the join's first record after the restore)
+    assert [dict(partition_db(t, 0).items()) for t in tables] == _dump(run)
+
+
 def _accepted_r1_cases() -> list[Path]:
     """ksqlDB's stream-stream cases (ring R1) whose plan the worker accepts: one stream-stream join, nothing else
     (either side re-keyed or not)."""

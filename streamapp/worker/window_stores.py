@@ -22,10 +22,10 @@ from streamapp.sql.engine import Row
 from streamapp.sql.stream_join import store_key
 from streamapp.worker.faust_internals import partition_db
 
-#: A window store's keys: a record by (segment, key, time, offset) under SEGMENTS; the partition's stream times
-#: (in the left side's table) under META.  Written before 2026-11-27 15:00: a record by (key, time, offset) under
-#: DATA, and before that a time index under INDEX (both rewritten or dropped when the store is next opened:
-#: :meth:`RocksWindow.migrate`).  The outer store's: a record by (time, side, key, offset) under DATA.  Faust
+#: A window store's keys: a record by (segment, key, time, offset) under SEGMENTS; the partition's stream times and
+#: segment interval (in the left side's table) under META.  Written before 2026-11-27 15:00: a record by (key, time,
+#: offset) under DATA, and before that a time index under INDEX (both rewritten or dropped when the store is next
+#: opened: :meth:`RocksWindow.migrate`).  The outer store's: a record by (time, side, key, offset) under DATA.  Faust
 #: keeps its changelog offset in each database too, under a key of its own (``__faust...``), after these.
 DATA, INDEX, META, SEGMENTS = b"\x00", b"\x01", b"\x02", b"\x03"
 #: The end of the SEGMENTS keys (exclusive).
@@ -141,12 +141,17 @@ class Writes:
         self.db.delete(key)
         self.changes.append((self.table, self.partition, key, None))
 
-    def drop(self, start: bytes, end: bytes) -> bool:
+    def drop(self, start: bytes, end: bytes, logged: bool = False) -> bool:
         """Every key of ``start <= key < end`` deleted at once (one range deletion) and compacted away (no marker
-        left in the SST files), with no changelog record; whether there was one (a seek when there is none)."""
+        left in the SST files), with no changelog record (``logged``: a delete each); whether there was one (a seek
+        when there is none)."""
         if _first(self.db, start, end) is None:
             return False
-        self.dropping(_scan(self.db, start, end))
+        items: Iterable[tuple[bytes, bytes]] = _scan(self.db, start, end)
+        if logged:
+            items = list(items)
+            self.changes.extend((self.table, self.partition, key, None) for key, _ in items)
+        self.dropping(iter(items))
         self.db.delete_range(start, end)
         self.db.compact_range(start, end)
         return True
@@ -165,11 +170,17 @@ class RocksWindow:
     dropped them: the stores grew with the stream), and no changelog record: the changelog deletes by time.
     """
 
-    def __init__(self, writes: Writes, retention: int, observed: int, swept: int, outer: Any = None) -> None:
+    def __init__(self, writes: Writes, retention: int, observed: int, swept: int, outer: Any = None,
+                 written: int | None = None) -> None:
+        """``written``: the segment interval the store's records were written with (None: this one)."""
         self.writes, self.retention, self.observed, self.swept = writes, retention, observed, swept
         self.interval = segment_interval(retention)
         #: The outer store's database (None: none): compacted below the retention at each drop (:meth:`expire`).
         self.outer = outer
+        #: How many records the open moved from segments of another interval (the query's window changed).
+        self.resegmented = 0
+        if written not in (None, self.interval):
+            self.resegmented = self._rewrite(SEGMENTS, SEGMENTS_END, 9, observed - retention + 1)
         if observed >= 0:  # what a restore or an older layout left: a seek each when there is none
             self.migrate(observed - retention + 1)
             if _first(writes.db, SEGMENTS, self._live(observed - retention + 1)) is not None:
@@ -210,14 +221,22 @@ class RocksWindow:
         return dropped
 
     def migrate(self, oldest: int) -> int:
-        """An older layout's records (DATA) no older than ``oldest`` rewritten in their segments, then the older
-        layout dropped (its time index too); how many were rewritten (a seek when there is none)."""
-        if _first(self.writes.db, DATA, META) is None:
+        """An older layout's records (DATA) no older than ``oldest`` rewritten in their segments, the older layout
+        dropped (its time index too); how many were rewritten (a seek when there is none)."""
+        return self._rewrite(DATA, META, 1, oldest)
+
+    def _rewrite(self, start: bytes, end: bytes, head: int, oldest: int) -> int:
+        """The records of ``start <= key < end`` (a key: ``head`` bytes, then the record's key, time and offset; a
+        time index's keys dropped) no older than ``oldest`` rewritten in this store's segments; how many (a seek when
+        there are none).  The old keys' deletes go to the changelog before the new keys, so a restore holds the
+        rewritten records only (a record whose key stays is deleted, then put again)."""
+        if _first(self.writes.db, start, end) is None:
             return 0
-        kept = [(k, v) for k, v in _scan(self.writes.db, DATA, INDEX) if _read_time(k[-16:-8]) >= oldest]
+        kept = [(k[head:], v) for k, v in _scan(self.writes.db, start, end)
+                if k[:1] != INDEX and _read_time(k[-16:-8]) >= oldest]
+        self.writes.drop(start, end, logged=True)
         for k, v in kept:
-            self.writes.put(_segment(_read_time(k[-16:-8]), self.interval) + k[1:], v)
-        self.writes.drop(DATA, META)
+            self.writes.put(_segment(_read_time(k[-16:-8]), self.interval) + k, v)
         return len(kept)
 
     def __len__(self) -> int:
@@ -323,7 +342,8 @@ def outer_records(db: Any, key: Any, start: int, end: int) -> list[StoredRecord]
 
 def stream_times(db: Any) -> dict[str, Any]:
     """What one partition's state keeps of its stream times (in the left window store's database): the join's
-    ``stream_time``, and per side ``[observed, swept]``; empty before the partition's first record."""
+    ``stream_time``, per side ``[observed, swept]``, and the window stores' ``segment`` interval (none before
+    it was kept); empty before the partition's first record."""
     return read_stream_times(db.get(META))
 
 
@@ -332,6 +352,8 @@ def read_stream_times(value: bytes | None) -> dict[str, Any]:
     return json.loads(value) if value is not None else {}
 
 
-def stream_times_value(stream_time: int, sides: Mapping[str, tuple[int, int]]) -> bytes:
-    """The value :func:`stream_times` reads: the join's stream time, and each side's (observed, swept)."""
-    return json.dumps({"stream_time": stream_time, **{side: list(times) for side, times in sides.items()}}).encode()
+def stream_times_value(stream_time: int, sides: Mapping[str, tuple[int, int]], segment: int) -> bytes:
+    """The value :func:`stream_times` reads: the join's stream time, each side's (observed, swept), and the
+    segment interval the window stores are written with (``segment``)."""
+    return json.dumps({"stream_time": stream_time, **{side: list(times) for side, times in sides.items()},
+                       "segment": segment}).encode()
