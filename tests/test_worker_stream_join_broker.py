@@ -202,6 +202,9 @@ def test_a_window_changelog_made_before_the_segments_is_set_to_delete_by_time_to
     retention = str((2 * 60 + 30) * 1000 + 24 * 3_600_000)  # the window's, and a day
     assert configure_window_changelogs(broker_settings.kafka, wanted) == [
         f"{left} (cleanup.policy=compact,delete, retention.ms={retention})"]  # the right one does not exist
+    # The broker answers the alter before its DescribeConfigs shows it (KRaft applies it from the metadata log).
+    wait_until(lambda: topic_configs(broker_settings.kafka, left).get("cleanup.policy") == "compact,delete", 30,
+               f"{left}'s cleanup.policy described as set")
     assert {name: topic_configs(broker_settings.kafka, name).get("cleanup.policy") for name in (left, outer)} == {
         left: "compact,delete", outer: "compact"}
     assert topic_configs(broker_settings.kafka, left)["retention.ms"] == retention
