@@ -3,9 +3,9 @@
 Thin: what a record writes is the pure engine's (:class:`streamapp.sql.stream_join.StreamJoin`), handed the
 state of the record's partition held in RocksDB (:class:`RocksState`): both topics are co-partitioned, so a
 key's records of both sides meet in one partition, as in a Kafka Streams task.  A side's window store keeps a
-record under its key bytes, big-endian time and offset (a key's records of a time range are one range scan);
-what the retention let go is deleted by a scan every half retention; every write goes to the store's changelog
-too, which Faust restores from.  A record whose outputs are refused leaves no state behind,
+record by segment (half the retention), key bytes, big-endian time and offset
+(:mod:`streamapp.worker.window_stores`); an expired segment is dropped whole; every write goes to the store's
+changelog too, which Faust restores from.  A record whose outputs are refused leaves no state behind,
 and under exactly_once partition p of both sides shares one transaction (outputs, changelogs, both offsets):
 a dropped one's RocksDB writes are put back.  See docs/explanation/worker-internals.md#stream-stream-joins.
 """
