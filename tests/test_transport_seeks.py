@@ -104,8 +104,8 @@ def test_a_seek_that_ends_while_a_fetch_is_accepted_puts_its_partitions_back_whe
     asyncio.run(fetch_once(consumer))
     assert seeks and seeks[0].done()
     assert handled == []  # overtaken: dropped, to be fetched again
-    # the seek's own positions (U0 to 10; U1 left where it was, nothing committed), then the batch's again
-    assert thread.positions == [(U0, 10), (U0, 10), (U1, 0)]
+    # the seek's own positions (U0 to 10; U1 to its start, nothing committed), then the batch's again
+    assert thread.positions == [(U0, 10), (U1, 0), (U0, 10), (U1, 0)]
     assert {tp: consumer._read_offset[tp] for tp in (U0, U1)} == {U0: 10, U1: None}
 
 
@@ -139,7 +139,7 @@ def test_a_seek_under_way_when_the_fetch_returns_sends_only_assigned_partitions_
     asyncio.run(fetch_once(consumer))
     assert seeks and seeks[0].done()
     assert handled == []
-    assert thread.positions == [(U0, 1518), (U0, 1518), (U1, 0)]
+    assert thread.positions == [(U0, 1518), (U1, 0), (U0, 1518), (U1, 0)]
     assert {tp: consumer._read_offset[tp] for tp in (U0, U1, U2)} == {U0: 1518, U1: None, U2: 40}
 
 

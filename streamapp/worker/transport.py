@@ -306,11 +306,16 @@ class Consumer(faust_aiokafka.Consumer):
         """Faust's seek, after the exactly-once fence of the joined streams' partitions (:mod:`streamapp.worker.transactions`).
 
         Where it puts each partition is kept for :meth:`_seek_again`: Faust keeps it only
-        as the read offset, which the batch path moves on as it accepts a fetch.
+        as the read offset, which the batch path moves on as it accepts a fetch.  A
+        partition without a commit goes to its start, as Faust's read offset says: aiokafka
+        leaves it where it is, past the records of a fetch dropped for the rebalance this
+        seek follows (a long poll begun before it), which nothing would read again.
         """
         committed = await faust_internals.seek_fenced(self, super().seek_to_committed)
         self._sought = {TP(tp.topic, tp.partition): offset if offset and offset > 0 else None
                         for tp, offset in committed.items()}
+        for tp in sorted(tp for tp, offset in self._sought.items() if offset is None):
+            await self._seek(tp, 0)
         return committed
 
     async def perform_seek(self) -> None:
