@@ -54,9 +54,8 @@ class Journaled(Writes):
         self.journal = journal
 
     def _keep(self, key: bytes) -> None:
-        held = (id(self.table), self.partition, key)
-        if held not in self.journal:
-            self.journal[held] = (self.table, self.partition, key, self.db.get(key))
+        if (id(self.table), self.partition, key) not in self.journal:
+            self._before(key, self.db.get(key))
 
     def _before(self, key: bytes, value: bytes | None) -> None:
         """``value`` is ``key``'s before its first write (known: not read)."""
@@ -80,7 +79,7 @@ class Journaled(Writes):
 
     def dropping(self, items: Iterator[tuple[bytes, bytes]]) -> None:
         for key, value in items:
-            self.journal.setdefault((id(self.table), self.partition, key), (self.table, self.partition, key, value))
+            self._before(key, value)
 
 
 def put_back(journal: Journal) -> int:
