@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewPartitions,
+                                  NewTopic)
 
 from ..errors import StreamappError
 from . import CLIENT_LOGGER
@@ -160,6 +161,14 @@ def topic_configs(bootstrap: Kafka, topic: str) -> dict[str, str]:
     except KafkaException as exc:
         raise TopicError(f"could not read the configs of topic {topic}: {exc.args[0].str()}") from None
     return {name: str(e.value) for name, e in sorted(entries.items()) if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+
+
+def set_topic_configs(bootstrap: Kafka, topic: str, configs: Mapping[str, str]) -> None:
+    """``configs`` set on the topic (IncrementalAlterConfigs, SET: its other configs stay as they are)."""
+    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in configs.items()]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    admin = admin_client(bootstrap)  # held until the answer: a client collected before it cancels the request
+    _result({topic: next(iter(admin.incremental_alter_configs([resource]).values()))}, "set the configs of")
 
 
 def _result(futures: Mapping[str, object], what: str) -> None:

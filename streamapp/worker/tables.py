@@ -19,14 +19,12 @@ from typing import Any, Callable, Iterable, Mapping
 
 import faust
 from faust.serializers import codecs
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from faust.types import TP
 from rocksdict import WriteBatch
 
 from ..partitioners import get_partitioner
 from ..settings import Settings
-from ..kafka.admin import ADMIN_TIMEOUT, admin_client, describe, topic_configs
+from ..kafka.admin import TopicError, describe, set_topic_configs, topic_configs
 from ..kafka.security import Kafka
 from ..kafka.limits import Headers
 from ..model.records import column
@@ -109,20 +107,17 @@ def configure_window_changelogs(bootstrap: Kafka, wanted: Mapping[str, Mapping[s
     segment writes none); what was set, one entry a topic."""
     if not wanted:  # no windowed join: no call
         return []
-    admin, done = admin_client(bootstrap), []
+    done = []
     for topic in describe(bootstrap, wanted):
         have = topic_configs(bootstrap, topic)
         changes = {name: value for name, value in wanted[topic].items() if have.get(name) != value}
         if changes:
-            entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-                       for name, value in changes.items()]
-            resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
             shown = ", ".join(f"{name}={value}" for name, value in changes.items())
             try:
-                next(iter(admin.incremental_alter_configs([resource]).values())).result(ADMIN_TIMEOUT)
-            except KafkaException as exc:  # not fatal: the join is right, the changelog only keeps more
+                set_topic_configs(bootstrap, topic, changes)
+            except TopicError as exc:  # not fatal: the join is right, the changelog only keeps more
                 logger.warning("Could not set %s on the window changelog %s (%s): it keeps every record", shown, topic,
-                               exc.args[0].str())
+                               exc)
                 continue
             done.append(f"{topic} ({shown})")
     return done
