@@ -97,32 +97,37 @@ def put_back(journal: Journal) -> int:
 
 
 class RocksState(JoinState):
-    """One partition's join state in RocksDB: its stream times are read at the start of a fetch and kept at its end
-    (:meth:`save`)."""
+    """One partition's join state in RocksDB, built (:meth:`open`) at the partition's first record of an assignment
+    and kept from fetch to fetch; its stream times kept in RocksDB at each fetch's end (:meth:`save`)."""
 
     def __init__(self, engine: StreamJoin, tables: Sequence[faust.Table], partition: int, changes: list[Change],
-                 journal: Journal, waiting: set[bytes] | None = None):
+                 journal: Journal):
         left, right, outer = (Journaled(t, partition, changes, journal) for t in tables)
         meta = left.db.get(META)
         saved = read_stream_times(meta)
         retention = engine.window.retention
         waits = outer.db if engine.has_outer else None  # compacted as the windows expire
-        # None kept: written between 2c8774f (the segments) and the commit that keeps the interval, taken as written
-        # with this one (a window changed in that time is not seen: its records stay where the old interval put them)
-        written = saved.get("segment")
-        stores = {side: RocksWindow(writes, retention, *saved.get(side, (-1, -1)), waits, written)
+        stores = {side: RocksWindow(writes, retention, *saved.get(side, (-1, -1)), waits)
                   for side, writes in ((p.LEFT_SIDE, left), (p.RIGHT_SIDE, right))}
-        interval = stores[p.LEFT_SIDE].interval
-        if written not in (None, interval):
-            logger.info("Window stores of %s, partition %d: %d records rewritten from segments of %d ms into segments "
-                        "of %d ms (its WITHIN or GRACE PERIOD changed)", engine.query.name, partition,
-                        sum(s.resegmented for s in stores.values()), written, interval)
-        self.rocks_outer = RocksOuter(outer, engine.sink_codec.encode_key, waiting) if engine.has_outer else None
+        self.rocks_outer = RocksOuter(outer, engine.sink_codec.encode_key) if engine.has_outer else None
         super().__init__(stores, self.rocks_outer, saved.get("stream_time", -1))  # type: ignore[arg-type]
         if meta is not None:
             self.min_time = 0  # restored: unknown, the first look finds it
         self._sides = stores[p.LEFT_SIDE], stores[p.RIGHT_SIDE]  # a record's mark (:meth:`times`), read per record
         self._meta, self._saved = left, meta
+        # None kept: written between 2c8774f (the segments) and the commit that keeps the interval, taken as written
+        # with this one (a window changed in that time is not seen: its records stay where the old interval put them)
+        self._written: int | None = saved.get("segment")
+        self._about = engine.query.name, partition
+
+    def open(self) -> RocksState:
+        """What a partition's first open does (:meth:`RocksWindow.open`), with one line when its window changed."""
+        moved = sum(store.open(self._written) for store in self._sides)
+        interval = self._sides[0].interval
+        if self._written not in (None, interval):
+            logger.info("Window stores of %s, partition %d: %d records rewritten from segments of %d ms into segments "
+                        "of %d ms (its WITHIN or GRACE PERIOD changed)", *self._about, moved, self._written, interval)
+        return self
 
     def times(self) -> tuple[Any, ...]:
         """What a record may move besides RocksDB: the stream times and the next look (:meth:`set_times`)."""
@@ -147,7 +152,7 @@ def _wall_clock() -> int:
 
 class StreamJoinRun:
     """One declared stream-stream join in the worker: the engine, fed each side's records in their partition's
-    state (one :class:`RocksState` per partition a fetch touches)."""
+    state (one :class:`RocksState` per partition, kept while it is assigned)."""
 
     def __init__(self, app: StreamappApp, join: StreamStreamJoin, clock: Callable[[], int] = _wall_clock) -> None:
         self.join, self.output = join, join.output
@@ -156,12 +161,12 @@ class StreamJoinRun:
         #: The topic the engine knows each side's records by (the worker may read them under another name).
         self.engine_topic = {join.source_topic: self.engine.left.source.topic,
                              join.right_topic: self.engine.right.source.topic}
+        #: Each partition's state, opened at its first record and kept from fetch to fetch (its stream times, the
+        #: outer store's waiting prefixes): forgotten where RocksDB changes under it (a revocation, a dropped
+        #: transaction), its waiting prefixes refreshed where a record is undone.
         self._states: dict[int, RocksState] = {}
-        #: Each partition's oldest waiting time and next look for closed windows, kept from fetch to fetch.
+        #: Each partition's oldest waiting time and next look for closed windows as the last fetch left them.
         self._looks: dict[int, tuple[int, int]] = {}
-        #: Each partition's outer store's waiting prefixes (:class:`RocksOuter`), kept from fetch to fetch: forgotten
-        #: where RocksDB changes under them (a revocation, a dropped transaction), refreshed where a record is undone.
-        self._waiting: dict[int, set[bytes]] = {}
         #: This fetch's changes of the stores, for their changelogs.
         self.changes: list[Change] = []
         #: The record being joined: each key's value before it wrote it (:meth:`undo`).
@@ -178,10 +183,8 @@ class StreamJoinRun:
         state = self._states.get(partition)
         if state is None:
             state = self._states[partition] = RocksState(self.engine, self.tables, partition, self.changes,
-                                                         self._record, self._waiting.get(partition))
+                                                         self._record).open()
             state.min_time, state.next_emit = self._looks.get(partition, (state.min_time, state.next_emit))
-            if state.rocks_outer is not None:
-                self._waiting[partition] = state.rocks_outer.waiting
         self.engine.state = state
         outputs = self.engine.process(EngineRecord(self.engine_topic[topic], msg.key, msg.value, msg.timestamp,
                                                    partition, msg.offset))
@@ -197,9 +200,8 @@ class StreamJoinRun:
         state, times, changes, self.engine.late = mark
         put_back(self._record)
         del self.changes[changes:]
-        if state is None:
+        if state is None:  # opened by the record: opened again by the next
             self._states.pop(partition, None)
-            self._waiting.pop(partition, None)
         else:
             state.set_times(times)
             if state.rocks_outer is not None:
@@ -224,7 +226,6 @@ class StreamJoinRun:
         if not journal:
             return
         self._states.pop(partition, None)
-        self._waiting.pop(partition, None)
         if partition in self._committed_looks:  # its records read again look for closed windows as the first time
             self._looks[partition] = self._committed_looks[partition]
         else:  # none committed here since the partition came: as after a restart
@@ -244,8 +245,8 @@ class StreamJoinRun:
     def revoked(self, partitions: Iterable[int]) -> None:
         """The partitions went to another worker: what this one knew of their waiting records may be stale."""
         for partition in partitions:
+            self._states.pop(partition, None)
             self._looks.pop(partition, None)
-            self._waiting.pop(partition, None)
             self._committed_looks.pop(partition, None)
 
     def stored(self) -> list[Change]:
@@ -254,8 +255,8 @@ class StreamJoinRun:
             state.save()
             self._looks[partition] = state.min_time, state.next_emit
             self.keep(partition)
-        self._states.clear()
-        changes, self.changes = self.changes, []
+        changes = self.changes[:]  # the list the states' writes append to stays theirs
+        self.changes.clear()
         return changes
 
 

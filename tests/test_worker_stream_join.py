@@ -158,7 +158,7 @@ def test_the_changes_of_the_stores_are_handed_over_for_their_changelogs(tmp_path
     assert all(value is not None for table, _, _, value in changes if table.name in windows)  # expiry: none
     dumped = [dict(partition_db(t, 0).items()) for t in tables]
     assert sum(map(len, dumped[:2])) > sum(map(len, _dump(run)[:2]))  # the expired records came back
-    RocksState(run.engine, tables, 0, [], {})  # the stores open (the join's first record after the restore)
+    RocksState(run.engine, tables, 0, [], {}).open()  # as at the join's first record after the restore
     assert [dict(partition_db(t, 0).items()) for t in tables] == _dump(run)
 
 
@@ -195,6 +195,8 @@ def test_a_store_of_the_older_layout_is_rewritten_in_segments_when_it_opens(tmp_
             db.put(DATA + key[9:], value)
             db.delete(key)
         db.put(INDEX + b"\x00" * 24, b"")
+    for run in runs:  # and the partition assigned again: its next record opens its stores
+        run.revoked([0])
     after = feed(runs[0], older, second, first=4)
     assert after == feed(runs[1], newer, second, first=4)
     assert (b"\x00" * 7 + b"\x01", b'{"A":"a3","B":"b1"}', 1500) in after  # a3 joins b1, stored in the older layout
@@ -228,7 +230,7 @@ def test_a_store_reopened_with_another_window_rewrites_its_segments_and_joins_wh
     assert joined == expected(app, stored + later) and len(joined) == 3  # b3 (3:00) joins a3 (2:30) too
     assert [r.getMessage() for r in caplog.records if "rewritten" in r.getMessage()] == [
         "Window stores of O, partition 0: 3 records rewritten from segments of 3600000 ms into segments of 7200000 "
-        "ms (its WITHIN or GRACE PERIOD changed)"]  # once: the next two fetches open them at the interval kept
+        "ms (its WITHIN or GRACE PERIOD changed)"]  # once: the next two fetches keep the stores opened
     left = partition_db(run.tables[0], 0)
     assert stream_times(left)["segment"] == 2 * hour
     assert sorted(int.from_bytes(k[1:9], "big") - 2**63 for k in left.keys(from_key=SEGMENTS) if k < SEGMENTS_END) \
@@ -238,8 +240,51 @@ def test_a_store_reopened_with_another_window_rewrites_its_segments_and_joins_wh
     for table, partition, key, value in changes:
         db = partition_db(restored.join_tables.windows[table.name], partition)
         db.delete(key) if value is None else db.put(key, value)
-    RocksState(run.engine, tables, 0, [], {})  # the stores open (the join's first record after the restore)
+    RocksState(run.engine, tables, 0, [], {}).open()  # as at the join's first record after the restore
     assert [dict(partition_db(t, 0).items()) for t in tables] == _dump(run)
+
+
+def test_a_partition_s_stores_are_opened_once_an_assignment_and_again_after_a_revoke_or_a_dropped_transaction(
+        tmp_path: Path) -> None:
+    """What a partition's first record does (the stores made what this run reads: an older layout rewritten, expired
+    segments dropped) runs once while the partition stays assigned, not at each fetch: a record of the older layout
+    put in RocksDB behind the join's back stays there through the next fetches, and is rewritten at the first record
+    after the partition is revoked and at the first after a dropped transaction (RocksDB changed under the state)."""
+    from agents.stream_joins import StreamJoinRun
+    from streamapp.worker.faust_internals import partition_db
+    from streamapp.worker.window_stores import DATA
+
+    path = tmp_path / "joins.sql"
+    path.write_text(STREAMS.format(key="L.ID", join="LEFT", within="WITHIN 1 SECOND GRACE PERIOD 1 SECOND"),
+                    encoding="utf-8")
+    app = create_app_of(path, tmp_path, "exactly_once")
+    run = StreamJoinRun(app, app.topology.stream_joins[0], clock=lambda: 0)
+    left = partition_db(run.tables[0], 0)
+    older = DATA + len(b"7").to_bytes(4, "big") + b"7" + (9_500 + 2**63).to_bytes(8, "big") + bytes(8)
+
+    def older_left() -> bool:
+        return left.get(older) is not None
+
+    feed(run, app, RECORDS[:4])
+    left.put(older, left[next(k for k in left.keys(from_key=SEGMENTS))])
+    feed(run, app, RECORDS[4:8], first=4)  # four fetches: l, r, l, r
+    assert older_left()  # not opened again
+    run.revoked([0])
+    feed(run, app, RECORDS[8:9], first=8)
+    assert not older_left()  # opened at the next assignment's first record: rewritten in its segment
+    run.ended(0, True)
+    left.put(older, left[next(k for k in left.keys(from_key=SEGMENTS))])
+    feed(run, app, RECORDS[9:10], first=9)
+    assert older_left()
+    run.ended(0, False)
+    feed(run, app, RECORDS[9:10], first=9)
+    assert not older_left()
+
+
+def create_app_of(path: Path, tmp_path: Path, guarantee: str) -> Any:
+    from streamapp.worker.app import create_app
+
+    return create_app(Settings(statements=str(path), data_dir=str(tmp_path / "data"), processing_guarantee=guarantee))
 
 
 def _accepted_r1_cases() -> list[Path]:

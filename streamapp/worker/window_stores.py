@@ -170,21 +170,27 @@ class RocksWindow:
     dropped them: the stores grew with the stream), and no changelog record: the changelog deletes by time.
     """
 
-    def __init__(self, writes: Writes, retention: int, observed: int, swept: int, outer: Any = None,
-                 written: int | None = None) -> None:
-        """``written``: the segment interval the store's records were written with (None: this one)."""
+    def __init__(self, writes: Writes, retention: int, observed: int, swept: int, outer: Any = None) -> None:
+        """Nothing read or written yet: :meth:`open` before the first record."""
         self.writes, self.retention, self.observed, self.swept = writes, retention, observed, swept
         self.interval = segment_interval(retention)
         #: The outer store's database (None: none): compacted below the retention at each drop (:meth:`expire`).
         self.outer = outer
-        #: How many records the open moved from segments of another interval (the query's window changed).
-        self.resegmented = 0
+
+    def open(self, written: int | None = None) -> int:
+        """The store made what this run reads, once a partition's assignment (what a restore, an older layout or
+        another window left): records in segments of another interval (``written``: the one kept with the stream
+        times; None: this one) or in the older layout rewritten in this one's, expired segments dropped; how many
+        records moved from another interval's segments (a seek each when there is nothing to do)."""
+        oldest = self.observed - self.retention + 1
+        moved = 0
         if written not in (None, self.interval):
-            self.resegmented = self._rewrite(SEGMENTS, SEGMENTS_END, 9, observed - retention + 1)
-        if observed >= 0:  # what a restore or an older layout left: a seek each when there is none
-            self.migrate(observed - retention + 1)
-            if _first(writes.db, SEGMENTS, self._live(observed - retention + 1)) is not None:
-                self.expire(observed - retention + 1)
+            moved = self._rewrite(SEGMENTS, SEGMENTS_END, 9, oldest)
+        if self.observed >= 0:
+            self.migrate(oldest)
+            if _first(self.writes.db, SEGMENTS, self._live(oldest)) is not None:
+                self.expire(oldest)
+        return moved
 
     def _live(self, oldest: int) -> bytes:
         return _segment(oldest, self.interval)
@@ -247,15 +253,16 @@ class RocksOuter:
     """The outer store of one partition in RocksDB (:class:`~streamapp.sql.stream_join.OuterStore`): a record
     by (time, this side?, key, offset); its entries in the engine's order (the key's output bytes break ties).
 
-    ``waiting``: the (time, side, key) prefixes of its records, kept in memory by the caller from fetch to fetch
-    (None: read from RocksDB, one scan of its keys), so that a match looks in RocksDB only where a record waits (most
-    find none: their partner was matched, not unmatched, or never waited), and a look for closed windows starts at
-    the oldest.  Whoever writes the database otherwise (a restore, a put back) refreshes it (:meth:`reload`).
+    :attr:`waiting`: the (time, side, key) prefixes of its records, read from RocksDB when it is built (one scan of
+    its keys) and kept in memory as long as it is (the partition's assignment), so that a match looks in RocksDB only
+    where a record waits (most find none: their partner was matched, not unmatched, or never waited), and a look for
+    closed windows starts at the oldest.  Whoever writes the database otherwise (a put back) refreshes it
+    (:meth:`reload`).
     """
 
-    def __init__(self, writes: Writes, order: Any, waiting: set[bytes] | None = None) -> None:
+    def __init__(self, writes: Writes, order: Any) -> None:
         self.writes, self._order = writes, order
-        self.waiting = waiting if waiting is not None else self.reload(set())
+        self.waiting = self.reload(set())
 
     def reload(self, waiting: set[bytes]) -> set[bytes]:
         """``waiting`` refilled with the prefixes the database holds (in place: its holders see them)."""
