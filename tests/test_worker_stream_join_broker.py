@@ -186,7 +186,7 @@ def test_a_window_changelog_made_before_the_segments_is_set_to_delete_by_time_to
         broker_settings: Settings, tmp_path: Path) -> None:
     """Faust leaves an existing changelog as it is: the worker sets a window store's (made compacted only, before an
     expired segment wrote no deletion) as it makes new ones, and leaves the outer store's and a set one alone."""
-    from streamapp.kafka.admin import create_topic, wait_listed
+    from streamapp.kafka.admin import create_topic, topics_configs, wait_listed
     from streamapp.worker.app import create_app
     from streamapp.worker.tables import configure_window_changelogs
 
@@ -200,6 +200,8 @@ def test_a_window_changelog_made_before_the_segments_is_set_to_delete_by_time_to
         create_topic(broker_settings.kafka, topic, 1, config={"cleanup.policy": "compact"})
     wait_listed(broker_settings.kafka, [left, outer])
     retention = str((2 * 60 + 30) * 1000 + 24 * 3_600_000)  # the window's, and a day
+    assert topics_configs(broker_settings.kafka, [left, right, outer]) == {  # one DescribeConfigs; the right missing
+        left: {"cleanup.policy": "compact"}, outer: {"cleanup.policy": "compact"}}
     assert configure_window_changelogs(broker_settings.kafka, wanted) == [
         f"{left} (cleanup.policy=compact,delete, retention.ms={retention})"]  # the right one does not exist
     # The broker answers the alter before its DescribeConfigs shows it (KRaft applies it from the metadata log).

@@ -160,6 +160,26 @@ def topic_configs(bootstrap: Kafka, topic: str) -> dict[str, str]:
         entries = next(iter(future.values())).result(ADMIN_TIMEOUT)
     except KafkaException as exc:
         raise TopicError(f"could not read the configs of topic {topic}: {exc.args[0].str()}") from None
+    return _set_on_topic(entries)
+
+
+def topics_configs(bootstrap: Kafka, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+    """:func:`topic_configs` of each of ``topics`` that exists (missing ones left out), one DescribeConfigs for all."""
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics]
+    if not resources:
+        return {}
+    admin = admin_client(bootstrap)  # held until the answers
+    found = {}
+    for resource, future in admin.describe_configs(resources).items():
+        try:
+            found[resource.name] = _set_on_topic(future.result(ADMIN_TIMEOUT))
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise TopicError(f"could not read the configs of topic {resource.name}: {exc.args[0].str()}") from None
+    return found
+
+
+def _set_on_topic(entries: Mapping[str, ConfigEntry]) -> dict[str, str]:
     return {name: str(e.value) for name, e in sorted(entries.items()) if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
 
 

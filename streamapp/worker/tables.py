@@ -24,7 +24,7 @@ from rocksdict import WriteBatch
 
 from ..partitioners import get_partitioner
 from ..settings import Settings
-from ..kafka.admin import TopicError, describe, set_topic_configs, topic_configs
+from ..kafka.admin import TopicError, set_topic_configs, topics_configs
 from ..kafka.security import Kafka
 from ..kafka.limits import Headers
 from ..model.records import column
@@ -104,12 +104,11 @@ def window_changelog_configs(retention: int) -> dict[str, str]:
 def configure_window_changelogs(bootstrap: Kafka, wanted: Mapping[str, Mapping[str, str]]) -> list[str]:
     """The window changelogs of ``wanted`` that exist with other configs set to them (Faust leaves an existing topic as
     it is: one made before the window stores' segments only compacts, and would keep every record now that an expired
-    segment writes none); what was set, one entry a topic."""
+    segment writes none); what was set, one entry a topic.  At each start: one DescribeConfigs for them all."""
     if not wanted:  # no windowed join: no call
         return []
     done = []
-    for topic in describe(bootstrap, wanted):
-        have = topic_configs(bootstrap, topic)
+    for topic, have in topics_configs(bootstrap, wanted).items():  # the missing ones Faust makes as they should be
         changes = {name: value for name, value in wanted[topic].items() if have.get(name) != value}
         if changes:
             shown = ", ".join(f"{name}={value}" for name, value in changes.items())
