@@ -126,8 +126,9 @@ def test_reconcile_unknown_flag_is_one_line(capsys):
 
 
 def test_a_one_file_parquet_exports_schema_from_its_footer_is_what_spark_infers(spark, tmp_path):
-    """The footer's schema (which spares Spark's inference job) must read the file exactly as inference would;
-    a column of another kind (nested, a timestamp, unsigned, a decimal) leaves the file to that inference."""
+    """The footer's schema (which spares Spark's inference job) must read the file exactly as inference would,
+    DECIMALs too (as bytes, or as INT32/INT64 as DuckDB writes them); a column of another kind (nested, a
+    timestamp, unsigned) leaves the file to that inference."""
     import datetime
     import decimal
 
@@ -147,7 +148,13 @@ def test_a_one_file_parquet_exports_schema_from_its_footer_is_what_spark_infers(
     pq.write_table(flat, path)
     required = pa.schema([pa.field("user_id", pa.string(), False), pa.field("big", pa.int64(), False)])
     pq.write_table(pa.table({"user_id": ["u1"], "big": [1]}, required), tmp_path / "required.parquet")
-    for file in (path, tmp_path / "required.parquet"):
+    money = pa.table({"small": pa.array([decimal.Decimal("1.10"), None], pa.decimal128(5, 2)),
+                      "amount": pa.array([decimal.Decimal("-12345678.99"), None], pa.decimal128(10, 2)),
+                      "wide": pa.array([decimal.Decimal("1" * 30), None], pa.decimal128(30, 0))})
+    pq.write_table(money, tmp_path / "money.parquet")  # as fixed-length bytes
+    pq.write_table(money.drop_columns(["wide"]), tmp_path / "money_int.parquet", store_decimal_as_integer=True)
+    assert pq.read_metadata(tmp_path / "money_int.parquet").schema.column(1).physical_type == "INT64"
+    for file in (path, tmp_path / "required.parquet", tmp_path / "money.parquet", tmp_path / "money_int.parquet"):
         schema = parquet_schema(file)
         assert schema is not None
         inferred, given = spark.read.parquet(str(file)), spark.read.schema(schema).parquet(str(file))
@@ -159,7 +166,7 @@ def test_a_one_file_parquet_exports_schema_from_its_footer_is_what_spark_infers(
     finally:
         spark.conf.unset("spark.sql.parquet.binaryAsString")
     others = {"nested": pa.array([{"a": 1}]), "listed": pa.array([[1]]), "moment": pa.array([datetime.datetime(2026, 1, 1)]),
-              "unsigned": pa.array([1], pa.uint32()), "money": pa.array([decimal.Decimal("1.10")])}
+              "unsigned": pa.array([1], pa.uint32())}
     for name, column in others.items():
         pq.write_table(pa.table({"user_id": ["u1"], name: column}), tmp_path / f"{name}.parquet")
         assert parquet_schema(tmp_path / f"{name}.parquet") is None, name
