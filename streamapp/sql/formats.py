@@ -41,7 +41,12 @@ _KINDS = {"STRING": 0, "BIGINT": 1, "INT": 2, "DOUBLE": 3, "BOOLEAN": 4}
 _Kind = int | Callable[[Any, str], Any]
 #: The fast path's parser for a source with DECIMAL columns: numbers with a fraction or exponent as exact
 #: Decimals, as Jackson reads them (a float would round 1.0049999999999999 to 1.005 before the scale does).
-_EXACT_LOADS = json.JSONDecoder(parse_float=Decimal).decode
+_EXACT = json.JSONDecoder(parse_float=Decimal)
+_EXACT_LOADS = _EXACT.decode
+#: The standard library's C scanners behind ``loads``: a text that is one JSON value with nothing around it is read
+#: by one call; anything else (whitespace, extra data, an error) goes through ``loads``, which says what it is.
+_SCANS = {json.loads: json.scanner.make_scanner(json.decoder.JSONDecoder()),  # type: ignore[attr-defined]
+          _EXACT_LOADS: json.scanner.make_scanner(_EXACT)}  # type: ignore[attr-defined]
 
 
 def _kind(column_type: str) -> _Kind | None:
@@ -49,45 +54,45 @@ def _kind(column_type: str) -> _Kind | None:
     return reader(column_type) if found is None and column_type.startswith("DECIMAL") else found
 
 
-def _plain_row(obj: dict[str, Any], spec: tuple[tuple[str, str, _Kind], ...]) -> dict[str, Any] | None:
-    """The row of an object whose every field is already its column's value as ksqlDB reads it, else None.
+#: Each kind's check of a field's value ``v`` (None: not plain), as :func:`_plain_reader` writes it.
+_CHECKS = {
+    0: ["if type(v) is not str or not (v.isascii() or not has_lone_surrogate(v)): return None"],
+    1: ["if type(v) is not int or not BIGINT_MIN <= v <= BIGINT_MAX: return None"],
+    2: ["if type(v) is not int or not INT_MIN <= v <= INT_MAX: return None"],
+    3: ["t = type(v)",
+        "if t is Decimal: v = float(v); t = float",  # read exactly (a source with DECIMAL columns): Jackson's double
+        "if t is float:",
+        "    if v == 0.0 or v - v != 0.0: return None",  # a zero's sign is ksqlDB's to decide; NaN, infinities
+        "elif t is int and BIGINT_MIN <= v <= BIGINT_MAX: v = float(v)",
+        "else: return None"],
+    4: ["if type(v) is not bool: return None"],
+}
+
+
+def _plain_reader(spec: tuple[tuple[str, str, _Kind], ...]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    """``row(obj)``: the row of an object holding exactly ``spec``'s fields, each already its column's value as
+    ksqlDB reads it, else None; generated for one spec, as :mod:`dataclasses` generates its methods.
 
     Exact type checks only: a number in a string, a float for a BIGINT, -0.0, NaN and anything else go
     field by field (ksqlDB's rules), which give the same answer for what passes here.  A DECIMAL's number
     goes through its column's reader, the same function the field-by-field path calls.
     """
-    row = {}
-    for name, field, kind in spec:
-        value = obj[field]
-        kind_of = type(value)
-        if type(kind) is not int:
-            if kind_of is not Decimal and kind_of is not int:
-                return None
-            value = kind(value, name)  # type: ignore[operator]
-        elif kind == 0:
-            if kind_of is not str or not (value.isascii() or not has_lone_surrogate(value)):
-                return None
-        elif kind == 1:
-            if kind_of is not int or not BIGINT_MIN <= value <= BIGINT_MAX:
-                return None
-        elif kind == 3:
-            if kind_of is Decimal:  # read exactly (a source with DECIMAL columns): the double Jackson would read
-                value = float(value)
-                kind_of = float
-            if kind_of is float:
-                if value == 0.0 or value - value != 0.0:  # a zero's sign is ksqlDB's to decide; NaN, infinities
-                    return None
-            elif kind_of is int and BIGINT_MIN <= value <= BIGINT_MAX:
-                value = float(value)
-            else:
-                return None
-        elif kind == 2:
-            if kind_of is not int or not INT_MIN <= value <= INT_MAX:
-                return None
-        elif kind_of is not bool:
-            return None
-        row[name] = value
-    return row
+    namespace: dict[str, Any] = {"Decimal": Decimal, "has_lone_surrogate": has_lone_surrogate, "INT_MIN": INT_MIN,
+                                 "INT_MAX": INT_MAX, "BIGINT_MIN": BIGINT_MIN, "BIGINT_MAX": BIGINT_MAX}
+    lines = []
+    for n, (name, field, kind) in enumerate(spec):
+        namespace[f"f{n}"], namespace[f"n{n}"] = field, name
+        lines.append(f"v = obj[f{n}]")
+        if type(kind) is int:
+            lines += _CHECKS[kind]
+        else:
+            namespace[f"k{n}"] = kind
+            lines += ["if type(v) is not Decimal and type(v) is not int: return None", f"v = k{n}(v, n{n})"]
+        lines.append(f"v{n} = v")
+    row = ", ".join(f"n{n}: v{n}" for n in range(len(spec)))
+    source = "def row(obj):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {{{row}}}\n"
+    exec(source, namespace)  # noqa: S102 - names, fields and readers are in the namespace, never in the source
+    return namespace["row"]  # type: ignore[no-any-return]
 
 
 _KAFKA_STRUCTS = {"INT": struct.Struct(">i"), "BIGINT": struct.Struct(">q"), "DOUBLE": struct.Struct(">d")}
@@ -217,9 +222,10 @@ class Codec:
         lower = [c.name.lower() for c in source.value_columns]
         #: The fast path's specs: the field names of an object written with the columns' own names, or in lower
         #: case (what most producers write), each with its column and the kind of its plain JSON value.
-        self._fast: list[tuple[Any, tuple[tuple[str, str, _Kind], ...]]] = [] if not plain else [
-            (dict.fromkeys(fields).keys(), tuple(zip(self._names, fields, kinds)))  # type: ignore[arg-type]
+        self._fast: list[tuple[Any, Callable[[dict[str, Any]], dict[str, Any] | None]]] = [] if not plain else [
+            (dict.fromkeys(fields).keys(), _plain_reader(tuple(zip(self._names, fields, kinds))))  # type: ignore
             for fields in (lower, list(self._names)) if len(set(fields)) == len(fields)]
+        self._scan = _SCANS[self._loads]
         self._string_key = (self.key_format == "KAFKA" and self.key_column is not None
                             and self.key_column.type == "STRING")
 
@@ -301,14 +307,20 @@ class Codec:
             return None
         if self._fast and data.count(b"[") + data.count(b"{") <= MAX_NESTING:
             try:
-                obj = self._loads(data.decode("utf-8"))
+                text = data.decode("utf-8")
+                try:
+                    obj, end = self._scan(text, 0)
+                except StopIteration:  # not a value where it starts (whitespace, an error): loads says which
+                    end = -1
+                if end != len(text):
+                    obj = self._loads(text)
             except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
                 obj = None
             if type(obj) is dict:
                 keys = obj.keys()
-                for fields, spec in self._fast:
+                for fields, plain_row in self._fast:
                     if keys == fields:
-                        row = _plain_row(obj, spec)
+                        row = plain_row(obj)
                         if row is not None:
                             return row
                         break
