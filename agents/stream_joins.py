@@ -135,8 +135,13 @@ class RocksState(JoinState):
         return self.stream_time, self.min_time, self.next_emit, left.observed, left.swept, right.observed, right.swept
 
     def set_times(self, times: tuple[Any, ...]) -> None:
+        """The times of a mark, for a record undone (its RocksDB writes put back): a side that dropped segments since
+        has them back, and its keys are read again."""
         left, right = self._sides
+        dropped = [side for side, swept in ((left, times[4]), (right, times[6])) if side.swept != swept]
         self.stream_time, self.min_time, self.next_emit, left.observed, left.swept, right.observed, right.swept = times
+        for side in dropped:
+            side.reload()
 
     def save(self) -> None:
         meta = stream_times_value(self.stream_time, {side: (s.observed, s.swept)  # type: ignore[attr-defined]

@@ -424,6 +424,43 @@ def test_a_record_whose_output_is_refused_leaves_no_state_behind(tmp_path: Path)
     assert rest == expected(app, RECORDS)[len(expected(app, RECORDS[:4])):] and _dump(run) == _dump(whole)
 
 
+def test_a_window_store_knows_each_segment_s_join_keys_and_forgets_them_with_the_segment(tmp_path: Path) -> None:
+    """A fetch scans a segment only where its key is (:attr:`RocksWindow.keys`, kept in memory): the keys are those
+    RocksDB holds, segment by segment, through a stream of many windows (bounded: a dropped segment's go with it),
+    and after a record that dropped a segment is undone (RocksDB put back), a later record joins that segment's."""
+    from aiokafka.structs import ConsumerRecord
+
+    from agents.stream_joins import StreamJoinRun
+    from streamapp.sql.formats import Codec
+    from streamapp.worker.faust_internals import partition_db
+    from streamapp.worker.window_stores import SEGMENTS_END
+
+    within = "WITHIN 1 SECOND GRACE PERIOD 1 SECOND"  # retention 3 s: segments of 1.5 s
+    app, whole = app_of(tmp_path / "undone", "LEFT", within), app_of(tmp_path / "whole", "LEFT", within)
+    run = StreamJoinRun(app, app.topology.stream_joins[0], clock=lambda: 0)
+    many = [("l" if i % 3 else "r", i % 7, {"A": f"x{i}"} if i % 3 else {"B": f"y{i}"}, i * 100) for i in range(300)]
+    feed(run, app, many)
+    for table, store in zip(run.tables, run._states[0].stores.values()):
+        held: dict[int, set[bytes]] = {}
+        for k in partition_db(table, 0).keys(from_key=SEGMENTS):
+            if k < SEGMENTS_END:
+                held.setdefault(int.from_bytes(k[1:9], "big") - 2**63, set()).add(k[9:-16])
+        assert store.keys == held and len(held) <= 3  # a retention's segments and the one being written
+
+    run, never = (StreamJoinRun(a, a.topology.stream_joins[0], clock=lambda: 0) for a in (app, whole))
+    run.revoked([0])
+    first = [("l", 1, {"A": "a1"}, 31_000), ("l", 2, {"A": "a2"}, 31_600)]  # segments 20 and 21
+    later = [("r", 1, {"B": "b1"}, 31_500)]  # joins a1, in the segment the undone record dropped
+    feed(run, app, first, first=400)
+    codec = Codec(app.topology.source_at("l"))
+    mark = run.mark(0)
+    run.process("l", 0, ConsumerRecord("l", 0, 402, 34_600, 0, codec.encode_key(3), codec.encode_value({"A": "a3"}),
+                                       None, 0, 0, []))  # stream time 34.6 s: segment 20 (30-31.5 s) expires
+    run.undo(0, mark)  # its output refused
+    joined = feed(run, app, later, first=403)
+    assert joined == feed(never, whole, first + later, first=400)[-1:] and b'"B":"b1"' in joined[0][1]
+
+
 def test_under_exactly_once_a_dropped_transaction_puts_the_stores_back_as_its_changelog_has_them(
         tmp_path: Path) -> None:
     """A committed transaction's writes stay; a dropped one's are put back (RocksDB equals the changelog, which only

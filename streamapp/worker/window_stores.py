@@ -47,6 +47,20 @@ def _sized(key: bytes) -> bytes:
     return len(key).to_bytes(4, "big") + key
 
 
+#: The last join key :func:`_key_bytes` was asked for, and its bytes.
+_LAST_KEY: list[Any] = [object(), b""]
+
+
+def _key_bytes(key: Any) -> bytes:
+    """A join key's bytes as the stores keep them; the last key's remembered: a record's fetch, put and outer store
+    calls ask for the same key object."""
+    if key is _LAST_KEY[0]:
+        return _LAST_KEY[1]
+    sized = _sized(store_key(key))
+    _LAST_KEY[0], _LAST_KEY[1] = key, sized
+    return sized
+
+
 def _read_time(data: bytes) -> int:
     return int.from_bytes(data, "big") - 2**63
 
@@ -102,13 +116,9 @@ def _segments(db: Any) -> Iterator[bytes]:
         at = SEGMENTS + _time(_read_time(key[1:9]) + 1)
 
 
-def _key_range(db: Any, key: Any, start: int, end: int,
-               segments: Iterable[bytes] | None = None) -> Iterator[tuple[bytes, bytes]]:
-    """A window store's items of join key ``key`` with ``start <= time <= end``, by time then offset: one range scan
-    in each of ``segments`` (what the join fetches; None: each the store holds, what the web views read)."""
-    sized = _sized(store_key(key))
-    for segment in _segments(db) if segments is None else segments:
-        yield from _scan(db, segment + sized + _time(start), segment + sized + _time(end + 1))
+def _times(db: Any, prefix: bytes, start: int, end: int) -> Iterator[tuple[bytes, bytes]]:
+    """The items of a window store's segment and key (``prefix``) with ``start <= time <= end``: one range scan."""
+    return _scan(db, prefix + _time(start), prefix + _time(end + 1))
 
 
 #: A window or outer store's writes skip RocksDB's write-ahead log, as Kafka Streams' RocksDBStore's do: the
@@ -176,6 +186,10 @@ class RocksWindow:
         self.interval = segment_interval(retention)
         #: The outer store's database (None: none): compacted below the retention at each drop (:meth:`expire`).
         self.outer = outer
+        #: The join keys (sized bytes) each segment holds, by segment number, from :meth:`open` on: a fetch scans a
+        #: segment only where the key is (half of them find none), and a segment's set goes with it.  It may hold a
+        #: key RocksDB no longer has (an undone record's: a scan that finds nothing), never miss one.
+        self.keys: dict[int, set[bytes]] = {}
 
     def open(self, written: int | None = None) -> int:
         """The store made what this run reads, once a partition's assignment (what a restore, an older layout or
@@ -190,7 +204,15 @@ class RocksWindow:
             self.migrate(oldest)
             if _first(self.writes.db, SEGMENTS, self._live(oldest)) is not None:
                 self.expire(oldest)
+        self.reload()
         return moved
+
+    def reload(self) -> None:
+        """:attr:`keys` read from RocksDB (one scan of the store's keys): at open, and where RocksDB changed under
+        them (a record undone put back the segments it dropped)."""
+        self.keys = {}
+        for k in _keys(self.writes.db, SEGMENTS, SEGMENTS_END):
+            self.keys.setdefault(_read_time(k[1:9]), set()).add(k[9:-16])
 
     def _live(self, oldest: int) -> bytes:
         return _segment(oldest, self.interval)
@@ -200,11 +222,15 @@ class RocksWindow:
         oldest = self.observed - self.retention + 1
         if timestamp < oldest:
             return False
-        if self._live(oldest) > self._live(self.swept - self.retention + 1):
+        if oldest // self.interval > (self.swept - self.retention + 1) // self.interval:  # a segment left
             self.swept = self.observed
             self.expire(oldest)
-        self.writes.add(_segment(timestamp, self.interval) + _sized(store_key(key)) + _time(timestamp) + _seq(seq),
-                        pickle.dumps(row, protocol=5))
+        segment, sized = timestamp // self.interval, _key_bytes(key)
+        self.writes.add(SEGMENTS + _time(segment) + sized + _time(timestamp) + _seq(seq), pickle.dumps(row, protocol=5))
+        keys = self.keys.get(segment)
+        if keys is None:
+            keys = self.keys[segment] = set()
+        keys.add(sized)
         return True
 
     def fetch(self, key: Any, start: int, end: int) -> list[tuple[int, Row]]:
@@ -212,9 +238,10 @@ class RocksWindow:
         end = min(end, self.observed)  # none is later: a record's window ahead of the store scans no segment there
         if start > end:
             return []
-        segments = [SEGMENTS + _time(s) for s in range(start // self.interval, end // self.interval + 1)]
+        sized, keys = _key_bytes(key), self.keys
         return [(_read_time(k[-16:-8]), pickle.loads(v))
-                for k, v in _key_range(self.writes.db, key, start, end, segments)]
+                for s in range(start // self.interval, end // self.interval + 1) if sized in keys.get(s, ())
+                for k, v in _times(self.writes.db, SEGMENTS + _time(s) + sized, start, end)]
 
     def expire(self, oldest: int) -> bool:
         """Drop the segments whose records are all older than ``oldest``; whether there were any.  The outer store's
@@ -222,6 +249,8 @@ class RocksWindow:
         and their deletion markers, flushed to SST files, would stay until four of them gathered (its live records
         stay: a compaction drops only what was deleted)."""
         dropped = self.writes.drop(SEGMENTS, self._live(oldest))
+        for segment in [s for s in self.keys if s < oldest // self.interval]:
+            del self.keys[segment]
         if self.outer is not None:
             self.outer.compact_range(DATA, DATA + _time(oldest))
         return dropped
@@ -272,7 +301,7 @@ class RocksOuter:
 
     @staticmethod
     def _prefix(timestamp: int, this_is_left: bool, key: Any) -> bytes:
-        return DATA + _time(timestamp) + (b"\x01" if this_is_left else b"\x00") + _sized(store_key(key))
+        return DATA + _time(timestamp) + (b"\x01" if this_is_left else b"\x00") + _key_bytes(key)
 
     def add(self, timestamp: int, this_is_left: bool, key: Any, row: Row, seq: int) -> None:
         prefix = self._prefix(timestamp, this_is_left, key)
@@ -335,8 +364,9 @@ class StoredRecord:
 def window_records(db: Any, key: Any, start: int, end: int) -> list[StoredRecord]:
     """Join key ``key``'s records in one partition's window store with ``start <= time <= end``, by time then
     offset: one range scan a segment, what the join itself reads (expired records not dropped yet included)."""
+    sized = _sized(store_key(key))
     return [StoredRecord(_read_time(k[-16:-8]), _read_seq(k[-8:]), pickle.loads(v)[0])
-            for k, v in _key_range(db, key, start, end)]
+            for segment in _segments(db) for k, v in _times(db, segment + sized, start, end)]
 
 
 def outer_records(db: Any, key: Any, start: int, end: int) -> list[StoredRecord]:
