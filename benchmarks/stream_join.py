@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import csv
 import json
-import logging
 import os
 import random
 import statistics
@@ -54,7 +53,7 @@ from streamapp.worker.process import WorkerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from worker import Rate, cpu_seconds  # noqa: E402
+from worker import Rate, cpu_seconds, pipe_loop  # noqa: E402
 from workerkit import murmur2_partition, stats  # noqa: E402
 
 console = Console(width=160)
@@ -200,11 +199,20 @@ def engine_rows(events: Iterable[Event], tag: str = "x") -> Counter[Row]:
     return rows
 
 
-def produce(bootstrap: str, records: Iterable[tuple[str, bytes, bytes, int]]) -> None:
-    """Each (topic, key, value, timestamp) in turn, with the Java client's partitioner, as fast as the broker takes them."""
+def produce(bootstrap: str, records: Iterable[tuple[str, bytes, bytes, int]], step: int = 5 * MINUTE) -> None:
+    """Each (topic, key, value, timestamp) in turn, with the Java client's partitioner, as fast as the broker takes
+    them, flushed at every ``step`` of event time: both topics then reach the broker within a step of each other.
+    Unflushed, one topic's batches could land seconds before the other's (the first send to a topic waits for its
+    metadata): a worker reading a partition that far ahead of its partner closes its windows before the partner's
+    records come, as Kafka Streams would, and the rows are not the event-time order's (3,000 orders: a partition's
+    orders all unjoined)."""
     producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2", "linger.ms": 20,
                          "queue.buffering.max.messages": 1_000_000})
+    flushed_to = None
     for topic, key, value, timestamp in records:
+        if flushed_to is None or timestamp >= flushed_to + step:
+            assert producer.flush(120) == 0
+            flushed_to = timestamp
         while True:
             try:
                 producer.produce(topic, value=value, key=key, timestamp=timestamp)
@@ -394,25 +402,10 @@ def bench_pipe(settings: Settings, tag: str, records: list[tuple[str, bytes, byt
 
 async def pipe(bootstrap: str, sources: list[str], output: str) -> None:
     """The baseline's child: each record of ``sources`` to ``output``, one ``send`` each, nothing else."""
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    async def forward(producer: Any, _tp: Any, msg: Any) -> None:
+        await producer.send(output, msg.value, key=msg.key, timestamp_ms=msg.timestamp)
 
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)  # the group coordinator's start-up retries
-    consumer = AIOKafkaConsumer(*sources, bootstrap_servers=bootstrap, group_id=f"pipe-{uuid.uuid4().hex}",
-                                auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await consumer.start()
-    await producer.start()
-    while not consumer.assignment():
-        await consumer.getmany(timeout_ms=100)
-    print("ready", flush=True)
-    try:
-        while True:
-            for records in (await consumer.getmany(timeout_ms=100, max_records=10_000)).values():
-                for msg in records:
-                    await producer.send(output, msg.value, key=msg.key, timestamp_ms=msg.timestamp)
-    finally:
-        await producer.stop()
-        await consumer.stop()
+    await pipe_loop(bootstrap, sources, forward)
 
 
 def curve(samples: list[Sample], total: int, rows: int = 12) -> list[Sample]:
