@@ -71,6 +71,7 @@ def test_the_adapter_reaches_them_on_a_real_app(tmp_path: Path) -> None:
     assert app.consumer._read_offset[TP("t", 0)] is None  # what accept_all() starts from
     assert inspect.iscoroutinefunction(app.consumer._add_gap)
     assert faust_internals.metadata_partitions(app.consumer, "t") is None  # no consumer started: no metadata yet
+    assert faust_internals.fetch_lag(app.consumer, TP("t", 0)) is None  # nor a position or an end
     with pytest.raises(NotReady):  # not started yet: the method is there and says so
         faust_internals.aiokafka_producer(app)
 
@@ -195,3 +196,41 @@ def test_commit_now_commits_after_the_commit_under_way_where_fausts_own_commit_d
         return waiting, await fausts, await ours, calls
 
     assert asyncio.run(scenario()) == (True, False, True, ["committed"])
+
+
+def test_fetch_lag_is_the_records_a_real_consumer_has_still_to_fetch(bootstrap: str,
+                                                                     new_topic: Callable[..., str]) -> None:
+    """``fetch_lag`` over a real aiokafka consumer (behind Faust's thread, as the worker's): unknown before the
+    partition's first fetch, the records left after a partial read, 0 at the end and for a partition not assigned."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as AioTP
+    from faust.types import TP
+
+    topic = new_topic("lag", partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(5):
+        producer.produce(topic, key=b"k", value=b"v%d" % i)
+    assert producer.flush(30) == 0
+
+    async def read() -> list[int | None]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            delegate = SimpleNamespace(_thread=SimpleNamespace(_consumer=consumer))
+            consumer.assign([AioTP(topic, 0)])
+            lags = [faust_internals.fetch_lag(delegate, TP(topic, 0))]
+            read = 0
+            while read < 2:
+                read += sum(len(r) for r in (await consumer.getmany(timeout_ms=5000, max_records=2 - read)).values())
+            lags.append(faust_internals.fetch_lag(delegate, TP(topic, 0)))
+            while read < 5:
+                read += sum(len(r) for r in (await consumer.getmany(timeout_ms=5000)).values())
+            lags += [faust_internals.fetch_lag(delegate, TP(topic, 0)), faust_internals.fetch_lag(delegate, TP("x", 0))]
+            return lags
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(read()) == [None, 3, 0, 0]

@@ -147,6 +147,25 @@ def metadata_partitions(consumer: Any, topic: str) -> int | None:
     return len(partitions) if partitions else None
 
 
+def fetch_lag(consumer: Any, tp: TP) -> int | None:
+    """How many offsets of ``tp`` a fetch can still bring after the position of the aiokafka consumer behind Faust's
+    thread (its last stable offset under ``read_committed``, else its high watermark, less its position: past a
+    transaction's marker once fetched); 0 for a partition not assigned; None while either end is unknown (not
+    fetched yet).  Kafka Streams' ``max.task.idle.ms`` waits on the same lag (KIP-695)."""
+    started = consumer._thread._consumer
+    if started is None:
+        return None
+    subscription = started._subscription.subscription
+    assignment = None if subscription is None else subscription.assignment
+    if assignment is None or tp not in assignment.tps:
+        return 0
+    state = assignment.state_value(tp)
+    end = state.lso if started._isolation_level == "read_committed" else state.highwater
+    if end is None or not state.has_valid_position:
+        return None
+    return max(0, end - state.position)
+
+
 def polled(consumer: Any) -> None:
     """Tell aiokafka the consumer polled, as the end of a fetch does: its ``max.poll.interval`` (Faust's
     ``broker_max_poll_interval``, 1,000 s) then bounds one batch handler call, not a whole fetch's handling.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
@@ -32,6 +33,9 @@ K = TypeVar("K")
 #: Most messages handed to a handler in one call: between calls the event loop runs (the web views, heartbeats),
 #: where a whole fetch (up to 1 MiB per partition, tens of thousands of users) would hold it for seconds.
 CALL_SIZE = 4096
+#: Longest a joint handler's partition waits for a partner topic that has records to fetch but brings none (Kafka
+#: Streams waits as long as the lag says so; a partition stuck on the broker would fill memory here).
+PARTNER_WAIT_S = 30.0
 
 
 def record_time(record: Record) -> int:
@@ -141,52 +145,88 @@ def pieces(by_partition: Mapping[TP, Sequence[T]] | InOrder, size: int = CALL_SI
 class HeldBack:
     """A joint handler's records held from one fetch to the next (:attr:`Handler.joint`), so that a partition's
     topics are joined in event-time order across fetches, not only within one, as Kafka Streams' task waits for a
-    partition that has records still to fetch (``max.task.idle.ms``).
+    partition that has records still to fetch (``max.task.idle.ms``, KIP-695).
 
     A fetch holds up to 1 MiB a partition: a topic of smaller records (shipments) covers more event time a fetch
     than its partner (orders), and handled whole, fetch after fetch, it ran hours of event time ahead: at
     1,000,000 orders its records left the window store (the retention) before their orders came, which then joined
-    nothing (issue 37: 267 rows missing).  So a partition's records later than the last one fetched of a topic
-    that has more to fetch (:meth:`take`'s ``pending``) wait for its next fetch; a topic that brought nothing this
-    fetch holds nothing back (no wait for a partner at its end, or whose next offset is a transaction's marker).
+    nothing (issue 37: 267 rows missing).  So a partition's records later than the last one known of a topic that
+    has more to fetch (:meth:`take`'s ``lag``) wait for its next fetch; and all of them wait while a partner topic
+    has none at hand but more to fetch, or its lag is not known yet (a fetch that brought one side's partition
+    before the other's ran that side hours ahead: its orders left unjoined, 150-350 of 3,300 rows).  A partner at
+    its end holds nothing back; one that keeps the others waiting longer than :data:`PARTNER_WAIT_S` is not waited
+    for any more (a warning says so), so that a partition stuck on the broker cannot fill memory.
     """
 
     def __init__(self) -> None:
         self.records: dict[TP, list[Record]] = {}
+        #: (joint, partition) -> when its records began waiting for a partner with none at hand (monotonic seconds).
+        self.waiting: dict[tuple[str, int], float] = {}
+        #: The groups whose wait :meth:`_waited_out` gave up, warned of once until their partner shows up.
+        self.warned: set[tuple[str, int]] = set()
 
     def take(self, fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchHandler],
-             pending: Callable[[TP, Record], bool]) -> dict[TP, Sequence[Record]]:
-        """``fetched`` with the records held before it, less those held now; ``pending(tp, last record)``: whether
-        ``tp`` has records after that one to fetch."""
+             lag: Callable[[TP], int | None], now: float | None = None) -> dict[TP, Sequence[Record]]:
+        """``fetched`` with the records held before it, less those held now; ``lag(tp)``: how many offsets of
+        ``tp`` a fetch can still bring (0: at its end or not assigned here; None: not known yet)."""
+        now = time.monotonic() if now is None else now
         merged: dict[TP, Sequence[Record]] = {  # a fetch's records copied only where some were held before them
             tp: [*self.records.pop(tp), *fetched.get(tp, ())] if tp in self.records else fetched[tp]
             for tp in dict.fromkeys([*self.records, *fetched])}
-        groups: dict[tuple[str, int], list[TP]] = {}
-        for tp in merged:
-            joint = getattr(handlers.get(tp.topic), "joint", None)
+        topics: dict[str, list[str]] = {}
+        for topic, handler in handlers.items():
+            joint = getattr(handler, "joint", None)
             if joint is not None:
-                groups.setdefault((joint, tp.partition), []).append(tp)
-        for tps in groups.values():
+                topics.setdefault(joint, []).append(topic)
+        groups = {(joint, tp.partition) for tp in merged
+                  if (joint := getattr(handlers.get(tp.topic), "joint", None)) is not None}
+        for joint, partition in groups:
+            tps = [TP(topic, partition) for topic in topics[joint]]
             time_of = {tp: getattr(handlers[tp.topic], "event_time", record_time) for tp in tps}
-            ends = [time_of[tp](merged[tp][-1]) for tp in tps if fetched.get(tp) and pending(tp, merged[tp][-1])]
-            if not ends or len(tps) < 2:
+            ends, empty = [], []
+            for tp in tps:
+                behind = lag(tp)
+                if behind is not None and behind <= 0:
+                    continue
+                if merged.get(tp):
+                    ends.append(time_of[tp](merged[tp][-1]))
+                else:
+                    empty.append((tp, behind))
+            if empty and not self._waited_out((joint, partition), empty, now):
+                ends.append(-(2**63))
+            else:
+                self.waiting.pop((joint, partition), None)
+                self.warned.discard((joint, partition))
+            if not ends:
                 continue
             limit = min(ends)
             for tp in tps:
-                records = merged[tp]
-                if time_of[tp](records[-1]) <= limit:  # the usual case: the partner's, or one not ahead of it
+                records = merged.get(tp)
+                if not records or time_of[tp](records[-1]) <= limit:  # the usual case: not ahead of its partner
                     continue
                 ready = next((i for i, record in enumerate(records) if time_of[tp](record) > limit), len(records))
-                if ready < len(records):
-                    self.records[tp] = list(records[ready:])
-                    merged[tp] = records[:ready]
+                self.records[tp] = list(records[ready:])
+                merged[tp] = records[:ready]
         return {tp: records for tp, records in merged.items() if records}
+
+    def _waited_out(self, group: tuple[str, int], empty: list[tuple[TP, int | None]], now: float) -> bool:
+        """Whether ``group``'s records have waited :data:`PARTNER_WAIT_S` for the partners in ``empty``."""
+        since = self.waiting.setdefault(group, now)
+        if now - since < PARTNER_WAIT_S:
+            return False
+        if group not in self.warned:
+            self.warned.add(group)
+            logger.warning("Partition %d of %s joined without waiting longer for %s: records to fetch, none brought "
+                           "for %.0f s", group[1], group[0], ", ".join(
+                               f"{tp.topic} (lag {'unknown' if n is None else n})" for tp, n in empty), now - since)
+        return True
 
     def drop(self) -> dict[TP, int]:
         """A seek or a rebalance: the records held are dropped, fetched again from where it puts their partitions;
         returns the first offset held of each partition."""
         firsts = {tp: records[0].offset for tp, records in self.records.items()}
         self.records.clear()
+        self.waiting.clear()
         return firsts
 
 
@@ -486,13 +526,9 @@ class Consumer(faust_aiokafka.Consumer):
             if accepted:
                 fetched[tp] = accepted
 
-        def pending(tp: TP, last: Record) -> bool:
-            highwater = self.highwater(tp)
-            return highwater is not None and highwater > last.offset + 1
-
         if await overtaken(fetched):  # (accept_all awaits)
             return
-        fetched = self.held.take(fetched, handlers, pending)
+        fetched = self.held.take(fetched, handlers, lambda tp: faust_internals.fetch_lag(self, tp))
         for calls in rounds(fetched, handlers):
             for topic, by_partition in calls:
                 for piece in pieces(by_partition, getattr(handlers[topic], "call_size", CALL_SIZE)):
