@@ -159,7 +159,8 @@ class _ValueWriter:
     cost twice as much).  A run of stream columns is written once per stream record however many joins
     read it (``texts``, one dict per record, shared by the joins: the seed's two joins share the order's
     five columns, heads included); a run of table columns per output.  None when a value is not plain
-    (a NaN, a nested value): the caller then writes it through the sink's codec.
+    (a NaN, a nested value) or a row lacks a column: the caller then writes it through the sink's codec.  A
+    missing row (None: a stream-stream join's unmatched record) reads as NULLs on either side.
     """
 
     def __init__(self, projection: tuple[p.Projection, ...], sink: p.Source, types: dict[tuple[str, str], str]) -> None:
@@ -179,16 +180,16 @@ class _ValueWriter:
                 runs.append((from_left, [column]))
         self._write = _compile_writer(runs)
 
-    def __call__(self, left: Row, right: Row | None, texts: dict[str, str]) -> str | None:
+    def __call__(self, left: Row | None, right: Row | None, texts: dict[str, str]) -> str | None:
         try:
-            return self._write(left[0], None if right is None else right[0], texts)
-        except TypeError:
+            return self._write(None if left is None else left[0], None if right is None else right[0], texts)
+        except (TypeError, KeyError):
             return None
 
 
 def _compile_writer(runs: list[tuple[bool, list[tuple[str, str, Callable[[Any], str]]]]]
-                    ) -> Callable[[dict[str, Any], dict[str, Any] | None, dict[str, str]], str]:
-    """``write(left_columns, right_columns or None, texts)``: the value's JSON text, from generated source."""
+                    ) -> Callable[[dict[str, Any] | None, dict[str, Any] | None, dict[str, str]], str]:
+    """``write(left_columns or None, right_columns or None, texts)``: the value's JSON text, from generated source."""
     namespace: dict[str, Any] = {}
     lines, parts = [], []
     for n, (from_left, columns) in enumerate(runs):
@@ -197,12 +198,12 @@ def _compile_writer(runs: list[tuple[bool, list[tuple[str, str, Callable[[Any], 
                        for i, (head, _, _) in enumerate(columns))
         for i, (_, name, write) in enumerate(columns):
             namespace[f"w{n}_{i}"], namespace[f"c{n}_{i}"] = write, name
+        namespace[f"nulls{n}"] = "".join(head + "null" for head, _, _ in columns)
         if from_left:  # once per stream record, whatever joins read it
             namespace[f"run{n}"] = "\0".join(f"{h}\1{name}" for h, name, _ in columns)
-            lines += [f"    t{n} = texts.get(run{n})", f"    if t{n} is None:",
+            lines += [f"    t{n} = nulls{n} if left is None else texts.get(run{n})", f"    if t{n} is None:",
                       f"        t{n} = texts[run{n}] = f{text!r}"]
         else:
-            namespace[f"nulls{n}"] = "".join(head + "null" for head, _, _ in columns)
             lines.append(f"    t{n} = nulls{n} if right is None else f{text!r}")
         parts.append(f"t{n}")
     source = "def write(left, right, texts):\n" + "\n".join(lines) + f"\n    return {' + '.join(parts)} + '}}'\n"

@@ -305,7 +305,7 @@ class Codec:
         """
         if data is None:
             return None
-        if self._fast and data.count(b"[") + data.count(b"{") <= MAX_NESTING:
+        if self._fast and (len(data) <= MAX_NESTING or data.count(b"[") + data.count(b"{") <= MAX_NESTING):
             try:
                 text = data.decode("utf-8")
                 try:
