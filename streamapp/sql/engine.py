@@ -151,7 +151,7 @@ def _getter(keys: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
     return itemgetter(*keys)
 
 
-class _ValueWriter:
+class ValueWriter:
     """A JSON value written straight from the rows: the join's hot path, compiled for one projection.
 
     The projection is cut into runs of consecutive columns of one side, and the writer is generated
@@ -249,7 +249,7 @@ class Query:
         self._columns = _Projector(query.value, self.right.source if self.right else None)
         types = {(side, c.name): c.type for side, reader in ((p.LEFT_SIDE, self.left), (p.RIGHT_SIDE, self.right))
                  if reader is not None for c in reader.source.columns}
-        self._writer = _ValueWriter(query.value, self.sink, types)
+        self._writer = ValueWriter(query.value, self.sink, types)
         self._join_key = _compile(query.left_key) if query.left_key is not None else None
         self._sink_topic = self.sink.topic
         self._sink_timestamp = self.sink.timestamp

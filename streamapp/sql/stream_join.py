@@ -5,11 +5,12 @@ both run this one decision.  See docs/reference/statements.md."""
 from __future__ import annotations
 
 import json
+from bisect import insort
 from operator import itemgetter
 from typing import Any, Callable, Iterable, NamedTuple, Protocol
 
 from . import plan as p
-from .engine import Output, Reader, Record, Row
+from .engine import Output, Reader, Record, Row, ValueWriter
 from .expressions import compile_expression
 from .table_join import TwoSided
 
@@ -100,22 +101,32 @@ class _WindowStore:
     def put(self, key: Any, timestamp: int, row: Row, seq: int = 0) -> bool:
         """Keep the record; False when it is already older than the retention (it is dropped)."""
         key = _hashable(key)
-        self.observed = max(self.observed, timestamp)
+        if timestamp > self.observed:
+            self.observed = timestamp
         oldest = self.observed - self.retention + 1
         if timestamp < oldest:
             return False
         if self.observed - self._swept >= self.retention:  # once a retention: what expired goes, keys included
             self._swept = self.observed
-            self.rows = {k: kept for k, v in self.rows.items() if (kept := [x for x in v if x[0] >= oldest])}
-        kept = [x for x in self.rows.get(key, ()) if x[0] >= oldest]  # the expired ones go, as segments do
-        kept.append((timestamp, row))
-        kept.sort(key=itemgetter(0))  # by time, duplicates in arrival order (a stable sort)
-        self.rows[key] = kept
+            self.rows = {k: v if v[0][0] >= oldest else [x for x in v if x[0] >= oldest]
+                         for k, v in self.rows.items() if v[-1][0] >= oldest}  # by time: the last is the newest
+        kept = self.rows.get(key)
+        if kept is None:
+            self.rows[key] = [(timestamp, row)]
+            return True
+        if kept[0][0] < oldest:  # the expired ones go, as segments do (a key's records are kept by time)
+            kept = self.rows[key] = [x for x in kept if x[0] >= oldest]
+        insort(kept, (timestamp, row), key=_TIME)  # by time, after those of its time: duplicates in arrival order
         return True
 
     def fetch(self, key: Any, start: int, end: int) -> list[tuple[int, Row]]:
-        start = max(start, self.observed - self.retention + 1)
-        return [x for x in self.rows.get(_hashable(key), ()) if start <= x[0] <= end]
+        kept = self.rows.get(_hashable(key))
+        if not kept:
+            return []
+        oldest = self.observed - self.retention + 1
+        if start < oldest:
+            start = oldest
+        return [x for x in kept if start <= x[0] <= end]
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.rows.values())
@@ -127,17 +138,28 @@ class _OuterStore:
     def __init__(self, order: Callable[[Any], bytes | None]) -> None:
         self._order = order
         self._rows: dict[tuple[int, bool, Any], list[tuple[Any, Row]]] = {}
+        #: Each entry's place in :meth:`entries`, worked out when it comes: (time, side, its first key's bytes).
+        self._places: dict[tuple[int, bool, Any], tuple[int, bool, bytes]] = {}
 
     def add(self, timestamp: int, this_is_left: bool, key: Any, row: Row, seq: int = 0) -> None:
-        self._rows.setdefault((timestamp, this_is_left, _hashable(key)), []).append((key, row))
+        entry = (timestamp, this_is_left, _hashable(key))
+        waiting = self._rows.get(entry)
+        if waiting is None:
+            self._rows[entry] = [(key, row)]
+            self._places[entry] = (timestamp, this_is_left, self._order(key) or b"")
+        else:
+            waiting.append((key, row))
 
     def discard(self, timestamp: int, this_is_left: bool, key: Any) -> None:
-        self._rows.pop((timestamp, this_is_left, _hashable(key)), None)
+        entry = (timestamp, this_is_left, _hashable(key))
+        if self._rows.pop(entry, None) is not None:
+            del self._places[entry]
 
     def entries(self) -> list[tuple[int, bool, Any]]:
-        return sorted(self._rows, key=lambda e: (e[0], e[1], self._order(self._rows[e][0][0]) or b""))
+        return sorted(self._rows, key=self._places.__getitem__)
 
     def pop(self, entry: tuple[int, bool, Any]) -> list[tuple[Any, Row]]:
+        del self._places[entry]
         return self._rows.pop(entry)
 
 
@@ -166,15 +188,29 @@ class StreamJoin(TwoSided):
         self.window = join_window(query)
         #: Kafka Streams' "this" side: the left stream, but the right one of a RIGHT join (``right.leftJoin(left)``).
         self.this_side = side_of(query, this_side=True)
-        self._outer = {self.this_side: query.join_type != "INNER", _other(self.this_side): query.join_type == "FULL"}
+        outer = {self.this_side: query.join_type != "INNER", _other(self.this_side): query.join_type == "FULL"}
         #: The state in use: this one in memory, unless the worker hands it a partition's (:meth:`new_state`).
         self.state = self.new_state()
         self._clock = clock
         #: Records that arrived too late to be stored for later joins (Kafka Streams' dropped-records count).
         self.late = 0
-        self._keys = {p.LEFT_SIDE: compile_expression(query.left_key), p.RIGHT_SIDE: compile_expression(query.right_key)}
         #: Whether the query reads where a record was read (ROWPARTITION, ROWOFFSET): each row is then given them.
         self._where_read = bool(where_read(query))
+        #: Each topic's sides (two for a self-join), the left one first.
+        self._sides: dict[str, list[_Side]] = {}
+        for name, reader, key in ((p.LEFT_SIDE, self.left, query.left_key), (p.RIGHT_SIDE, self.right, query.right_key)):
+            self._sides.setdefault(reader.source.topic, []).append(
+                _Side(name, reader, _key_of(key, name), name == self.this_side, outer[name], self.window))
+        types = {(side, c.name): c.type for side, reader in ((p.LEFT_SIDE, self.left), (p.RIGHT_SIDE, self.right))
+                 for c in reader.source.columns}
+        writer = ValueWriter(query.value, self.sink, types)
+        #: The value's JSON written straight from the rows (None: through the codec, as :meth:`_value` writes it).
+        self._writer = writer if (writer.usable and self.sink.timestamp is None and tuple(x.name for x in query.value)
+                                  == tuple(c.name for c in self.sink.value_columns)) else None
+        self._topic = self.sink.topic
+        #: The last output key and its bytes: a record's outputs share its key.
+        self._key: Any = _UNSET
+        self._key_bytes: bytes | None = None
 
     @property
     def has_outer(self) -> bool:
@@ -187,60 +223,69 @@ class StreamJoin(TwoSided):
         return JoinState({p.LEFT_SIDE: _WindowStore(retention), p.RIGHT_SIDE: _WindowStore(retention)},
                          _OuterStore(self.sink_codec.encode_key) if self.has_outer else None)
 
-    def _join_key(self, side: str, row: Row) -> Any:
-        return self._keys[side](None, row, None) if side == p.LEFT_SIDE else self._keys[side](None, None, row)
+    def process(self, record: Record) -> list[Output]:
+        """What one record of either source makes the join write; RecordError when it cannot be read."""
+        sides = self._sides.get(record.topic)
+        if sides is None:
+            return []
+        if len(sides) == 1:
+            return self._update(sides[0], record)
+        return [out for side in sides for out in self._update(side, record)]
 
-    def _update(self, side: str, reader: Reader, record: Record) -> list[Output]:
-        _, row = reader.row(record)
+    def _update(self, side: _Side, record: Record) -> list[Output]:  # type: ignore[override]
+        _, row = side.read(record.key, record.value, record.timestamp)
+        state = self.state
         if row is None:  # a null value joins nothing, but moves stream time by its record's (KStreamKStreamJoin); not
             # when its time is a column of its value (ksqlDB drops it at the source); a re-keyed one's is its record's
-            if reader.source.timestamp in (None, ROWTIME):
-                self.state.stream_time = max(self.state.stream_time, record.timestamp)
+            if side.moves_time and record.timestamp > state.stream_time:
+                state.stream_time = record.timestamp
             return []
         if self._where_read:  # unless the row carries its own (the worker's re-keyed stream: its source's)
             for name, where in zip(_WHERE_READ, (record.partition, record.offset)):
                 row[0].setdefault(name, where)
         timestamp = row[1]
-        key = self._join_key(side, row)
-        this_is_left = side == self.this_side
-        outer = self._outer[side]
-        state = self.state
-        state.stream_time = max(state.stream_time, timestamp)
+        key = side.key(row)
+        if timestamp > state.stream_time:
+            state.stream_time = timestamp
         outputs: list[Output] = []
         if key is None:
-            return self._output(key, side, row, None, timestamp) if outer else []
-        if timestamp == state.stream_time and state.outer is not None:
-            outputs += self._emit_closed(this_is_left)
-        start, end = join_bounds(self.window, timestamp, this_is_left)
-        matches = state.stores[_other(side)].fetch(key, start, end)
-        for other_time, other_row in matches:
-            if state.outer is not None:
-                state.outer.discard(other_time, not this_is_left, key)
-            outputs += self._output(key, side, row, other_row, max(timestamp, other_time))
-        if not matches and outer:
-            if state.outer is None or end < state.stream_time:
-                outputs += self._output(key, side, row, None, timestamp)
+            if side.outer:
+                self._output(outputs, key, side.name, row, None, timestamp, {})
+            return outputs
+        outer = state.outer
+        if outer is not None and timestamp == state.stream_time and state.min_time + side.closes < timestamp:
+            self._emit_closed(outputs)
+        start, end = timestamp - side.before, timestamp + side.after
+        matches = state.stores[side.other].fetch(key, 0 if start < 0 else start, 0 if end < 0 else end)
+        if matches:
+            texts: dict[str, str] = {}  # the left row's columns as JSON, once a record: a right one's change per match
+            for other_time, other_row in matches:
+                if outer is not None:
+                    outer.discard(other_time, not side.this_is_left, key)
+                self._output(outputs, key, side.name, row, other_row,
+                             other_time if other_time > timestamp else timestamp, texts if side.is_left else {})
+        elif side.outer:
+            if outer is None or end < state.stream_time:
+                self._output(outputs, key, side.name, row, None, timestamp, {})
             else:
-                state.min_time = min(state.min_time, timestamp)
-                state.outer.add(timestamp, this_is_left, key, row, record.offset)
-        if not state.stores[side].put(key, timestamp, row, record.offset):
+                if timestamp < state.min_time:
+                    state.min_time = timestamp
+                outer.add(timestamp, side.this_is_left, key, row, record.offset)
+        if not state.stores[side.name].put(key, timestamp, row, record.offset):
             self.late += 1
         return outputs
 
-    def _emit_closed(self, this_is_left: bool) -> list[Output]:
-        """The waiting unmatched records whose window has closed by stream time (``emitNonJoinedOuterRecords``)."""
+    def _emit_closed(self, outputs: list[Output]) -> None:
+        """The waiting unmatched records whose window has closed by stream time (``emitNonJoinedOuterRecords``),
+        looked for once the oldest one's window may have closed, at most every ``EMIT_INTERVAL_MS``."""
         state = self.state
         assert state.outer is not None
-        grace = self.window.grace_ms
-        after = self.window.after if this_is_left else self.window.before
-        if state.min_time + after + grace >= state.stream_time:
-            return []
         now = self._clock()
         if now < state.next_emit:
-            return []
+            return
         state.next_emit = now + EMIT_INTERVAL_MS
         state.min_time = _NEVER
-        outputs: list[Output] = []
+        grace = self.window.grace_ms
         open_sides: set[bool] = set()
         for entry in state.outer.entries():
             timestamp, left_side, _ = entry
@@ -253,16 +298,62 @@ class StreamJoin(TwoSided):
                 continue
             side = self.this_side if left_side else _other(self.this_side)
             for key, row in state.outer.pop(entry):
-                outputs += self._output(key, side, row, None, timestamp)
-        return outputs
+                self._output(outputs, key, side, row, None, timestamp, {})
 
-    def _output(self, key: Any, side: str, row: Row, other: Row | None, timestamp: int) -> list[Output]:
-        """The joined record of ``row`` (of ``side``) and ``other`` (None: unmatched), unless WHERE drops it."""
+    def _output(self, outputs: list[Output], key: Any, side: str, row: Row, other: Row | None, timestamp: int,
+                texts: dict[str, str]) -> None:
+        """Add the joined record of ``row`` (of ``side``) and ``other`` (None: unmatched) to ``outputs``, unless WHERE
+        drops it; ``texts``: the left row's columns as JSON (:class:`~streamapp.sql.engine.ValueWriter`)."""
         left, right = (row, other) if side == p.LEFT_SIDE else (other, row)
         if self._where is not None and self._where(key, left, right) is not True:
-            return []
-        value, timestamp = self._value(key, left, right, timestamp)
-        return [Output(Record(self.sink.topic, self.sink_codec.encode_key(key), value, timestamp), other is not None)]
+            return
+        text = None if self._writer is None else self._writer(left, right, texts)
+        if text is None:
+            value, timestamp = self._value(key, left, right, timestamp)
+        else:
+            value = text.encode("utf-8")
+        if key is not self._key:
+            self._key_bytes = self.sink_codec.encode_key(key)
+            self._key = key
+        # Output(Record(...)) without the two Python calls of NamedTuple.__new__ (which makes the same tuples)
+        outputs.append(_new(Output, (_new(Record, (self._topic, self._key_bytes, value, timestamp, 0, -1)),
+                                     other is not None)))
+
+
+class _Side:
+    """One side of a join as its records' hot path reads it, worked out once: its reader, join key, window bounds."""
+
+    __slots__ = ("name", "other", "is_left", "read", "key", "this_is_left", "outer", "before", "after", "closes",
+                 "moves_time")
+
+    def __init__(self, name: str, reader: Reader, key: Callable[[Row], Any], this_is_left: bool, outer: bool,
+                 window: JoinWindowSpec) -> None:
+        self.name, self.other, self.is_left = name, _other(name), name == p.LEFT_SIDE
+        self.read, self.key, self.this_is_left, self.outer = reader.read, key, this_is_left, outer
+        #: The other side's times a record at t joins: [t - before, t + after] (:func:`join_bounds`, floored at 0).
+        self.before, self.after = (window.before, window.after) if this_is_left else (window.after, window.before)
+        #: A waiting record of this side at t is past its window once stream time passes t + closes.
+        self.closes = self.after + window.grace_ms
+        #: A null value moves stream time by its record's time: not when its time is a column of its value.
+        self.moves_time = reader.source.timestamp in (None, ROWTIME)
+
+
+def _key_of(expression: p.Expression, side: str) -> Callable[[Row], Any]:
+    """A side's join key as a function of its row: a column read straight from it, else the compiled expression."""
+    while isinstance(expression, p.AsValue):
+        expression = expression.argument
+    if isinstance(expression, p.ColumnOf) and expression.side == side:
+        name = expression.name
+        return lambda row: row[0].get(name)
+    compiled = compile_expression(expression)
+    if side == p.LEFT_SIDE:
+        return lambda row: compiled(None, row, None)
+    return lambda row: compiled(None, None, row)
+
+
+_new = tuple.__new__
+_TIME = itemgetter(0)
+_UNSET = object()
 
 
 _NEVER = 2**63 - 1
@@ -279,6 +370,8 @@ def where_read(query: p.Query) -> tuple[str, ...]:
 
 def _hashable(key: Any) -> Any:
     """A join key as a store looks it up: an ARRAY or STRUCT key by its JSON text (its fields in order)."""
+    if type(key) is int or type(key) is str:
+        return key
     if isinstance(key, (list, dict)):
         return json.dumps(key, sort_keys=True, default=str)
     return key
