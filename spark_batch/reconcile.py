@@ -56,6 +56,11 @@ BROADCAST_MISMATCHES = 1_000_000
 #: The explain step scans the orders alone: splits of 32 MiB (not 128) keep every core busy to the end
 #: (a 300 MB export made 3 tasks for 2 cores: 2 waves, the second one half idle).
 EXPLAIN_SETTINGS = {"spark.sql.files.maxPartitionBytes": str(32 << 20)}
+#: ... and, when every join of it is a broadcast (``few`` mismatches, no two-sided pair), planned once, not by AQE:
+#: its re-planning after each of the step's six query stages cost a cold JVM about 4 s of the step (11.9/12.1 s
+#: against 7.7/7.7 s at 20,000 payments, load 5-8), and the broadcast hints leave AQE no join to choose. With
+#: nothing to explain AQE stays: it skips the step's scans (``_input_records`` counts the inputs then).
+PLANNED_ONCE = {"spark.sql.adaptive.enabled": "false"}
 #: Shuffle partitions a run gets for each core Spark has when its settings give none (``shuffle_settings``).
 SHUFFLE_PARTITIONS_PER_CORE = 8
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
@@ -410,7 +415,9 @@ def _reconcile(spark: SparkSession, options: Options, partial: Partial | None, o
         if options.detail == "all":
             matches = [frame.where(F.col("status") == "match") for frame in (stage, paired) if frame is not None]
             explained = _union([explained, *[m.drop(*[c for c in m.columns if c.startswith("_")]) for m in matches]])
-        with _step(spark, "Explained the mismatches from the input topics"), _settings(spark, EXPLAIN_SETTINGS):
+        planned_once = PLANNED_ONCE if any(mismatching.values()) and _few(mismatching) and not roles.two_sided else {}
+        with _step(spark, "Explained the mismatches from the input topics"), _settings(spark, {**EXPLAIN_SETTINGS,
+                                                                                          **planned_once}):
             explained.write.partitionBy("status").parquet(str(staging / "detail"))
         for scratch in ("_classified", "_two_sided"):
             shutil.rmtree(staging / scratch, ignore_errors=True)
@@ -434,12 +441,17 @@ def _reconcile(spark: SparkSession, options: Options, partial: Partial | None, o
     return summary
 
 
+def _few(mismatching: dict[str, int]) -> bool:
+    """The mismatches are few enough to be broadcast when explained (``BROADCAST_MISMATCHES``)."""
+    return sum(mismatching.values()) <= BROADCAST_MISMATCHES
+
+
 def _explained(options: Options, inputs: Inputs, stage: DataFrame, mismatching: dict[str, int],
                kinds: dict[str, Observation]) -> list[DataFrame]:
     """The mismatches with their causes: one explain per group and table it joins, each input's records
     counted by kind on the first scan that reads them."""
     roles, counted, frames = options.roles, set(), []
-    few = sum(mismatching.values()) <= BROADCAST_MISMATCHES
+    few = _few(mismatching)
     for group in roles.groups:
         for table in group.table_roles:
             pairs = [pair for pair in group.pairs if pair.table_role == table]
