@@ -2,17 +2,20 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from streamapp.kafka.broker import free_port
 from streamapp.settings import Settings
+from streamapp.worker.app import GEN0_THRESHOLD
 from streamapp.worker.process import WorkerProcess, settings_env
 
 
 def test_worker_reaches_ready(broker_settings: Settings, tmp_path: Path) -> None:
-    """Ready is when the worker says so (``/health``): its partitions held and its tables recovered."""
+    """Ready is when the worker says so (``/health``): its partitions held and its tables recovered; then it
+    froze the start's objects (``app.freeze_heap``: full collections no longer walk them)."""
     settings = broker_settings.replace(web_port=free_port())
     worker = WorkerProcess(settings, tmp_path / "worker.log").start(timeout=90)
     try:
@@ -21,6 +24,10 @@ def test_worker_reaches_ready(broker_settings: Settings, tmp_path: Path) -> None
         assert worker.proc is not None and worker.proc.poll() is None
     finally:
         assert worker.stop() == 0, worker.tail()
+    frozen = re.search(r"Garbage collector: ([\d,]+) objects alive once ready frozen .* every ([\d,]+) allocations",
+                       worker.log())
+    assert frozen is not None, worker.tail()
+    assert (int(frozen[1].replace(",", "")) > 10_000, int(frozen[2].replace(",", ""))) == (True, GEN0_THRESHOLD)
 
 
 def test_bad_setting_stops_the_worker_with_one_line(broker_settings: Settings, tmp_path: Path) -> None:
