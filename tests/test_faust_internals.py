@@ -198,10 +198,12 @@ def test_commit_now_commits_after_the_commit_under_way_where_fausts_own_commit_d
     assert asyncio.run(scenario()) == (True, False, True, ["committed"])
 
 
-def test_fetch_lag_is_the_records_a_real_consumer_has_still_to_fetch(bootstrap: str,
-                                                                     new_topic: Callable[..., str]) -> None:
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_fetch_lag_is_the_records_a_real_consumer_has_still_to_fetch(bootstrap: str, new_topic: Callable[..., str],
+                                                                     isolation: str) -> None:
     """``fetch_lag`` over a real aiokafka consumer (behind Faust's thread, as the worker's): unknown before the
-    partition's first fetch, the records left after a partial read, 0 at the end and for a partition not assigned."""
+    partition's first fetch, the records left after a partial read, 0 at the end and for a partition not assigned;
+    read_committed (exactly_once's) counts to the last stable offset, which aiokafka must still give."""
     import asyncio
     from types import SimpleNamespace
 
@@ -216,7 +218,8 @@ def test_fetch_lag_is_the_records_a_real_consumer_has_still_to_fetch(bootstrap: 
     assert producer.flush(30) == 0
 
     async def read() -> list[int | None]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
+                                    isolation_level=isolation)
         await consumer.start()
         try:
             delegate = SimpleNamespace(_thread=SimpleNamespace(_consumer=consumer))

@@ -145,6 +145,15 @@ def test_held_records_wait_for_the_partner_topic_only_while_it_has_more_to_fetch
     # ... for PARTNER_WAIT_S at most: then the partition is joined without it, and a warning says so
     assert held.take({}, handlers, lambda tp: 1 if tp == a else 0, now=PARTNER_WAIT_S) == {b: b0[2:]}  # type: ignore[arg-type]
     assert held.records == {}
+    # ... and not again while it still brings none: the next fetch's records pass (not another 30 s wait)
+    b1 = [Msg("b", 10)]
+    assert held.take({b: b1}, handlers, lambda tp: 1, now=PARTNER_WAIT_S + 1) == {b: b1}  # type: ignore[arg-type]
+    # the partner shows up: a later wait starts its own PARTNER_WAIT_S
+    a2 = [Msg("a", 11)]
+    assert held.take({a: a2}, handlers, lambda tp: 0, now=PARTNER_WAIT_S + 2) == {a: a2}  # type: ignore[arg-type]
+    assert held.take({b: [Msg("b", 12)]}, handlers, lambda tp: 1 if tp == a else 0, now=PARTNER_WAIT_S + 3) == {}  # type: ignore[arg-type]
+    assert held.waiting == {("ab", 0): PARTNER_WAIT_S + 3}
+    held.records.clear()
     # the partner is at its end (lag 0: its next offset may be a transaction's marker, already passed): nothing waits
     held.take({b: [Msg("b", 10)]}, handlers, lambda tp: 0 if tp == a else 1)  # type: ignore[arg-type]
     assert held.records == {} and held.waiting == {}

@@ -192,9 +192,10 @@ class HeldBack:
                     ends.append(time_of[tp](merged[tp][-1]))
                 else:
                     empty.append((tp, behind))
-            if empty and not self._waited_out((joint, partition), empty, now):
-                ends.append(-(2**63))
-            else:
+            if empty:
+                if not self._waited_out((joint, partition), empty, now):
+                    ends.append(-(2**63))
+            else:  # every partner at hand or at its end: a later wait starts its own 30 s
                 self.waiting.pop((joint, partition), None)
                 self.warned.discard((joint, partition))
             if not ends:
@@ -227,6 +228,7 @@ class HeldBack:
         firsts = {tp: records[0].offset for tp, records in self.records.items()}
         self.records.clear()
         self.waiting.clear()
+        self.warned.clear()
         return firsts
 
 
