@@ -43,10 +43,16 @@ class JoinWindowSpec(NamedTuple):
         return self.before + self.after + self.grace_ms
 
 
+def side_window(window: JoinWindowSpec, this_is_left: bool) -> tuple[int, int]:
+    """How far before and after its own time a record of a side joins the other's: the window as declared for the
+    left ("this") side, its mirror image for the other."""
+    return (window.before, window.after) if this_is_left else (window.after, window.before)
+
+
 def join_bounds(window: JoinWindowSpec, timestamp: int, this_is_left: bool) -> tuple[int, int]:
     """The time range of the other side's records a record at ``timestamp`` joins: ``[t - before, t + after]``
-    for the left ("this") side, the mirror image for the other (Kafka Streams floors both at 0)."""
-    before, after = (window.before, window.after) if this_is_left else (window.after, window.before)
+    (:func:`side_window`; Kafka Streams floors both at 0)."""
+    before, after = side_window(window, this_is_left)
     return max(0, timestamp - before), max(0, timestamp + after)
 
 
@@ -292,7 +298,7 @@ class StreamJoin(TwoSided):
             state.min_time = timestamp
             if len(open_sides) == 2:
                 break
-            look_back = self.window.after if left_side else self.window.before
+            look_back = side_window(self.window, left_side)[1]
             if timestamp + look_back + grace >= state.stream_time:
                 open_sides.add(left_side)
                 continue
@@ -331,7 +337,7 @@ class _Side:
         self.name, self.other, self.is_left = name, _other(name), name == p.LEFT_SIDE
         self.read, self.key, self.this_is_left, self.outer = reader.read, key, this_is_left, outer
         #: The other side's times a record at t joins: [t - before, t + after] (:func:`join_bounds`, floored at 0).
-        self.before, self.after = (window.before, window.after) if this_is_left else (window.after, window.before)
+        self.before, self.after = side_window(window, this_is_left)
         #: A waiting record of this side at t is past its window once stream time passes t + closes.
         self.closes = self.after + window.grace_ms
         #: A null value moves stream time by its record's time: not when its time is a column of its value.
