@@ -47,18 +47,23 @@ def _sized(key: bytes) -> bytes:
     return len(key).to_bytes(4, "big") + key
 
 
-#: The last join key :func:`_key_bytes` was asked for, and its bytes.
-_LAST_KEY: list[Any] = [object(), b""]
+class KeyBytes:
+    """A join key's bytes as the stores keep them, the last key's remembered: a record's fetch, put and outer-store
+    calls ask for the same key object.  One per partition's state (:class:`RocksWindow`, :class:`RocksOuter` share
+    it), not shared by the process."""
 
+    __slots__ = ("_key", "_bytes")
 
-def _key_bytes(key: Any) -> bytes:
-    """A join key's bytes as the stores keep them; the last key's remembered: a record's fetch, put and outer store
-    calls ask for the same key object."""
-    if key is _LAST_KEY[0]:
-        return _LAST_KEY[1]
-    sized = _sized(store_key(key))
-    _LAST_KEY[0], _LAST_KEY[1] = key, sized
-    return sized
+    def __init__(self) -> None:
+        self._key: Any = KeyBytes
+        self._bytes = b""
+
+    def __call__(self, key: Any) -> bytes:
+        if key is self._key:
+            return self._bytes
+        sized = _sized(store_key(key))
+        self._key, self._bytes = key, sized
+        return sized
 
 
 def _read_time(data: bytes) -> int:
@@ -185,9 +190,11 @@ class RocksWindow:
     dropped them: the stores grew with the stream), and no changelog record: the changelog deletes by time.
     """
 
-    def __init__(self, writes: Writes, retention: int, observed: int, swept: int, outer: Any = None) -> None:
+    def __init__(self, writes: Writes, retention: int, observed: int, swept: int, outer: Any = None,
+                 key_bytes: KeyBytes | None = None) -> None:
         """Nothing read or written yet: :meth:`open` before the first record."""
         self.writes, self.retention, self.observed, self.swept = writes, retention, observed, swept
+        self._key_bytes = KeyBytes() if key_bytes is None else key_bytes
         self.interval = segment_interval(retention)
         #: The outer store's database (None: none): compacted below the retention at each drop (:meth:`expire`).
         self.outer = outer
@@ -244,7 +251,7 @@ class RocksWindow:
         if oldest // self.interval > (self.swept - self.retention + 1) // self.interval:  # a segment left
             self.swept = self.observed
             self.expire(oldest)
-        segment, sized = timestamp // self.interval, _key_bytes(key)
+        segment, sized = timestamp // self.interval, self._key_bytes(key)
         self.writes.add(SEGMENTS + _time(segment) + sized + _time(timestamp) + _seq(seq), pickle.dumps(row, protocol=5))
         self._mark(segment, sized)
         return True
@@ -254,7 +261,7 @@ class RocksWindow:
         end = min(end, self.observed)  # none is later: a record's window ahead of the store scans no segment there
         if start > end:
             return []
-        sized = _key_bytes(key)
+        sized = self._key_bytes(key)
         return [(_read_time(k[-16:-8]), pickle.loads(v))
                 for s in range(start // self.interval, end // self.interval + 1) if self.may_hold(s, sized)
                 for k, v in _times(self.writes.db, SEGMENTS + _time(s) + sized, start, end)]
@@ -305,8 +312,9 @@ class RocksOuter:
     (:meth:`reload`).
     """
 
-    def __init__(self, writes: Writes, order: Any) -> None:
+    def __init__(self, writes: Writes, order: Any, key_bytes: KeyBytes | None = None) -> None:
         self.writes, self._order = writes, order
+        self._key_bytes = KeyBytes() if key_bytes is None else key_bytes
         self.waiting = self.reload(set())
 
     def reload(self, waiting: set[bytes]) -> set[bytes]:
@@ -315,9 +323,8 @@ class RocksOuter:
         waiting.update(k[:-8] for k in _keys(self.writes.db, DATA, INDEX))
         return waiting
 
-    @staticmethod
-    def _prefix(timestamp: int, this_is_left: bool, key: Any) -> bytes:
-        return DATA + _time(timestamp) + (b"\x01" if this_is_left else b"\x00") + _key_bytes(key)
+    def _prefix(self, timestamp: int, this_is_left: bool, key: Any) -> bytes:
+        return DATA + _time(timestamp) + (b"\x01" if this_is_left else b"\x00") + self._key_bytes(key)
 
     def add(self, timestamp: int, this_is_left: bool, key: Any, row: Row, seq: int) -> None:
         prefix = self._prefix(timestamp, this_is_left, key)
