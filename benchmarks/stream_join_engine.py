@@ -5,8 +5,9 @@ timed in the same rounds: no broker, no RocksDB, so what the engine itself costs
 The records are ``stream_join.py``'s (``stream_join.sql``: orders × shipments, LEFT JOIN WITHIN 1 HOUR GRACE PERIOD
 30 MINUTES, in event-time order, and a last shipment later than every window); every round's output must be exactly
 the rows ``expected_rows`` derives from them.  The records and the rest built before the timing are frozen out of
-the garbage collector's reach (``gc.freeze``): what it still does is the engine's (its state is held in memory here).  ``--compare DIR`` times the engine of another tree too (a ``git
-archive`` of an older commit's ``streamapp``, with the partitioners' built extension copied in), each round in child
+the garbage collector's reach (``gc.freeze``): what it still does is the engine's (its state is held in memory
+here).  ``--compare DIR`` times the engine of another tree too (a ``git archive`` of an older commit's
+``streamapp``, with the partitioners' built extension copied in), each round in child
 processes, alternating which goes first: the before and after of a change, at the same load.  ``--profile`` prints
 where this tree's engine spends its time (cProfile, one more pass).
 
