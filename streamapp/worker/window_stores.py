@@ -47,6 +47,15 @@ def _sized(key: bytes) -> bytes:
     return len(key).to_bytes(4, "big") + key
 
 
+def _filter_size(records: int) -> int:
+    """A segment filter's bits for ``records`` records (:data:`KEY_BITS_PER_KEY` each, a power of two, at least
+    :data:`KEY_BITS_MIN`, at most :data:`KEY_BITS`)."""
+    bits = KEY_BITS_MIN
+    while bits < KEY_BITS and bits < records * KEY_BITS_PER_KEY:
+        bits *= 2
+    return bits
+
+
 class KeyBytes:
     """A join key's bytes as the stores keep them, the last key's remembered: a record's fetch, put and outer-store
     calls ask for the same key object.  One per partition's state (:class:`RocksWindow`, :class:`RocksOuter` share
@@ -126,10 +135,13 @@ def _times(db: Any, prefix: bytes, start: int, end: int) -> Iterator[tuple[bytes
     return _scan(db, prefix + _time(start), prefix + _time(end + 1))
 
 
-#: The bits of a window store segment's key filter (:attr:`RocksWindow.keys`, one bit a key's hash): 128 KiB a segment,
-#: 2 % of the fetches that find nothing still scan at 20,000 keys a segment (the benchmark's 1,000,000 orders); a set
-#: of the keys' bytes took about 80 MiB more RSS there.
+#: The most bits of a window store segment's key filter (:attr:`RocksWindow.keys`, one bit a key's hash): 128 KiB a
+#: segment, 2 % of the fetches that find nothing still scan at 20,000 keys a segment (the benchmark's 1,000,000
+#: orders); a set of the keys' bytes took about 80 MiB more RSS there.
 KEY_BITS = 2**20
+#: The fewest: a segment's filter has :data:`KEY_BITS_PER_KEY` bits for each record its store's fullest segment got
+#: (the newest one's share, as far as known: a quiet partition's filters take 1 KiB, not 128, a segment).
+KEY_BITS_MIN, KEY_BITS_PER_KEY = 2**13, 32
 
 #: A window or outer store's writes skip RocksDB's write-ahead log, as Kafka Streams' RocksDBStore's do: the
 #: changelog is the store's durability.  A crash loses what the memtables held, Faust's changelog offset (the same
@@ -201,8 +213,10 @@ class RocksWindow:
         #: Each segment's key filter (:data:`KEY_BITS`), by segment number, from :meth:`open` on: a fetch scans a
         #: segment only where its key may be (half of them find none), and a segment's filter goes with it.  It may
         #: say yes for a key RocksDB has not (another key's bit, an undone record's key: a scan that finds nothing),
-        #: never no for one it has.
+        #: never no for one it has.  Sized when the segment's first record comes (:meth:`_filter_size`).
         self.keys: dict[int, bytearray] = {}
+        #: How many records each segment's filter was marked with (its keys, counted again for each of their records).
+        self.marks: dict[int, int] = {}
 
     def open(self, written: int | None = None) -> int:
         """The store made what this run reads, once a partition's assignment (what a restore, an older layout or
@@ -223,22 +237,31 @@ class RocksWindow:
     def reload(self) -> None:
         """:attr:`keys` read from RocksDB (one scan of the store's keys): at open, and where RocksDB changed under
         them (a record undone put back the segments it dropped)."""
-        self.keys = {}
+        counts: dict[int, int] = {}  # sized for what RocksDB holds: counted first
+        for k in _keys(self.writes.db, SEGMENTS, SEGMENTS_END):
+            segment = _read_time(k[1:9])
+            counts[segment] = counts.get(segment, 0) + 1
+        self.keys, self.marks = {}, {}
+        for segment, count in counts.items():
+            self.keys[segment] = bytearray(_filter_size(count) // 8)
         for k in _keys(self.writes.db, SEGMENTS, SEGMENTS_END):
             self._mark(_read_time(k[1:9]), k[9:-16])
 
     def _mark(self, segment: int, sized: bytes) -> None:
         bits = self.keys.get(segment)
         if bits is None:
-            bits = self.keys[segment] = bytearray(KEY_BITS // 8)
-        bit = hash(sized) & (KEY_BITS - 1)
+            bits = self.keys[segment] = bytearray(_filter_size(max(self.marks.values(), default=0)) // 8)
+        bit = hash(sized) & (len(bits) * 8 - 1)
         bits[bit >> 3] |= 1 << (bit & 7)
+        self.marks[segment] = self.marks.get(segment, 0) + 1
 
     def may_hold(self, segment: int, sized: bytes) -> bool:
         """Whether segment number ``segment`` may hold records of the key ``sized`` (:attr:`keys`)."""
         bits = self.keys.get(segment)
-        bit = hash(sized) & (KEY_BITS - 1)
-        return bits is not None and bits[bit >> 3] >> (bit & 7) & 1 == 1
+        if bits is None:
+            return False
+        bit = hash(sized) & (len(bits) * 8 - 1)
+        return bits[bit >> 3] >> (bit & 7) & 1 == 1
 
     def _live(self, oldest: int) -> bytes:
         return _segment(oldest, self.interval)
@@ -274,6 +297,7 @@ class RocksWindow:
         dropped = self.writes.drop(SEGMENTS, self._live(oldest))
         for segment in [s for s in self.keys if s < oldest // self.interval]:
             del self.keys[segment]
+            self.marks.pop(segment, None)
         if self.outer is not None:
             self.outer.compact_range(DATA, DATA + _time(oldest))
         return dropped
