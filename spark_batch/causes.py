@@ -124,7 +124,9 @@ def user_index(group: Group, users: DataFrame, mismatches: DataFrame, num_partit
         key_type = dict(per_key.dtypes)["table_key"]
         where = per_key.select("table_key").mapInArrow(
             _partition_batches(partitioner, num_partitions, placed), f"table_key {key_type}, repartitioned_to int")
-        per_key = per_key.join(where, "table_key")
+        # broadcast when few: the explain step then runs without AQE (reconcile.PLANNED_ONCE), which would have
+        # chosen it at run time
+        per_key = per_key.join(F.broadcast(where) if few else where, "table_key")
     else:
         per_key = per_key.withColumn("repartitioned_to", F.lit(None).cast("int"))
     entry = F.struct(F.col("table_key").cast("string").alias("user_key"), "first_ms", "partitions", "repartitioned_to")
