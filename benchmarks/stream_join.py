@@ -23,6 +23,7 @@ import csv
 import json
 import os
 import random
+import shutil
 import statistics
 import struct
 import subprocess
@@ -367,7 +368,10 @@ def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[st
     problem = check_rows(expected, found)
     if problem:
         t0 = min(r[3] for r in records)
-        raise RuntimeError("\n".join([f"{output}: {problem}", *differences(expected, found, n, t0)]))
+        kept = Path(tempfile.gettempdir()) / f"stream_join_worker-{settings.app_id}.log"  # the run's directory goes
+        shutil.copy(worker.log_path, kept)
+        raise RuntimeError("\n".join([f"{output}: {problem} (the worker's log: {kept})",
+                                       *differences(expected, found, n, t0)]))
     return rate, samples
 
 
