@@ -154,17 +154,15 @@ def topic_configs(bootstrap: Kafka, topic: str) -> dict[str, str]:
     properties set (a single node's ``min.insync.replicas=1``) would be listed
     for every topic, though nobody chose it for this one.
     """
-    admin = admin_client(bootstrap)
-    future = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
-    try:
-        entries = next(iter(future.values())).result(ADMIN_TIMEOUT)
-    except KafkaException as exc:
-        raise TopicError(f"could not read the configs of topic {topic}: {exc.args[0].str()}") from None
-    return _set_on_topic(entries)
+    return _configs(bootstrap, [topic], missing_ok=False)[topic]
 
 
 def topics_configs(bootstrap: Kafka, topics: Iterable[str]) -> dict[str, dict[str, str]]:
     """:func:`topic_configs` of each of ``topics`` that exists (missing ones left out), one DescribeConfigs for all."""
+    return _configs(bootstrap, topics, missing_ok=True)
+
+
+def _configs(bootstrap: Kafka, topics: Iterable[str], missing_ok: bool) -> dict[str, dict[str, str]]:
     resources = [ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics]
     if not resources:
         return {}
@@ -174,7 +172,7 @@ def topics_configs(bootstrap: Kafka, topics: Iterable[str]) -> dict[str, dict[st
         try:
             found[resource.name] = _set_on_topic(future.result(ADMIN_TIMEOUT))
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if not (missing_ok and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
                 raise TopicError(f"could not read the configs of topic {resource.name}: {exc.args[0].str()}") from None
     return found
 
