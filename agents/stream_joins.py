@@ -29,8 +29,8 @@ from streamapp.worker.batch_sender import BatchSender
 from streamapp.worker.transactions import OpenTransaction, Transactions, in_transactions
 from streamapp.worker.transactions import install as transactions_install
 from streamapp.worker.transport import Handler, InOrder, Record
-from streamapp.worker.window_stores import (META, Change, KeyBytes, RocksOuter, RocksWindow, Writes, read_stream_times,
-                                            stream_times_value)
+from streamapp.worker.window_stores import (META, Change, RocksOuter, RocksWindow, Writes, key_bytes_of,
+                                            read_stream_times, stream_times_value)
 
 from .dead_lettering import DeadLettering, OutputChecks
 
@@ -107,7 +107,7 @@ class RocksState(JoinState):
         saved = read_stream_times(meta)
         retention = engine.window.retention
         waits = outer.db if engine.has_outer else None  # compacted as the windows expire
-        key_bytes = KeyBytes()  # a record's store calls share its key's bytes
+        key_bytes = key_bytes_of()  # a record's store calls share its key's bytes
         stores = {side: RocksWindow(writes, retention, *saved.get(side, (-1, -1)), waits, key_bytes)
                   for side, writes in ((p.LEFT_SIDE, left), (p.RIGHT_SIDE, right))}
         self.rocks_outer = RocksOuter(outer, engine.sink_codec.encode_key, key_bytes) if engine.has_outer else None

@@ -214,9 +214,8 @@ class StreamJoin(TwoSided):
         self._writer = writer if (writer.usable and self.sink.timestamp is None and tuple(x.name for x in query.value)
                                   == tuple(c.name for c in self.sink.value_columns)) else None
         self._topic = self.sink.topic
-        #: The last output key and its bytes: a record's outputs share its key.
-        self._key: Any = _UNSET
-        self._key_bytes: bytes | None = None
+        #: An output key's bytes: a record's outputs share its key.
+        self._key_bytes = LastEncoded(self.sink_codec.encode_key)
 
     @property
     def has_outer(self) -> bool:
@@ -318,12 +317,24 @@ class StreamJoin(TwoSided):
             value, timestamp = self._value(key, left, right, timestamp)
         else:
             value = text.encode("utf-8")
-        if key is not self._key:
-            self._key_bytes = self.sink_codec.encode_key(key)
-            self._key = key
         # Output(Record(...)) without the two Python calls of NamedTuple.__new__ (which makes the same tuples)
-        outputs.append(_new(Output, (_new(Record, (self._topic, self._key_bytes, value, timestamp, 0, -1)),
+        outputs.append(_new(Output, (_new(Record, (self._topic, self._key_bytes(key), value, timestamp, 0, -1)),
                                      other is not None)))
+
+
+class LastEncoded:
+    """``encode(key)``, the last key's bytes remembered: a record's calls (its outputs, its store calls) ask for the
+    same key object, which nobody changes in place."""
+
+    __slots__ = ("_encode", "_key", "_bytes")
+
+    def __init__(self, encode: Callable[[Any], Any]) -> None:
+        self._encode, self._key, self._bytes = encode, LastEncoded, None
+
+    def __call__(self, key: Any) -> Any:
+        if key is not self._key:
+            self._bytes, self._key = self._encode(key), key
+        return self._bytes
 
 
 class _Side:
@@ -359,7 +370,6 @@ def _key_of(expression: p.Expression, side: str) -> Callable[[Row], Any]:
 
 _new = tuple.__new__
 _TIME = itemgetter(0)
-_UNSET = object()
 
 
 _NEVER = 2**63 - 1

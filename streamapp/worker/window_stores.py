@@ -19,7 +19,7 @@ import faust
 from rocksdict import ReadOptions, WriteOptions
 
 from streamapp.sql.engine import Row
-from streamapp.sql.stream_join import store_key
+from streamapp.sql.stream_join import LastEncoded, store_key
 from streamapp.worker.faust_internals import partition_db
 
 #: A window store's keys: a record by (segment, key, time, offset) under SEGMENTS; the partition's stream times and
@@ -56,23 +56,17 @@ def _filter_size(records: int) -> int:
     return bits
 
 
-class KeyBytes:
-    """A join key's bytes as the stores keep them, the last key's remembered: a record's fetch, put and outer-store
-    calls ask for the same key object.  One per partition's state (:class:`RocksWindow`, :class:`RocksOuter` share
-    it), not shared by the process."""
+def _set_bit(bits: bytearray, h: int) -> None:
+    """A key's bit (its hash ``h``) set in a segment's filter."""
+    bit = h & (len(bits) * 8 - 1)
+    bits[bit >> 3] |= 1 << (bit & 7)
 
-    __slots__ = ("_key", "_bytes")
 
-    def __init__(self) -> None:
-        self._key: Any = KeyBytes
-        self._bytes = b""
-
-    def __call__(self, key: Any) -> bytes:
-        if key is self._key:
-            return self._bytes
-        sized = _sized(store_key(key))
-        self._key, self._bytes = key, sized
-        return sized
+def key_bytes_of() -> LastEncoded:
+    """A join key's bytes as the stores keep them, the last key's remembered (a record's fetch, put and outer-store
+    calls ask for the same key): one per partition's state, shared by its :class:`RocksWindow` and
+    :class:`RocksOuter`."""
+    return LastEncoded(lambda key: _sized(store_key(key)))
 
 
 def _read_time(data: bytes) -> int:
@@ -203,10 +197,10 @@ class RocksWindow:
     """
 
     def __init__(self, writes: Writes, retention: int, observed: int, swept: int, outer: Any = None,
-                 key_bytes: KeyBytes | None = None) -> None:
+                 key_bytes: LastEncoded | None = None) -> None:
         """Nothing read or written yet: :meth:`open` before the first record."""
         self.writes, self.retention, self.observed, self.swept = writes, retention, observed, swept
-        self._key_bytes = KeyBytes() if key_bytes is None else key_bytes
+        self._key_bytes = key_bytes_of() if key_bytes is None else key_bytes
         self.interval = segment_interval(retention)
         #: The outer store's database (None: none): compacted below the retention at each drop (:meth:`expire`).
         self.outer = outer
@@ -237,22 +231,21 @@ class RocksWindow:
     def reload(self) -> None:
         """:attr:`keys` read from RocksDB (one scan of the store's keys): at open, and where RocksDB changed under
         them (a record undone put back the segments it dropped)."""
-        counts: dict[int, int] = {}  # sized for what RocksDB holds: counted first
+        hashes: dict[int, list[int]] = {}  # one scan: each segment's filter sized by what RocksDB holds there
         for k in _keys(self.writes.db, SEGMENTS, SEGMENTS_END):
-            segment = _read_time(k[1:9])
-            counts[segment] = counts.get(segment, 0) + 1
+            hashes.setdefault(_read_time(k[1:9]), []).append(hash(k[9:-16]))
         self.keys, self.marks = {}, {}
-        for segment, count in counts.items():
-            self.keys[segment] = bytearray(_filter_size(count) // 8)
-        for k in _keys(self.writes.db, SEGMENTS, SEGMENTS_END):
-            self._mark(_read_time(k[1:9]), k[9:-16])
+        for segment, found in hashes.items():
+            bits = self.keys[segment] = bytearray(_filter_size(len(found)) // 8)
+            for h in found:
+                _set_bit(bits, h)
+            self.marks[segment] = len(found)
 
     def _mark(self, segment: int, sized: bytes) -> None:
         bits = self.keys.get(segment)
         if bits is None:
             bits = self.keys[segment] = bytearray(_filter_size(max(self.marks.values(), default=0)) // 8)
-        bit = hash(sized) & (len(bits) * 8 - 1)
-        bits[bit >> 3] |= 1 << (bit & 7)
+        _set_bit(bits, hash(sized))
         self.marks[segment] = self.marks.get(segment, 0) + 1
 
     def may_hold(self, segment: int, sized: bytes) -> bool:
@@ -336,9 +329,9 @@ class RocksOuter:
     (:meth:`reload`).
     """
 
-    def __init__(self, writes: Writes, order: Any, key_bytes: KeyBytes | None = None) -> None:
+    def __init__(self, writes: Writes, order: Any, key_bytes: LastEncoded | None = None) -> None:
         self.writes, self._order = writes, order
-        self._key_bytes = KeyBytes() if key_bytes is None else key_bytes
+        self._key_bytes = key_bytes_of() if key_bytes is None else key_bytes
         self.waiting = self.reload(set())
 
     def reload(self, waiting: set[bytes]) -> set[bytes]:
