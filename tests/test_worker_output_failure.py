@@ -19,6 +19,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from streamapp.kafka.admin import delete_topic, describe, ensure_topics
+from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.kafka.reader import TopicReader
 from streamapp.partitioners import get_partitioner
 from streamapp.settings import Settings, SettingsError
@@ -199,8 +200,19 @@ async def test_a_send_to_a_deleted_topic_waits_says_so_and_goes_once_it_is_back(
         assert [record.key for record in reader.read_to_end()] == [b"after"]
 
 
-async def test_a_batch_the_cluster_refuses_is_told_to_the_listeners_and_to_on_failure(bootstrap: str,
-                                                                                      new_topic) -> None:
+def wait_until_the_broker_stopped(broker: EmbeddedBroker, topic: str, partition: int) -> None:
+    """Until the broker has stopped its replica of a deleted topic's partition (its log directory renamed for
+    deletion). DeleteTopics answers once the controller has recorded the deletion; the broker applies it a moment
+    later, and until then a produce to the partition is still written."""
+    log = broker.log_dir / f"{topic}-{partition}"
+    deadline = time.monotonic() + 30
+    while log.exists():
+        assert time.monotonic() < deadline, f"the broker still holds {log.name} 30 s after its topic was deleted"
+        time.sleep(0.05)
+
+
+async def test_a_batch_the_cluster_refuses_is_told_to_the_listeners_and_to_on_failure(
+        broker: EmbeddedBroker, bootstrap: str, new_topic) -> None:
     """The topic deleted after the producer last read its metadata: the batch is queued, then refused when it expires
     without a leader (a producer whose requests time out in 2 s)."""
     topic = new_topic("refusing", partitions=2)
@@ -215,6 +227,7 @@ async def test_a_batch_the_cluster_refuses_is_told_to_the_listeners_and_to_on_fa
         await sender.send()
         await asyncio.wait_for(producer.flush(), 30)
         delete_topic(bootstrap, topic)  # the producer's metadata still lists it
+        wait_until_the_broker_stopped(broker, topic, 1)
         sender.add_to(topic, 1, b"k", b"after", 1_700_000_000_000, source="order 7")
         await sender.send()
         assert 0 <= waiting(time.monotonic())[topic] < 2  # queued, waiting for the broker's answer

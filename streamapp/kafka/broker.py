@@ -253,6 +253,11 @@ class EmbeddedBroker(ChildProcess):
             })
         return env
 
+    @property
+    def log_dir(self) -> Path:
+        """Where the node keeps its partitions' logs (``log.dirs``), one directory per partition."""
+        return self._root() / LOG_DIR
+
     def _root(self) -> Path:
         if self.data_dir is None:
             raise BrokerError("the broker has no data directory yet: start it first")
