@@ -12,7 +12,12 @@ before the rounds), the pipe's every record once.  Every ``--sample-seconds`` th
 (RocksDB) and records read are sampled: the curve is printed and written to ``--csv``; after the first retention
 (2.5 hours of event time) it should stay flat, as the stores hold only a retention's records.
 
+``--stacks PATH``: where the worker's time goes while it is timed, without py-spy: its main thread's stack sampled
+every 5 ms (wall clock: the event loop's waits are counted apart), and each of its threads' CPU seconds, summed over
+the rounds, printed and kept as JSON in ``PATH``.
+
     .venv/bin/python benchmarks/stream_join.py [--orders 1000000] [--hours 10] [--rounds 3] [--csv PATH]
+                                               [--stacks PATH]
     .venv/bin/python benchmarks/stream_join.py pipe ...   (the baseline's child process; used internally)
 """
 from __future__ import annotations
@@ -326,12 +331,123 @@ def tick_keys(partitions: int) -> list[bytes]:
     return [keys[n] for n in range(partitions)]
 
 
+#: The worker's ``sitecustomize`` under ``--stacks``: a thread samples the main thread's stack every 5 ms between a
+#: ``.start`` and a ``.stop`` file next to the output, then writes the stacks and each thread's CPU seconds there.
+STACK_SAMPLER = '''
+import collections, json, os, sys, threading, time
+
+def _cpu():
+    """CPU seconds by thread name (Python's, else the kernel's)."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    tick, cpu = os.sysconf("SC_CLK_TCK"), collections.Counter()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        cpu[names.get(int(tid), comm)] += (int(fields[11]) + int(fields[12])) / tick
+    return cpu
+
+def _sample(path, main):
+    counts, started, n = collections.Counter(), None, 0
+    while True:
+        time.sleep(0.005)
+        n += 1
+        if n % 20 == 0:
+            if started is None and os.path.exists(path + ".start"):
+                counts, started = collections.Counter(), _cpu()
+            elif started is not None and os.path.exists(path + ".stop"):
+                cpu = _cpu()
+                cpu.subtract(started)
+                stacks = {";".join(f"{c.co_filename}:{c.co_firstlineno}:{c.co_name}" for c in reversed(k)): v
+                          for k, v in counts.items()}
+                with open(path + ".part", "w") as out:
+                    json.dump({"cpu": dict(cpu), "stacks": stacks}, out)
+                os.replace(path + ".part", path)
+                return
+        if started is None:
+            continue
+        frame, stack = sys._current_frames().get(main), []
+        while frame is not None:
+            stack.append(frame.f_code)
+            frame = frame.f_back
+        counts[tuple(stack)] += 1
+
+if os.environ.get("STREAM_JOIN_STACKS"):
+    threading.Thread(target=_sample, args=(os.environ["STREAM_JOIN_STACKS"], threading.main_thread().ident),
+                     daemon=True, name="stack-sampler").start()
+'''
+
+
+def sampled_worker(settings: Settings, log: Path, stacks: Path | None) -> WorkerProcess:
+    """The worker, its main thread's stacks sampled into ``stacks`` (:data:`STACK_SAMPLER`) when one is given."""
+    if stacks is None:
+        return WorkerProcess(settings, log)
+    site = log.parent / f"sampler-{settings.app_id}"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(STACK_SAMPLER, encoding="utf-8")
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    return WorkerProcess(settings, log, extra_env={"PYTHONPATH": path, "STREAM_JOIN_STACKS": str(stacks)})
+
+
+def stop_sampling(stacks: Path) -> dict[str, Any]:
+    """The sampler's stacks and CPU seconds once it has written them (empty after 10 s without)."""
+    stacks.with_name(stacks.name + ".stop").touch()
+    deadline = time.monotonic() + 10
+    while not stacks.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return json.loads(stacks.read_text(encoding="utf-8")) if stacks.exists() else {}
+
+
+#: A sampled stack whose leaf is one of these is the event loop waiting, not working.
+IDLE = (":select", ":poll", ":_worker", ":wait")
+
+
+def stack_summary(sampled: dict[str, Any], records: int, top: int = 30) -> list[str]:
+    """Lines for people: each thread's CPU µs a record; the main thread's samples by function, what it spends
+    itself (its own) and with what it calls (inclusive), as shares of its busy samples."""
+    lines = [f"CPU µs a record by thread: " + ", ".join(
+        f"{name} {seconds * 1e6 / records:.1f}" for name, seconds in sorted(sampled.get("cpu", {}).items(),
+                                                                          key=lambda kv: -kv[1]) if seconds > 0)]
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    busy = idle = 0
+    for stack, count in sampled.get("stacks", {}).items():
+        frames = stack.split(";")
+        if frames[-1].endswith(IDLE):
+            idle += count
+            continue
+        busy += count
+        own[frames[-1]] += count
+        for frame in dict.fromkeys(frames):  # once a sample, however deep
+            inclusive[frame] += count
+    lines.append(f"main thread: {busy:,} busy samples, {idle:,} waiting")
+    for title, counts in (("own", own), ("inclusive", inclusive)):
+        lines.append(f"  {title}:")
+        lines += [f"  {100 * n / max(busy, 1):5.1f}% {short(frame)}" for frame, n in counts.most_common(top)]
+    return lines
+
+
+def short(frame: str) -> str:
+    """``path:line:function`` with the path from the project or site-packages on."""
+    for marker in ("/site-packages/", str(Path(__file__).resolve().parent.parent) + "/"):
+        if marker in frame:
+            return frame.split(marker, 1)[1]
+    return frame
+
+
 def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[str, bytes, bytes, int]],
-                 expected: Counter[Row], every: float) -> tuple[Rate, list[Sample]]:
-    """The worker's rate on the records, its samples; then, untimed, its output checked against ``expected``."""
+                 expected: Counter[Row], every: float, stacks: Path | None = None
+                 ) -> tuple[Rate, list[Sample], dict[str, Any]]:
+    """The worker's rate on the records, its samples and (``stacks``) its sampled stacks; then, untimed, its output
+    checked against ``expected``."""
     bootstrap, n = settings.bootstrap_servers, settings.partitions
     output = topology(settings).stream_joins[0].output
-    worker = WorkerProcess(settings, tmp / f"worker-{settings.app_id}.log").start(timeout=180)
+    worker = sampled_worker(settings, tmp / f"worker-{settings.app_id}.log", stacks).start(timeout=180)
+    sampled: dict[str, Any] = {}
     sources = [f"orders_{tag}", f"shipments_{tag}"]
     sampler = Sampler(worker, sources, every)
     watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
@@ -340,6 +456,9 @@ def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[st
         process = psutil.Process(worker.proc.pid)
         wanted, last = sum(expected.values()), max(r[3] for r in records) + RETENTION + MINUTE
         sampler.start()
+        if stacks is not None:
+            stacks.with_name(stacks.name + ".start").touch()
+            time.sleep(0.2)  # the sampler looks every 0.1 s
         start, cpu_start = time.monotonic(), cpu_seconds(process)
         produce(bootstrap, records)
         deadline, asked, ticks, written = time.monotonic() + 3600, 0.0, 0, -1
@@ -358,6 +477,8 @@ def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[st
                     produce(bootstrap, [(sources[1], k, b'{"carrier":"tick"}', last) for k in tick_keys(n)])
             time.sleep(0.1)
         rate = Rate(len(records) / (time.monotonic() - start), len(records) / (cpu_seconds(process) - cpu_start))
+        if stacks is not None:
+            sampled = stop_sampling(stacks)
         samples = sampler.stop()
     finally:
         watermarks.close()
@@ -372,7 +493,7 @@ def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[st
         shutil.copy(worker.log_path, kept)
         raise RuntimeError("\n".join([f"{output}: {problem} (the worker's log: {kept})",
                                        *differences(expected, found, n, t0)]))
-    return rate, samples
+    return rate, samples, sampled
 
 
 def bench_pipe(settings: Settings, tag: str, records: list[tuple[str, bytes, bytes, int]]) -> Rate:
@@ -454,6 +575,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--csv", default=str(Path(tempfile.gettempdir()) / "stream_join_curve.csv"))
     parser.add_argument("--no-engine-check", dest="engine_check", action="store_false",
                         help="skip checking the expected rows against the pure engine first")
+    parser.add_argument("--stacks", type=Path, default=None,
+                        help="sample the worker's main thread and threads' CPU while timed; the JSON written here")
     args = parser.parse_args(argv)
     if args.mode == "pipe":
         asyncio.run(pipe(args.bootstrap, args.sources.split(","), args.output))
@@ -476,6 +599,7 @@ def main(argv: list[str] | None = None) -> None:
         console.print(f"the pure engine writes exactly those rows ({time.monotonic() - started:.0f} s in one task)")
     ratios: list[Rate] = []
     table: list[tuple[int, Sample]] = []
+    stacks: dict[str, Any] = {"cpu": Counter(), "stacks": Counter()}
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         base = broker.settings(Settings()).replace(partitions=args.partitions)
@@ -491,8 +615,11 @@ def main(argv: list[str] | None = None) -> None:
             worker_tag = uuid.uuid4().hex[:8]  # the worker reads topics of its own, the pipe's left behind
             ensure_topics(base.bootstrap_servers, {f"orders_{worker_tag}": base.partitions,
                                                    f"shipments_{worker_tag}": base.partitions})
-            rate, samples = bench_worker(settings_for(base, tmp, worker_tag), tmp, worker_tag,
-                                         encoded(events, worker_tag), expected, args.sample_seconds)
+            rate, samples, sampled = bench_worker(settings_for(base, tmp, worker_tag), tmp, worker_tag,
+                                                  encoded(events, worker_tag), expected, args.sample_seconds,
+                                                  tmp / f"stacks-{worker_tag}.json" if args.stacks else None)
+            for part in ("cpu", "stacks"):
+                stacks[part].update(sampled.get(part, {}))
             loads.append(os.getloadavg()[0])
             if not round_ % 2:
                 pipe_rate = bench_pipe(settings, tag, records)
@@ -517,6 +644,10 @@ def main(argv: list[str] | None = None) -> None:
         writer.writerows([r, f"{s.seconds:.1f}", s.read, f"{s.rss_mib:.1f}", f"{s.state_mib:.2f}",
                           f"{s.store_mib.get('memtables', 0):.2f}", f"{s.store_mib.get('sst_files', 0):.2f}"]
                          for r, s in table)
+    if args.stacks:
+        args.stacks.write_text(json.dumps(stacks), encoding="utf-8")
+        for line in stack_summary(stacks, len(events) * args.rounds):
+            console.print(line, markup=False, highlight=False)
     console.print(f"Orders × shipments joined ({args.orders:,} orders, {args.rounds} rounds): worker ÷ pipe median "
                   f"{statistics.median(r.wall for r in ratios):.2f}× wall (lowest {min(r.wall for r in ratios):.2f}×), "
                   f"{statistics.median(r.cpu for r in ratios):.2f}× per CPU second; the curve in {args.csv}")
