@@ -19,9 +19,11 @@ AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 demo: $(STAMP) $(JVM_STAMP)
 	$(BIN)/streamapp demo
 
-# The whole suite, the full-volume reliability scenarios (`-m slow`) included: CI runs this.
+# The whole suite, the full-volume reliability scenarios (`-m slow`) included: CI runs this. Two processes, each
+# with its own broker and SparkSession, a module in one of them (tests/conftest.py); TEST_PROCESSES=0 runs one.
+TEST_PROCESSES ?= 2
 test: $(STAMP) $(JVM_STAMP) $(GO_STAMP) $(AIRFLOW_STAMP) test-deps
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The web views' browser test drives Debian's headless Chromium; the metrics' tests run Debian's Prometheus
 # (prometheus, promtool) against the shipped alerts (CI runs as root).

@@ -3,6 +3,12 @@
 Nothing here mocks Kafka: every Kafka test talks to a real Apache Kafka node
 (KRaft, from Maven Central) on a loopback port, started once per session by the
 same code as ``streamapp broker``.
+
+``make test`` runs the suite in two processes (pytest-xdist): most of a broker scenario's time is spent
+waiting (a worker's start, a rebalance, a session timeout), so two at once fill the two cores. Each
+process has its own broker and SparkSession; a test module runs whole in one process, the security
+modules all in one (:class:`ModuleScheduling`), and the modules marked ``long`` start first so that
+both processes end together.
 """
 from __future__ import annotations
 
@@ -14,10 +20,39 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.settings import Settings
+
+
+#: Modules that share the secured broker (:func:`secured_broker`, ~40 s to start): one test process runs them all.
+SECURED_MODULES = "tests/test_security_"
+
+
+class ModuleScheduling(LoadScopeScheduling):
+    """xdist's ``loadfile`` scheduling (a module's tests in one process, so that its module fixtures start
+    once), the security modules one unit; the units are handed out in collection order."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return work_unit(nodeid)
+
+
+def work_unit(nodeid: str) -> str:
+    """A test's unit of work: its module, or :data:`SECURED_MODULES` for them all."""
+    module = nodeid.split("::", 1)[0]
+    return SECURED_MODULES if module.startswith(SECURED_MODULES) else module
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadScopeScheduling | None:
+    return ModuleScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``long`` modules' tests first (stable: each module's tests keep their order)."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,8 @@ import pytest
 from streamapp.kafka.admin import TopicError, describe, ensure_topics
 from streamapp.kafka.broker import BrokerError, EmbeddedBroker, metadata_ok
 
+pytestmark = pytest.mark.long
+
 
 def _gone(pid: int) -> bool:
     try:

@@ -31,6 +31,8 @@ from streamapp.worker.process import WorkerProcess
 
 from workerkit import declare, group_progress, murmur2_partition, produce, read_all, start_together, stats, wait_until
 
+pytestmark = pytest.mark.long
+
 CUSTOMERS, PAYMENTS = 60, 120
 #: customers x payments, each join with the table as written and with its copy through murmur2 (also the
 #: statements of the second join's benchmark).

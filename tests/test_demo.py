@@ -33,6 +33,8 @@ from streamapp.sql.formats import Codec
 
 from test_declared_join_broker import REKEYED, STATEMENTS as CUSTOMERS_PAYMENTS
 
+pytestmark = pytest.mark.long
+
 PARTITIONS = 6
 MESSAGES = 30
 SEED = 20261122

@@ -36,6 +36,8 @@ from streamapp.worker.process import WorkerProcess
 from test_ksql_equivalent import CRC_USERS, JAVA_USERS as KQ_USERS, order, user
 from workerkit import isolated, worker_settings
 
+pytestmark = pytest.mark.long
+
 N = 4
 #: ksqlDB's processing log line, as the program writes it for a record it cannot read.
 SKIPPED = re.compile(r"skipped unreadable record topic=(\S+) partition=(\d+) offset=(\d+)")

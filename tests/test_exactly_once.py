@@ -28,6 +28,8 @@ from workerkit import (
     make_dataset, output_tails, produce, stats, wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
 
+pytestmark = pytest.mark.long
+
 EXACTLY_ONCE = {"processing_guarantee": "exactly_once"}
 
 

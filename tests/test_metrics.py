@@ -46,6 +46,8 @@ from workerkit import (
     background_scenario, fetched, isolated, murmur2_partition, produce, stats, wait_for_users, wait_until,
 )
 
+pytestmark = pytest.mark.long
+
 DIRECT = JoinFacts("orders_merged", "out_merged", "orders", "users", "users", "LEFT")
 COPIED = JoinFacts("orders_merged_repartition", "out_merged_rep", "orders", "users_repartition", "users_rep", "LEFT")
 INNER = JoinFacts("payments_inner", "out_inner", "payments", "customers", "customers", "INNER")

@@ -36,6 +36,8 @@ from streamapp.sql.planner import plan_file
 
 from test_declared_join_broker import STATEMENTS
 
+pytestmark = pytest.mark.long
+
 PARTITIONS = 6
 PAIRS = ("direct", "repartition")
 #: The sinks of the two joins, by pair.

@@ -32,6 +32,8 @@ from workerkit import (
     DAY, DAY_START_MS, Order, isolated, make_users, murmur2_partition, produce, read_all, start_together, wait_for_users,
 )
 
+pytestmark = pytest.mark.long
+
 PARTITIONS = 6
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS

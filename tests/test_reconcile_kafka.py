@@ -24,6 +24,8 @@ import reconcile_scenario as sc
 from spark_batch.reconcile import main
 from spark_batch.window import window_for
 
+pytestmark = pytest.mark.long
+
 
 @pytest.fixture
 def topics(new_topic) -> dict[str, str]:

@@ -21,6 +21,8 @@ from spark_batch.reconcile import PLAN_FILE, main
 from spark_batch.window import window_for
 from test_reconcile_kafka import _args
 
+pytestmark = pytest.mark.long
+
 DAY = window_for(sc.DAY, None, None)
 NOON = DAY.start_ms + 12 * sc.HOUR_MS
 

@@ -38,6 +38,8 @@ from workerkit import (
     worker_settings,
 )
 
+pytestmark = pytest.mark.long
+
 #: librdkafka keeps retrying an unacknowledged order this long: far beyond any outage here.
 ORDER_DELIVERY_TIMEOUT_MS = 300_000
 

@@ -16,6 +16,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from spark_batch.reconcile import main as reconcile_main
 from streamapp.demo.ksql_equivalent import KsqlEquivalent
 from streamapp.kafka.admin import ensure_topics
@@ -26,6 +28,8 @@ from workerkit import (
     BackgroundProducer, Dataset, DAY, DAY_START_MS, TopicTail, check_output, isolated, make_dataset, produce, read_all,
     start_together, wait_for_outputs, wait_for_users, worker_settings,
 )
+
+pytestmark = pytest.mark.long
 
 #: Users are stamped the day before the orders: Kafka Streams, which picks the oldest record first, then
 #: holds each user in both tables before any order's time (the worker does not look at the stamps).

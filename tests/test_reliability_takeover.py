@@ -21,6 +21,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
@@ -29,6 +31,8 @@ from workerkit import (
     orders_read, BackgroundProducer, TopicTail, check_output, committed_offsets, group_progress, holds_at_least, isolated,
     output_tails, make_dataset, produce, stats, wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
+
+pytestmark = pytest.mark.long
 
 #: Seconds between two chunks of 20 orders while a restarted worker joins: slow enough that they still stream
 #: when it is ready, however long its start takes; the rest of that third then goes at once.

@@ -37,6 +37,8 @@ from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess, settings_env
 from workerkit import start_together
 
+pytestmark = pytest.mark.long
+
 MESSAGES = 40
 #: A generous bound for a subprocess that should fail fast; reaching it fails the test (a hang), it is not a timing claim.
 HANG = 240

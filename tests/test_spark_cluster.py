@@ -31,6 +31,8 @@ from spark_batch.reconcile import main
 from test_reconcile_kafka import _args  # the job's options for the scenario's topics
 from workerkit import end_process
 
+pytestmark = pytest.mark.long
+
 #: Few partitions, so few Kafka read tasks: the test is about where they run, not how many.
 PARTITIONS = 2
 #: Every mismatch is reported, none breaches: exit 0.

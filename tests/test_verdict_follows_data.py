@@ -14,6 +14,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from streamapp.kafka.admin import add_partitions, ensure_topics
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
@@ -21,6 +23,8 @@ from streamapp.worker.process import WorkerProcess
 from workerkit import (
     background_scenario, isolated, make_order, make_users, produce, to_json, wait_until, worker_settings,
 )
+
+pytestmark = pytest.mark.long
 
 USERS = 200
 

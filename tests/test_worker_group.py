@@ -34,6 +34,8 @@ from workerkit import (
     wait_for_outputs, wait_for_users, wait_until, worker_settings,
 )
 
+pytestmark = pytest.mark.long
+
 
 @dataclass(eq=False)  # a Thread: hashed by identity
 class Lookups(threading.Thread):

@@ -22,6 +22,8 @@ from streamapp.worker.process import WorkerProcess
 
 from workerkit import isolated, make_order, make_users, orders_read, produce, read_all, stats, to_json, wait_for_users
 
+pytestmark = pytest.mark.long
+
 USERS = 240
 COLUMNS = ["NAME", "AGE", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS"]
 

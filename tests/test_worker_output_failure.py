@@ -36,6 +36,8 @@ from workerkit import (
     wait_until, worker_settings,
 )
 
+pytestmark = pytest.mark.long
+
 GONE = "UnknownTopicOrPartitionError (the cluster does not have it (deleted?))"
 
 

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from confluent_kafka import Consumer, TopicPartition
 
 from streamapp.kafka.admin import ensure_topics, topic_configs
@@ -33,6 +35,8 @@ from streamapp.worker.process import WorkerProcess
 from test_declared_join_broker import crc32_partition
 from test_worker_table_join_broker import by_key, shown, written
 from workerkit import declare, murmur2_partition, produce, start_together, stats, wait_until
+
+pytestmark = pytest.mark.long
 
 STATEMENTS = """
 CREATE STREAM orders (id BIGINT KEY, item STRING) WITH (KAFKA_TOPIC='orders_{tag}', VALUE_FORMAT='JSON');

@@ -24,6 +24,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import free_port
 from streamapp.kafka.reader import Record
@@ -37,6 +39,8 @@ from streamapp.worker.process import WorkerProcess
 
 from test_declared_join_broker import crc32_partition
 from workerkit import group_progress, murmur2_partition, produce, read_all, start_together, stats, wait_until
+
+pytestmark = pytest.mark.long
 
 STATEMENTS = """
 CREATE TABLE customers (id BIGINT PRIMARY KEY, name STRING) WITH (KAFKA_TOPIC='customers_{tag}', VALUE_FORMAT='JSON');
