@@ -156,11 +156,13 @@ class DeadLettering:
 
     async def handle(self, batches: Mapping[TP, Sequence[Record]], check: Callable[[int, Record], P],
                      write: Callable[[int, Record, P], None], sender: BatchSender[Record],
-                     rows: Sequence[RowWrites] = (), producer: Any = None) -> None:
+                     rows: Sequence[RowWrites] = (), producer: Any = None,
+                     before_send: Callable[[], None] | None = None) -> None:
         """A fetch's batch: ``check(partition, msg)`` every message in the net (its failure is its dead letter),
         ``write(partition, msg, what check returned)`` each that passed (a record is written whole or not at
-        all), then the table rows to RocksDB, the outputs to the producer, and every record acked.  With a
-        ``producer`` (exactly_once: the partition's transactional one) the dead letters go through it."""
+        all), then ``before_send()`` (what the call adds once for all its records: a store's changelog records),
+        the table rows to RocksDB, the outputs to the producer, and every record acked.  With a ``producer``
+        (exactly_once: the partition's transactional one) the dead letters go through it."""
         for tp, messages in batches.items():
             partition = tp.partition
             for msg in messages:
@@ -172,6 +174,8 @@ class DeadLettering:
                     await self.send(msg, exc, producer)
                     continue
                 write(partition, msg, checked)
+        if before_send is not None:
+            before_send()
         for table_rows in rows:
             table_rows.write()
         await sender.send()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import faust
@@ -41,57 +42,46 @@ logger = logging.getLogger(__name__)
 JOIN_CALL_SIZE = 512
 #: What a record writes: (output, key, value, timestamp) per joined record.
 Written = list[tuple[str, bytes | None, bytes | None, int]]
-#: Each key's value before its first write since the journal was emptied, by (table, partition, key): (table,
-#: partition, key, value or None when it had none).
-Journal = dict[tuple[int, int, bytes], tuple[faust.Table, int, bytes, bytes | None]]
+#: Each write's key and its value before it (None: it had none), in write order: (table, partition, key, value).
+#: A list, not a dict by key: one append a write, where a key's first write is rarely its second (each record's
+#: keys hold its offset); :func:`put_back` undoes the writes last first, so each key ends as before its first.
+Journal = list[tuple[faust.Table, int, bytes, bytes | None]]
 
 
 class Journaled(Writes):
-    """:class:`Writes` that keep each key's value before its first write (:func:`put_back` restores them)."""
+    """:class:`Writes` that keep each key's value before each write (:func:`put_back` restores them)."""
 
     def __init__(self, table: faust.Table, partition: int, changes: list[Change], journal: Journal) -> None:
         super().__init__(table, partition, changes)
         self.journal = journal
 
-    def _keep(self, key: bytes) -> None:
-        if (id(self.table), self.partition, key) not in self.journal:
-            self._before(key, self.db.get(key))
-
-    def _before(self, key: bytes, value: bytes | None) -> None:
-        """``value`` is ``key``'s before its first write (known: not read)."""
-        self.journal.setdefault((id(self.table), self.partition, key), (self.table, self.partition, key, value))
-
     def put(self, key: bytes, value: bytes) -> None:
-        self._keep(key)
+        self.journal.append((self.table, self.partition, key, self.db.get(key)))
         super().put(key, value)
 
     def add(self, key: bytes, value: bytes) -> None:
         """A new key's value before is None: not read (each window and outer store put read one)."""
-        self._before(key, None)
+        self.journal.append((self.table, self.partition, key, None))
         super().put(key, value)
 
     def delete(self, key: bytes, value: bytes | None = None) -> None:
-        if value is None:
-            self._keep(key)
-        else:
-            self._before(key, value)
+        self.journal.append((self.table, self.partition, key, self.db.get(key) if value is None else value))
         super().delete(key)
 
     def dropping(self, items: Iterator[tuple[bytes, bytes]]) -> None:
-        for key, value in items:
-            self._before(key, value)
+        self.journal.extend((self.table, self.partition, key, value) for key, value in items)
 
 
 def put_back(journal: Journal) -> int:
-    """Every key of ``journal`` as it was before its writes (straight to RocksDB: the changelog never had them);
-    how many keys."""
-    for table, partition, key, value in journal.values():
+    """Every key of ``journal`` as it was before its writes, the last write undone first (straight to RocksDB: the
+    changelog never had them); how many keys."""
+    for table, partition, key, value in reversed(journal):
         db = partition_db(table, partition)
         if value is None:
             db.delete(key)
         else:
             db.put(key, value)
-    count = len(journal)
+    count = len({(id(table), partition, key) for table, partition, key, _ in journal})
     journal.clear()
     return count
 
@@ -100,9 +90,10 @@ class RocksState(JoinState):
     """One partition's join state in RocksDB, built (:meth:`open`) at the partition's first record of an assignment
     and kept from fetch to fetch; its stream times kept in RocksDB at each fetch's end (:meth:`save`)."""
 
-    def __init__(self, engine: StreamJoin, tables: Sequence[faust.Table], partition: int, changes: list[Change],
-                 journal: Journal):
-        left, right, outer = (Journaled(t, partition, changes, journal) for t in tables)
+    def __init__(self, engine: StreamJoin, tables: Sequence[faust.Table], partition: int,
+                 changes: Sequence[list[Change]], journal: Journal):
+        """``changes``: each table's list of the partition's changes for its changelog (one a table, in order)."""
+        left, right, outer = (Journaled(t, partition, log, journal) for t, log in zip(tables, changes))
         meta = left.db.get(META)
         saved = read_stream_times(meta)
         retention = engine.window.retention
@@ -173,10 +164,12 @@ class StreamJoinRun:
         self._states: dict[int, RocksState] = {}
         #: Each partition's oldest waiting time and next look for closed windows as the last fetch left them.
         self._looks: dict[int, tuple[int, int]] = {}
-        #: This fetch's changes of the stores, for their changelogs.
-        self.changes: list[Change] = []
+        #: This fetch's changes of the stores, for their changelogs: each partition's, a list a table (in the order
+        #: of :attr:`tables`), so that each is one changelog partition's records in order.  Kept while a partition's
+        #: state is forgotten (a revocation): what was written goes out.
+        self._changes: dict[int, tuple[list[Change], ...]] = {}
         #: The record being joined: each key's value before it wrote it (:meth:`undo`).
-        self._record: Journal = {}
+        self._record: Journal = []
         #: exactly_once: each partition's open transaction's values before (:meth:`ended`); None: at_least_once.
         self._open: dict[int, Journal] | None = {} if app.settings.processing_guarantee == "exactly_once" else None
         #: exactly_once: each partition's next look as its last committed transaction left it (:meth:`ended`).
@@ -188,24 +181,37 @@ class StreamJoinRun:
         """What a record of ``topic`` writes (RecordError when the engine cannot read it); the stores are updated."""
         state = self._states.get(partition)
         if state is None:
-            state = self._states[partition] = RocksState(self.engine, self.tables, partition, self.changes,
-                                                         self._record).open()
+            state = self._states[partition] = RocksState(self.engine, self.tables, partition,
+                                                         self._changes_of(partition), self._record).open()
             state.min_time, state.next_emit = self._looks.get(partition, (state.min_time, state.next_emit))
         self.engine.state = state
         outputs = self.engine.process(EngineRecord(self.engine_topic[topic], msg.key, msg.value, msg.timestamp,
                                                    partition, msg.offset))
         return [(self.output, o.record.key, o.record.value, o.record.timestamp) for o in outputs]
 
+    def _changes_of(self, partition: int) -> tuple[list[Change], ...]:
+        changes = self._changes.get(partition)
+        if changes is None:
+            changes = self._changes[partition] = tuple([] for _ in self.tables)
+        return changes
+
+    @property
+    def changes(self) -> list[Change]:
+        """The changes not handed over yet (:meth:`stored`), table by table."""
+        return [change for changes in self._changes.values() for log in changes for change in log]
+
     def mark(self, partition: int) -> tuple[Any, ...]:
         """Where the partition's state stands before a record: :meth:`undo` goes back there, :meth:`keep` on."""
         state = self._states.get(partition)
-        return state, None if state is None else state.times(), len(self.changes), self.engine.late
+        return (state, None if state is None else state.times(), [len(log) for log in self._changes_of(partition)],
+                self.engine.late)
 
     def undo(self, partition: int, mark: tuple[Any, ...]) -> None:
         """The record's outputs were refused: what it wrote is taken back (RocksDB, the changes, the stream times)."""
-        state, times, changes, self.engine.late = mark
+        state, times, lengths, self.engine.late = mark
         put_back(self._record)
-        del self.changes[changes:]
+        for log, length in zip(self._changes_of(partition), lengths):
+            del log[length:]
         if state is None:  # opened by the record: opened again by the next
             self._states.pop(partition, None)
         else:
@@ -216,15 +222,13 @@ class StreamJoinRun:
     def keep(self, partition: int) -> None:
         """The record's writes stay (under exactly_once, until its transaction ends: :meth:`ended`)."""
         if self._open is not None and self._record:
-            journal = self._open.setdefault(partition, {})
-            for held, before in self._record.items():
-                journal.setdefault(held, before)
+            self._open.setdefault(partition, []).extend(self._record)
         self._record.clear()
 
     def ended(self, partition: int, committed: bool) -> None:
         """:attr:`~streamapp.worker.transactions.Transactions.on_ended`: a dropped transaction's writes are put back,
         so that RocksDB holds what the changelog holds (its records are read again)."""
-        journal = (self._open or {}).pop(partition, {})
+        journal = (self._open or {}).pop(partition, [])
         if committed:
             if partition in self._looks:
                 self._committed_looks[partition] = self._looks[partition]
@@ -236,7 +240,8 @@ class StreamJoinRun:
             self._looks[partition] = self._committed_looks[partition]
         else:  # none committed here since the partition came: as after a restart
             self._looks.pop(partition, None)
-        self.changes[:] = [change for change in self.changes if change[1] != partition]
+        for log in self._changes.get(partition, ()):
+            log.clear()
         try:
             count = put_back(journal)
         except Exception as exc:  # noqa: BLE001 - the partition is gone (revoked): its next owner restores it
@@ -257,13 +262,21 @@ class StreamJoinRun:
 
     def stored(self) -> list[Change]:
         """The fetch is done: each partition's stream times kept; its changes handed over (and forgotten here)."""
+        return [change for _, _, changes in self.changelogs() for change in changes]
+
+    def changelogs(self) -> list[tuple[faust.Table, int, list[Change]]]:
+        """:meth:`stored`'s changes as (table, partition, its changes in order): one changelog partition's each."""
         for partition, state in self._states.items():
             state.save()
             self._looks[partition] = state.min_time, state.next_emit
             self.keep(partition)
-        changes = self.changes[:]  # the list the states' writes append to stays theirs
-        self.changes.clear()
-        return changes
+        handed = []
+        for partition, changes in self._changes.items():
+            for table, log in zip(self.tables, changes):
+                if log:
+                    handed.append((table, partition, log[:]))  # the list the state's writes append to stays its
+                    log.clear()
+        return handed
 
 
 def runs_of(app: StreamappApp) -> list[StreamJoinRun]:
@@ -285,7 +298,10 @@ def install_group(app: StreamappApp, dead_letters: DeadLettering, topics: Sequen
         """The records of ``batches`` joined, their outputs and the stores' changes sent through ``sender``."""
         checks = OutputChecks(await dead_letters.size_limits(), [run.output for run in group],
                               int(time.time() * 1000))
-        last = next((messages[-1] for messages in reversed(list(batches.values())) if messages), None)
+        budgets = checks.budgets
+        refused: Counter[tuple[str, int]] = Counter()  # records whose check failed (dead letters), not read
+        written_to: Counter[tuple[str, int]] = Counter()  # outputs by (output, source partition)
+        flushed = False  # the stores' changes added to the send (before_send)
 
         def check(partition: int, msg: Record) -> tuple[Written, int]:
             theirs = mine[msg.topic]
@@ -295,27 +311,24 @@ def install_group(app: StreamappApp, dead_letters: DeadLettering, topics: Sequen
             try:
                 for run in theirs:
                     before = run.engine.late
-                    for output, key, value, timestamp in run.process(msg.topic, partition, msg):
-                        checks.check_size(output, key, value, "joined record")
-                        written.append((output, key, value, timestamp))
+                    joined = run.process(msg.topic, partition, msg)
+                    budget = budgets[run.output]  # within it, an output fits for sure: no exact size asked
+                    for output, key, value, _ in joined:
+                        if (len(key) if key else 0) + (len(value) if value else 0) > budget:
+                            checks.check_size(output, key, value, "joined record")
+                    written += joined
                     late += run.engine.late - before
             except Exception:  # a refused record (a dead letter) leaves no state behind
                 for run, mark in zip(theirs, marks):
                     run.undo(partition, mark)
+                refused[msg.topic, partition] += 1
                 raise
             for run in theirs:
                 run.keep(partition)
             return written, late
 
-        now = int(time.time() * 1000)  # the changelog records' time: the call's (a few milliseconds)
-
-        def changelog(changes: list[Change]) -> None:
-            for table, partition, key, value in changes:
-                sender.add_to(changelogs[id(table)], partition, key, value, now)
-
         def write(partition: int, msg: Record, checked: tuple[Written, int]) -> None:
             written, late = checked
-            counters.record_read(msg.topic, partition)
             if late:
                 counters.record_late(msg.topic, partition, late)
             for output, key, value, timestamp in written:
@@ -324,26 +337,42 @@ def install_group(app: StreamappApp, dead_letters: DeadLettering, topics: Sequen
                     sender.add_to(output, where, None, value, timestamp, msg)
                 else:
                     sender.add(output, key, value, timestamp, msg)
-                counters.record_written(output, partition)
-            for run in mine[msg.topic]:  # the stores' changes go out with the outputs, before the offsets are acked
-                changelog(run.changes)
-                run.changes.clear()
-            if msg is last:  # and the stream times in the same send: a second one waits for the broker
-                for run in group:
-                    changelog(run.stored())
+                written_to[output, partition] += 1
+
+        def before_send() -> None:
+            """The call's counts, and the stores' changes and stream times: they go out with the outputs, in the same
+            send (a second one would wait for the broker), before the offsets are acked."""
+            read: Counter[tuple[str, int]] = Counter()
+            for tp, messages in batches.items():
+                read[tp.topic, tp.partition] += len(messages)
+            for (topic, partition), count in (read - refused).items():
+                counters.record_read(topic, partition, count)
+            for (output, partition), count in written_to.items():
+                counters.record_written(output, partition, count)
+            nonlocal flushed
+            changelog(sender, [handed for run in group for handed in run.changelogs()])
+            flushed = True
 
         dropped = False
         try:
-            await dead_letters.handle(batches, check, write, sender, producer=producer)  # type: ignore[arg-type]
+            await dead_letters.handle(batches, check, write, sender, producer=producer,  # type: ignore[arg-type]
+                                      before_send=before_send)
         except BaseException:
             dropped = producer is not None  # the transaction's work is dropped: put back (StreamJoinRun.ended)
             raise
         finally:
-            left = [change for run in group for change in run.stored()]  # the last record was dead-lettered
-            if left and not dropped:
-                sender = dead_letters.sender(producer=producer)
-                changelog(left)
-                await sender.send()
+            if not flushed:  # the call failed before its send: the changes still go (at_least_once) or not at all
+                handed = [handed for run in group for handed in run.changelogs()]
+                if handed and not dropped:
+                    left = dead_letters.sender(producer=producer)
+                    changelog(left, handed)
+                    await left.send()
+
+    def changelog(sender: BatchSender[Record], handed: list[tuple[faust.Table, int, list[Change]]]) -> None:
+        """The stores' changes (:meth:`StreamJoinRun.changelogs`) to their changelogs, a changelog partition's at once."""
+        now = int(time.time() * 1000)  # the changelog records' time: the call's (a few milliseconds)
+        for table, partition, changes in handed:
+            sender.add_all(changelogs[id(table)], partition, ((key, value) for _, _, key, value in changes), now)
 
     async def handle_fetch(batches: Mapping[TP, Sequence[Record]] | InOrder) -> None:
         if transactions is None:

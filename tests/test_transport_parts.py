@@ -50,6 +50,39 @@ async def test_batch_sender_puts_each_record_where_the_partitioner_says_with_its
     assert got == sent
 
 
+async def test_batch_sender_adds_a_changelog_partitions_records_in_order_with_the_calls_timestamp(
+    bootstrap: str, new_topic
+) -> None:
+    """``add_all`` (a store's changelog records of a handler call) appends them in order to the partition's open batch,
+    after what ``add_to`` put there and across full 2 KiB builders, each with the one timestamp given."""
+    topic = new_topic("bsall", partitions=2)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=2048)
+    await producer.start()
+    first = [(b"k0", b"v0")]
+    records = [(f"k{i}".encode(), None if i % 7 == 0 else b"x" * (i % 90)) for i in range(1, 300)]
+    try:
+        sender = BatchSender(producer, get_partitioner("murmur2"), {topic: 2})
+        sender.add_to(topic, 1, b"k0", b"v0", 1_700_000_000_000)
+        sender.add_all(topic, 1, iter(records), 1_700_000_000_123)
+        await sender.send()
+        await producer.flush()
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest")
+    await consumer.start()
+    got = []
+    try:
+        consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        deadline = time.monotonic() + 30
+        while len(got) < 300 and time.monotonic() < deadline:
+            for tp, batch in (await consumer.getmany(timeout_ms=200)).items():
+                got += [(tp.partition, r.key, r.value, r.timestamp) for r in batch]
+    finally:
+        await consumer.stop()
+    assert got == [(1, key, value, 1_700_000_000_000 if key == b"k0" else 1_700_000_000_123)
+                   for key, value in first + records]
+
+
 async def test_a_batch_topic_stays_in_the_producers_metadata_when_a_new_topic_is_added(
     bootstrap: str, new_topic
 ) -> None:

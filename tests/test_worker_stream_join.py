@@ -158,7 +158,7 @@ def test_the_changes_of_the_stores_are_handed_over_for_their_changelogs(tmp_path
     assert all(value is not None for table, _, _, value in changes if table.name in windows)  # expiry: none
     dumped = [dict(partition_db(t, 0).items()) for t in tables]
     assert sum(map(len, dumped[:2])) > sum(map(len, _dump(run)[:2]))  # the expired records came back
-    RocksState(run.engine, tables, 0, [], {}).open()  # as at the join's first record after the restore
+    RocksState(run.engine, tables, 0, ([], [], []), []).open()  # as at the join's first record after the restore
     assert [dict(partition_db(t, 0).items()) for t in tables] == _dump(run)
 
 
@@ -240,7 +240,7 @@ def test_a_store_reopened_with_another_window_rewrites_its_segments_and_joins_wh
     for table, partition, key, value in changes:
         db = partition_db(restored.join_tables.windows[table.name], partition)
         db.delete(key) if value is None else db.put(key, value)
-    RocksState(run.engine, tables, 0, [], {}).open()  # as at the join's first record after the restore
+    RocksState(run.engine, tables, 0, ([], [], []), []).open()  # as at the join's first record after the restore
     assert [dict(partition_db(t, 0).items()) for t in tables] == _dump(run)
 
 
@@ -395,6 +395,37 @@ def _dump(run: Any) -> list[dict[bytes, bytes]]:
     from streamapp.worker.faust_internals import partition_db
 
     return [dict(partition_db(table, 0).items()) for table in run.tables]
+
+
+def test_a_journal_puts_back_each_key_as_it_was_before_its_first_write_of_several(tmp_path: Path) -> None:
+    """A journal keeps every write's value before it, in order (one append a write): put back last first, a key
+    written twice (added then deleted, deleted then added, put twice) ends as before the first, and one written once
+    too; the changelog's changes are the writes, in order, a table's apart."""
+    from agents.stream_joins import Journaled, put_back
+    from streamapp.worker.faust_internals import partition_db
+
+    app = app_of(tmp_path, "LEFT", "WITHIN 1 SECOND")
+    tables = [app.join_tables.windows[name] for name in app.topology.stream_joins[0].stores]
+    db = partition_db(tables[0], 0)
+    for key in (b"deleted", b"put", b"kept"):
+        db.put(key, b"before")
+    journal: list[Any] = []
+    changes: list[Any] = []
+    writes = Journaled(tables[0], 0, changes, journal)
+    other = Journaled(tables[2], 0, [], journal)
+    writes.add(b"new", b"1")
+    writes.delete(b"new", b"1")
+    writes.delete(b"deleted", b"before")
+    writes.add(b"deleted", b"2")
+    writes.put(b"put", b"3")
+    writes.put(b"put", b"4")
+    other.add(b"new", b"5")
+    assert dict(db.items()) == {b"deleted": b"2", b"put": b"4", b"kept": b"before"}
+    assert [(key, value) for _, _, key, value in changes] == [
+        (b"new", b"1"), (b"new", None), (b"deleted", None), (b"deleted", b"2"), (b"put", b"3"), (b"put", b"4")]
+    assert put_back(journal) == 4 and journal == []  # keys, by table: new twice, deleted, put
+    assert dict(db.items()) == {b"deleted": b"before", b"put": b"before", b"kept": b"before"}
+    assert dict(partition_db(tables[2], 0).items()) == {}
 
 
 def test_a_record_whose_output_is_refused_leaves_no_state_behind(tmp_path: Path) -> None:

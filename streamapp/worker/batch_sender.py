@@ -168,6 +168,22 @@ class BatchSender(Generic[S]):
             entry[0].append(timestamp=timestamp_ms, key=key, value=value)
         entry[1].append(source)
 
+    def add_all(self, topic: str, partition: int, records: Iterable[tuple[bytes | None, bytes | None]],
+                timestamp_ms: int) -> None:
+        """Append records of no source in order to the batch of ``partition`` (a store's changelog records of a
+        handler call: one lookup of the batch for them all, not one a record)."""
+        tp = (topic, partition)
+        entry = self._open.get(tp)
+        if entry is None:
+            entry = self._open[tp] = (self._producer.create_batch(), [])
+        builder, sources = entry
+        for key, value in records:
+            if builder.append(timestamp=timestamp_ms, key=key, value=value) is None:
+                self._full.append((topic, partition, builder, sources))
+                builder, sources = self._open[tp] = (self._producer.create_batch(), [])
+                builder.append(timestamp=timestamp_ms, key=key, value=value)
+            sources.append(None)
+
     async def send(self) -> None:
         """Queue every collected batch with the producer (not waiting for the broker's acknowledgement)."""
         batches = self._full + [(topic, partition, *entry) for (topic, partition), entry in self._open.items()]

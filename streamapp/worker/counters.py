@@ -41,8 +41,8 @@ class Counters:
     def record_row(self, topic: str, partition: int, present: bool) -> None:
         (self.rows if present else self.deleted)[topic][partition] += 1
 
-    def record_read(self, topic: str, partition: int) -> None:
-        self.records[topic][partition] += 1
+    def record_read(self, topic: str, partition: int, count: int = 1) -> None:
+        self.records[topic][partition] += count
 
     def record_join(self, output: str, partition: int, matched: bool) -> None:
         (self.joined if matched else self.missed)[output][partition] += 1
