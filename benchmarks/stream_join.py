@@ -12,9 +12,7 @@ before the rounds), the pipe's every record once.  Every ``--sample-seconds`` th
 (RocksDB) and records read are sampled: the curve is printed and written to ``--csv``; after the first retention
 (2.5 hours of event time) it should stay flat, as the stores hold only a retention's records.
 
-``--stacks PATH``: where the worker's time goes while it is timed, without py-spy: its main thread's stack sampled
-every 5 ms (wall clock: the event loop's waits are counted apart), and each of its threads' CPU seconds, summed over
-the rounds, printed and kept as JSON in ``PATH``.
+``--stacks PATH``: the worker's main thread's stack every 5 ms and each thread's CPU seconds while timed, as JSON.
 
     .venv/bin/python benchmarks/stream_join.py [--orders 1000000] [--hours 10] [--rounds 3] [--csv PATH]
                                                [--stacks PATH]
