@@ -8,7 +8,7 @@ from typing import Any
 
 from faust.types import TP
 
-from streamapp.worker.transport import PARTNER_WAIT_S, Handler, HeldBack, InOrder, pieces, rounds
+from streamapp.worker.transport import MAX_HELD, PARTNER_WAIT_S, Handler, HeldBack, InOrder, pieces, rounds
 
 
 class Msg:
@@ -159,5 +159,25 @@ def test_held_records_wait_for_the_partner_topic_only_while_it_has_more_to_fetch
     assert held.records == {} and held.waiting == {}
     held.take({a: [Msg("a", 7)], b: [Msg("b", 8, offset=41)]}, handlers, lambda tp: int(tp.topic == "a"))  # type: ignore[arg-type]
     assert held.records == {b: [held.records[b][0]]} and held.records[b][0].timestamp == 8
-    assert held.drop() == {b: 41}  # a seek's: where to fetch them again if it moves nothing
+    assert held.drop() == ({b: 41}, set())  # a seek's: where to fetch them again if it moves nothing
     assert held.records == {}
+
+
+def test_a_partition_holding_more_than_max_held_is_paused_until_its_partner_catches_up() -> None:
+    """Shipments far ahead of their orders (a catch-up) wait on the broker, not in memory, as Kafka Streams pauses a
+    partition above ``buffered.records.per.partition``; resumed once released, or when a seek drops what is held."""
+    handlers = {"a": Handler(nothing, joint="ab"), "b": Handler(nothing, joint="ab")}
+    a, b = TP("a", 0), TP("b", 0)
+    held = HeldBack()
+    ahead = [Msg("b", 100 + t, offset=t) for t in range(MAX_HELD + 1)]
+    order = [Msg("a", 1)]
+    assert held.take({a: order, b: ahead}, handlers, lambda tp: 1) == {a: order}  # type: ignore[arg-type]
+    assert len(held.records[b]) == MAX_HELD + 1
+    assert held.flow() == ([b], []) and held.flow() == ([], [])  # paused once
+    # the orders reach the first shipment: it is released, and the partition resumed
+    released = held.take({a: [Msg("a", 100)]}, handlers, lambda tp: 1)  # type: ignore[arg-type]
+    assert [m.timestamp for m in released[b]] == [100] and len(held.records[b]) == MAX_HELD
+    assert held.flow() == ([], [b]) and held.paused == set()
+    held.take({b: [Msg("b", 10**6, offset=MAX_HELD + 1)]}, handlers, lambda tp: 1)  # type: ignore[arg-type]
+    assert held.flow() == ([b], [])
+    assert held.drop() == ({b: 1}, {b}) and held.paused == set()  # a seek or a rebalance: resumed by the consumer

@@ -36,6 +36,10 @@ CALL_SIZE = 4096
 #: Longest a joint handler's partition waits for a partner topic that has records to fetch but brings none (Kafka
 #: Streams waits as long as the lag says so; a partition stuck on the broker would fill memory here).
 PARTNER_WAIT_S = 30.0
+#: Most records a partition holds back (:class:`HeldBack`) before its fetches pause until its partner catches up, as
+#: Kafka Streams pauses a partition above ``buffered.records.per.partition`` (1,000): a fetch here brings up to 1 MiB
+#: a partition, about 10,000 small records, so two fetches' worth.
+MAX_HELD = 20_000
 
 
 def record_time(record: Record) -> int:
@@ -155,7 +159,9 @@ class HeldBack:
     has none at hand but more to fetch, or its lag is not known yet (a fetch that brought one side's partition
     before the other's ran that side hours ahead: its orders left unjoined, 150-350 of 3,300 rows).  A partner at
     its end holds nothing back; one that keeps the others waiting longer than :data:`PARTNER_WAIT_S` is not waited
-    for any more (a warning says so), so that a partition stuck on the broker cannot fill memory.
+    for any more (a warning says so), so that a partition stuck on the broker cannot fill memory.  A partition holding
+    more than :data:`MAX_HELD` records is paused until it holds fewer (:meth:`flow`): a topic far ahead of its partner
+    (a catch-up) waits on the broker, not in memory.
     """
 
     def __init__(self) -> None:
@@ -164,6 +170,8 @@ class HeldBack:
         self.waiting: dict[tuple[str, int], float] = {}
         #: The groups whose wait :meth:`_waited_out` gave up, warned of once until their partner shows up.
         self.warned: set[tuple[str, int]] = set()
+        #: The partitions :meth:`flow` paused.
+        self.paused: set[TP] = set()
 
     def take(self, fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchHandler],
              lag: Callable[[TP], int | None], now: float | None = None) -> dict[TP, Sequence[Record]]:
@@ -210,6 +218,15 @@ class HeldBack:
                 merged[tp] = records[:ready]
         return {tp: records for tp, records in merged.items() if records}
 
+    def flow(self) -> tuple[list[TP], list[TP]]:
+        """The partitions to pause (holding more than :data:`MAX_HELD` records) and those to resume (paused, holding
+        no more than that now)."""
+        pause = [tp for tp, records in self.records.items() if len(records) > MAX_HELD and tp not in self.paused]
+        resume = [tp for tp in self.paused if len(self.records.get(tp, ())) <= MAX_HELD]
+        self.paused.update(pause)
+        self.paused.difference_update(resume)
+        return pause, resume
+
     def _waited_out(self, group: tuple[str, int], empty: list[tuple[TP, int | None]], now: float) -> bool:
         """Whether ``group``'s records have waited :data:`PARTNER_WAIT_S` for the partners in ``empty``."""
         since = self.waiting.setdefault(group, now)
@@ -222,14 +239,15 @@ class HeldBack:
                                f"{tp.topic} (lag {'unknown' if n is None else n})" for tp, n in empty), now - since)
         return True
 
-    def drop(self) -> dict[TP, int]:
+    def drop(self) -> tuple[dict[TP, int], set[TP]]:
         """A seek or a rebalance: the records held are dropped, fetched again from where it puts their partitions;
-        returns the first offset held of each partition."""
+        returns the first offset held of each partition and the partitions :meth:`flow` paused (to resume)."""
         firsts = {tp: records[0].offset for tp, records in self.records.items()}
+        paused, self.paused = self.paused, set()
         self.records.clear()
         self.waiting.clear()
         self.warned.clear()
-        return firsts
+        return firsts, paused
 
 
 def rounds(fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchHandler]
@@ -366,7 +384,7 @@ class Consumer(faust_aiokafka.Consumer):
             self._no_seek = asyncio.Event()
         self._no_seek.clear()
         self._sought = {}
-        self._drop(self.held.drop())
+        self._drop(self._drop_held())
         self._seeking += 1
         self._seeks += 1
         try:
@@ -385,7 +403,7 @@ class Consumer(faust_aiokafka.Consumer):
         commit flushes the producer and commits.  The worker still owns the partitions:
         the group waits for every member's revoke before it reassigns them.
         """
-        self.held.drop()
+        self._drop_held()  # before Faust's revoke, which pauses the whole assignment until its recovery resumes it
         self._dropped = {}  # the rebalance fetches every partition again from its committed offset
         if not self.app.should_stop:  # a stopping worker has committed in wait_empty
             self.stop_flow()
@@ -405,6 +423,14 @@ class Consumer(faust_aiokafka.Consumer):
         await self._settle()
         await super().wait_empty()
         await faust_internals.commit_now(self)
+
+    def _drop_held(self) -> dict[TP, int]:
+        """The held records dropped (:meth:`HeldBack.drop`), the partitions their number paused resumed: Faust keeps
+        a paused partition paused across rebalances."""
+        firsts, paused = self.held.drop()
+        if paused:
+            self.resume_partitions(paused)
+        return firsts
 
     def _drop(self, firsts: Mapping[TP, int]) -> None:
         """Records dropped unhandled for a seek, by the first offset of each partition's: kept for :meth:`_seek_again`."""
@@ -531,6 +557,11 @@ class Consumer(faust_aiokafka.Consumer):
         if await overtaken(fetched):  # (accept_all awaits)
             return
         fetched = self.held.take(fetched, handlers, lambda tp: faust_internals.fetch_lag(self, tp))
+        pause, resume = self.held.flow()
+        if pause:
+            self.pause_partitions(pause)
+        if resume:
+            self.resume_partitions(resume)
         for calls in rounds(fetched, handlers):
             for topic, by_partition in calls:
                 for piece in pieces(by_partition, getattr(handlers[topic], "call_size", CALL_SIZE)):
