@@ -40,7 +40,7 @@ from streamapp.errors import StreamappError
 
 from spark_batch import causes, compare, decode, report, two_sided
 from spark_batch.errors import ReconcileError, one_line
-from spark_batch.files_source import check_exports, read_export
+from spark_batch.files_source import check_exports, holds_no_rows, read_export
 from spark_batch.kafka_source import RAW_SCHEMA, choose_reader, connector_jars, range_error, read_ranges
 from spark_batch.offsets import partition_counts, resolve_plan
 from spark_batch.options import Options, parse
@@ -60,6 +60,8 @@ EXPLAIN_SETTINGS = {"spark.sql.files.maxPartitionBytes": str(32 << 20)}
 #: its re-planning after each of the step's six query stages cost a cold JVM about 4 s of the step (11.9/12.1 s
 #: against 7.7/7.7 s at 20,000 payments, load 5-8), and the broadcast hints leave AQE no join to choose. With
 #: nothing to explain AQE stays: it skips the step's scans (``_input_records`` counts the inputs then).
+#: Without AQE nothing coalesces the step's shuffles either: its aggregations of the few mismatches' rows then
+#: get one shuffle partition per core (``planned_once``), not the run's 16 tiny tasks each.
 PLANNED_ONCE = {"spark.sql.adaptive.enabled": "false"}
 #: Shuffle partitions a run gets for each core Spark has when its settings give none (``shuffle_settings``).
 SHUFFLE_PARTITIONS_PER_CORE = 8
@@ -206,9 +208,13 @@ def _inputs(spark: SparkSession, options: Options, out_dir: Path) -> Inputs:
         observations, outputs = [], []
         for group in roles.groups:
             decoded = []
+            empty = {role for role in (f"{side}_{name}" for name in group.names for side in SIDES)
+                     if holds_no_rows(options.input_dir, options.topics[role])}
             for pair in group.pairs:
                 for side in SIDES:
                     role = f"{side}_{pair.name}"
+                    if role in empty and any(f"{side}_{other.name}" not in empty for other in group.pairs):
+                        continue  # nothing to classify: its counts are 0 (``_output_records``), its scan and code not run
                     observations.append(Observation(role))
                     tagged = decode.in_window(frames[role], options.window, group.time.name).select(
                         F.lit(pair.name).alias("pair"), F.lit(side).alias("side"), "*")
@@ -415,7 +421,8 @@ def _reconcile(spark: SparkSession, options: Options, partial: Partial | None, o
         if options.detail == "all":
             matches = [frame.where(F.col("status") == "match") for frame in (stage, paired) if frame is not None]
             explained = _union([explained, *[m.drop(*[c for c in m.columns if c.startswith("_")]) for m in matches]])
-        planned_once = PLANNED_ONCE if any(mismatching.values()) and _few(mismatching) and not roles.two_sided else {}
+        planned_once = {**PLANNED_ONCE, SHUFFLE_PARTITIONS: str(_cores(spark))} if (
+            any(mismatching.values()) and _few(mismatching) and not roles.two_sided) else {}
         with _step(spark, "Explained the mismatches from the input topics"), _settings(spark, {**EXPLAIN_SETTINGS,
                                                                                           **planned_once}):
             explained.write.partitionBy("status").parquet(str(staging / "detail"))

@@ -223,6 +223,35 @@ def test_a_second_declared_join_reconciles_from_files(spark, tmp_path: Path) -> 
     assert main([*argv, "--max-mismatch-rate", "0"]) == 1  # every pair has mismatches: breached
 
 
+def test_a_join_output_exported_without_a_row_is_left_out_of_the_classification(spark, tmp_path: Path) -> None:
+    """Both engines' by-id outputs exported as Parquet without a row (as the cold benchmark's second join has them):
+    the classification reads the direct pair's exports only, the by-id pair counts no record and no status, and the
+    direct pair's verdicts are those of a run that reads all four."""
+    from spark_batch.options import parse
+    from spark_batch.reconcile import _inputs
+
+    tag = uuid.uuid4().hex[:8]
+    path = statements(tmp_path, tag)
+    s = build(path, tag)
+    records = {**s.records, "faust_repartition": [], "ksqldb_repartition": []}
+    topics = s.topics()
+    export(tmp_path / "in", topics, records)
+    argv = ["--statements", str(path), "--date", sc.DAY, "--source", "files", "--input", str(tmp_path / "in"),
+            "--output", str(tmp_path / "out"), "--partitions", str(PARTITIONS), "--partitioner", "murmur2",
+            "--max-mismatch-rate", "1"]
+    [by_side] = _inputs(spark, parse(argv), tmp_path / "out").outputs
+    read = {side: {uri.rsplit("/", 1)[-1] for uri in frame.inputFiles()} for side, frame in by_side.items()}
+    assert read == {side: {f"{topics[f'{side}_direct']}.parquet"} for side in ("faust", "ksqldb")}
+    assert main(argv) == 0
+    summary = json.loads((tmp_path / "out" / f"dt={sc.DAY}" / "summary.json").read_text())
+    assert {st: n for st, n in summary["statuses"]["direct"].items() if n} == s.statuses("direct")
+    assert {c: n for c, n in summary["causes"]["direct"].items() if n} == s.causes("direct")
+    assert not any(summary["statuses"]["repartition"].values())
+    assert [summary["output_records"][f"{side}_repartition"] for side in ("faust", "ksqldb")] == [
+        {"rows": 0, "undecodable": 0}] * 2
+    assert summary["output_records"]["faust_direct"]["rows"] == len(s.records["faust_direct"])
+
+
 def test_statements_that_cannot_be_reconciled_are_one_line_exit_2(tmp_path: Path, capsys) -> None:
     """A file that cannot be read or planned, one without a join, a seed flag with a statements file: one line naming it."""
     bad = tmp_path / "bad.sql"
