@@ -10,7 +10,8 @@ exit; the figures are the median of each and their ratio. Both run with the shuf
 fresh runs of datacompy's ``SparkSQLCompare`` + ``report()`` on the seed's outputs (install it as
 ``reconcile.py`` says) give the job ÷ datacompy ratio. Each run also says where its seconds went: its Spark event
 log (each step's jobs, as the job describes them, and their tasks' CPU), Janino's and the JIT's compile seconds
-(``-XX:+CITime``); ``--variant`` runs the job with other settings too, in the same rounds.
+(``-XX:+CITime``); ``--variant`` runs the job with other settings too, in the same rounds, and ``--baseline DIR``
+the job of another source tree (``git archive <commit> | tar -x -C DIR``: the commit before a change).
 
     .venv/bin/python benchmarks/reconcile_cold.py                       # 10 M per side, both joins, datacompy once
     .venv/bin/python benchmarks/reconcile_cold.py --orders 200000 --users 2000 --datacompy-rounds 0
@@ -240,13 +241,14 @@ def run_join(args: argparse.Namespace, join: str, base: Path, work: Path) -> dic
     after them for the seed)."""
     data, shape = prepare(join, base, args.orders, args.users)
     child = ["--child", join, str(data), "--statements-dir", str(base), "--datacompy-path", args.datacompy_path]
-    jobs = ["job", *variants(args)]
+    jobs = ["job", *variants(args), *(["baseline"] if args.baseline else [])]
     runs: dict[str, list[dict]] = {"bare": [], **{kind: [] for kind in jobs}, "datacompy": []}
     order = [(kind, round_) for round_ in range(1, args.rounds + 1) for kind in ("bare", *jobs)]
     order += [("datacompy", round_) for round_ in range(1, args.datacompy_rounds + 1)] if join == "seed" else []
     for kind, round_ in order:
         if kind in jobs:
-            command = submit_command(args, ROOT / "spark_batch" / "reconcile.py",
+            tree = Path(args.baseline) if kind == "baseline" else ROOT
+            command = submit_command(args, tree / "spark_batch" / "reconcile.py",
                                      job_args(data, shape, work / f"out-{join}"),
                                      settings(args, kind, work / "events" / f"{join}-{kind}-{round_}"))
         else:
@@ -282,7 +284,8 @@ def print_table(results: list[dict], args: argparse.Namespace) -> None:
     confs = ", ".join(args.conf) or "Spark defaults"
     print(f"\nfresh spark-submit per run; median of each; conf: {confs}"
           + (f"; the job's runs also: {', '.join(args.job_conf)}" if args.job_conf else "")
-          + "".join(f"; {name}: {', '.join(conf)}" for name, conf in variants(args).items()))
+          + "".join(f"; {name}: {', '.join(conf)}" for name, conf in variants(args).items())
+          + (f"; baseline: the job of {args.baseline}" if args.baseline else ""))
     print(f"{'join':<8}{'rows/side':>12}{'bare s':>9}{'job s':>9}{'job÷bare':>10}{'CPU÷':>7}{'datacompy s':>13}"
           f"{'job÷dc':>8}{'load':>11}")
     for r in results:
@@ -299,6 +302,10 @@ def print_table(results: list[dict], args: argparse.Namespace) -> None:
         print(f"        each run (s): {each}")
         each = ", ".join(f"{k} " + " / ".join(f"{x['cpu']:.1f}" for x in runs) for k, runs in r["runs"].items() if runs)
         print(f"        each run's CPU (s): {each}")
+        if r["runs"].get("baseline"):
+            rounds = " / ".join(f"{j['seconds'] / b['seconds']:.3f}" for j, b in zip(r["runs"]["job"], r["runs"]["baseline"]))
+            print(f"        job ÷ baseline: {m['job'] / m['baseline']:.3f}× wall, {cpu['job'] / cpu['baseline']:.3f}× CPU "
+                  f"(medians); per round {rounds}")
     for r in results:
         print_where(r)
 
@@ -374,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a Spark setting for the job's runs only (what the DAG would give it)")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME;KEY=VALUE;...",
                         help="the job with these settings too, in the same rounds (its own row, against the same bare runs)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also the job of this source tree (a clean archive of another commit), in the same rounds "
+                        "with the same settings: its own row, and the job ÷ baseline ratio")
     parser.add_argument("--data", help="keep the generated data under this directory and reuse it on the next run")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--child", nargs=2, metavar=("JOIN", "DIR"), help=argparse.SUPPRESS)
@@ -390,8 +400,10 @@ def main(argv: list[str] | None = None) -> int:
     problems += [f"--{name}={c!r}: expected KEY=VALUE" for name, given in (("conf", args.conf), ("job-conf", args.job_conf))
                  for c in given if "=" not in c]
     problems += [f"--variant={v!r}: expected NAME;KEY=VALUE;..." for v in args.variant
-                 if len(v.split(";")) < 2 or v.split(";")[0] in ("bare", "job", "datacompy")
+                 if len(v.split(";")) < 2 or v.split(";")[0] in ("bare", "job", "datacompy", "baseline")
                  or not all("=" in c for c in v.split(";")[1:])]
+    if args.baseline and not (Path(args.baseline) / "spark_batch" / "reconcile.py").is_file():
+        problems.append(f"--baseline={args.baseline}: no spark_batch/reconcile.py there (a source tree: git archive)")
     if args.datacompy_rounds and "seed" in joins and not (Path(args.datacompy_path) / "datacompy").is_dir():
         problems.append(f"--datacompy-path={args.datacompy_path}: no datacompy there: {warm.DATACOMPY_INSTALL}")
     if problems:

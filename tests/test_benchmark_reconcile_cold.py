@@ -19,7 +19,8 @@ def test_bad_options_are_one_line_exit_2() -> None:
     for args, named in ((["--joins", "third"], "--joins"), (["--orders", "0"], "--orders"),
                         (["--conf", "spark.sql.shuffle.partitions"], "--conf"),
                         (["--datacompy-path", "/nonexistent", "--joins", "seed"], "--datacompy-path"),
-                        (["--variant", "c1"], "--variant"), (["--job-conf", "x"], "--job-conf")):
+                        (["--variant", "c1"], "--variant"), (["--job-conf", "x"], "--job-conf"),
+                        (["--baseline", "/nonexistent"], "--baseline")):
         done = cold(*args, timeout=120)
         assert done.returncode == 2, (args, done.stderr)
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("reconcile_cold: error: ") and named in done.stderr
