@@ -329,10 +329,17 @@ def tick_keys(partitions: int) -> list[bytes]:
     return [keys[n] for n in range(partitions)]
 
 
-#: The worker's ``sitecustomize`` under ``--stacks``: a thread samples the main thread's stack every 5 ms between a
-#: ``.start`` and a ``.stop`` file next to the output, then writes the stacks and each thread's CPU seconds there.
+#: The worker's ``sitecustomize`` under ``--stacks``: between a ``.start`` and a ``.stop`` file next to the output,
+#: every 5 ms of the process's CPU (``ITIMER_PROF``) the main thread's stack is counted where the signal finds it:
+#: what the process spends its CPU on, a long C call in the Python frame that made it.  (A sampling thread would be
+#: let in by the GIL mostly where the main thread releases it, a socket write or a RocksDB call, and count those.)
+#: Then the stacks and each thread's CPU seconds are written there.
 STACK_SAMPLER = '''
-import collections, json, os, sys, threading, time
+import collections, json, os, signal, sys, threading, time
+
+INTERVAL = 0.005
+_counts = collections.Counter()
+_on = False
 
 def _cpu():
     """CPU seconds by thread name (Python's, else the kernel's)."""
@@ -349,34 +356,38 @@ def _cpu():
         cpu[names.get(int(tid), comm)] += (int(fields[11]) + int(fields[12])) / tick
     return cpu
 
-def _sample(path, main):
-    counts, started, n = collections.Counter(), None, 0
-    while True:
-        time.sleep(0.005)
-        n += 1
-        if n % 20 == 0:
-            if started is None and os.path.exists(path + ".start"):
-                counts, started = collections.Counter(), _cpu()
-            elif started is not None and os.path.exists(path + ".stop"):
-                cpu = _cpu()
-                cpu.subtract(started)
-                stacks = {";".join(f"{c.co_filename}:{c.co_firstlineno}:{c.co_name}" for c in reversed(k)): v
-                          for k, v in counts.items()}
-                with open(path + ".part", "w") as out:
-                    json.dump({"cpu": dict(cpu), "stacks": stacks}, out)
-                os.replace(path + ".part", path)
-                return
-        if started is None:
-            continue
-        frame, stack = sys._current_frames().get(main), []
-        while frame is not None:
-            stack.append(frame.f_code)
-            frame = frame.f_back
-        counts[tuple(stack)] += 1
+def _on_prof(signum, frame):
+    if not _on:
+        return
+    stack = []
+    while frame is not None:
+        stack.append(frame.f_code)
+        frame = frame.f_back
+    _counts[tuple(stack)] += 1
+
+def _control(path):
+    global _on
+    while not os.path.exists(path + ".start"):
+        time.sleep(0.1)
+    started, _on = _cpu(), True
+    signal.setitimer(signal.ITIMER_PROF, INTERVAL, INTERVAL)
+    while not os.path.exists(path + ".stop"):
+        time.sleep(0.1)
+    signal.setitimer(signal.ITIMER_PROF, 0, 0)
+    _on = False
+    time.sleep(0.1)  # a signal already taken runs its handler
+    cpu = _cpu()
+    cpu.subtract(started)
+    stacks = {";".join(f"{c.co_filename}:{c.co_firstlineno}:{c.co_name}" for c in reversed(k)): v
+              for k, v in list(_counts.items())}
+    with open(path + ".part", "w") as out:
+        json.dump({"cpu": dict(cpu), "stacks": stacks, "interval": INTERVAL}, out)
+    os.replace(path + ".part", path)
 
 if os.environ.get("STREAM_JOIN_STACKS"):
-    threading.Thread(target=_sample, args=(os.environ["STREAM_JOIN_STACKS"], threading.main_thread().ident),
-                     daemon=True, name="stack-sampler").start()
+    signal.signal(signal.SIGPROF, _on_prof)
+    threading.Thread(target=_control, args=(os.environ["STREAM_JOIN_STACKS"],), daemon=True,
+                     name="stack-sampler").start()
 '''
 
 
@@ -405,8 +416,10 @@ IDLE = (":select", ":poll", ":_worker", ":wait")
 
 
 def stack_summary(sampled: dict[str, Any], records: int, top: int = 30) -> list[str]:
-    """Lines for people: each thread's CPU µs a record; the main thread's samples by function, what it spends
-    itself (its own) and with what it calls (inclusive), as shares of its busy samples."""
+    """Lines for people: each thread's CPU µs a record; where the process's CPU samples found the main thread, by
+    function, what it spends itself (its own) and with what it calls (inclusive), as shares of the samples that found
+    it working and µs a record (the process's CPU over its samples); the samples that found it waiting (the other
+    threads' CPU) counted apart."""
     lines = [f"CPU µs a record by thread: " + ", ".join(
         f"{name} {seconds * 1e6 / records:.1f}" for name, seconds in sorted(sampled.get("cpu", {}).items(),
                                                                           key=lambda kv: -kv[1]) if seconds > 0)]
@@ -422,10 +435,13 @@ def stack_summary(sampled: dict[str, Any], records: int, top: int = 30) -> list[
         own[frames[-1]] += count
         for frame in dict.fromkeys(frames):  # once a sample, however deep
             inclusive[frame] += count
-    lines.append(f"main thread: {busy:,} busy samples, {idle:,} waiting")
+    cpu = sum(sampled.get("cpu", {}).values())  # the timer ticks coarser than it is set: the process's CPU says
+    each = (cpu / (busy + idle) if cpu and busy + idle else sampled.get("interval", 0.005)) * 1e6 / records
+    lines.append(f"main thread: {busy:,} samples working ({busy * each:.1f} µs a record), {idle:,} waiting")
     for title, counts in (("own", own), ("inclusive", inclusive)):
         lines.append(f"  {title}:")
-        lines += [f"  {100 * n / max(busy, 1):5.1f}% {short(frame)}" for frame, n in counts.most_common(top)]
+        lines += [f"  {100 * n / max(busy, 1):5.1f}% {n * each:6.2f} µs {short(frame)}"
+                  for frame, n in counts.most_common(top)]
     return lines
 
 
@@ -597,7 +613,7 @@ def main(argv: list[str] | None = None) -> None:
         console.print(f"the pure engine writes exactly those rows ({time.monotonic() - started:.0f} s in one task)")
     ratios: list[Rate] = []
     table: list[tuple[int, Sample]] = []
-    stacks: dict[str, Any] = {"cpu": Counter(), "stacks": Counter()}
+    stacks: dict[str, Any] = {"cpu": Counter(), "stacks": Counter(), "interval": 0.005}
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         base = broker.settings(Settings()).replace(partitions=args.partitions)
