@@ -46,6 +46,30 @@ def test_on_a_tie_the_table_goes_first() -> None:
         == [("users", [4]), ("orders", [4])]
 
 
+def test_any_queues_merge_as_the_heads_minimum_says() -> None:
+    """Against the rule itself, stated as a loop over the heads: random queues, times out of order within a queue,
+    ties, three queues, one of them a table."""
+    import random
+
+    def by_heads(queues: list[tuple[str, list[int]]]) -> list[tuple[str, list[int]]]:
+        heads = [[key, items, 0, order] for order, (key, items) in enumerate(queues) if items]
+        runs: list[tuple[str, list[int]]] = []
+        while heads:
+            head = min(heads, key=lambda h: (h[1][h[2]], 0 if h[0] == "t" else 1, h[3]))
+            if not runs or runs[-1][0] != head[0]:
+                runs.append((head[0], []))
+            runs[-1][1].append(head[1][head[2]])
+            head[2] += 1
+            if head[2] == len(head[1]):
+                heads.remove(head)
+        return runs
+
+    rng = random.Random(7)
+    for _ in range(500):
+        queues = [(key, [rng.randrange(8) for _ in range(rng.randrange(6))]) for key in ("s1", "t", "s2")]
+        assert event_time_runs(queues, lambda _k, t: t, lambda k: k == "t") == by_heads(queues), queues
+
+
 class Msg:
     def __init__(self, ts_ms: int) -> None:
         self.timestamp = ts_ms / 1000

@@ -10,9 +10,12 @@ See docs/explanation/worker-internals.md#batch-delivery and the two sections aft
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
 from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 from typing import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from aiokafka.structs import ConsumerRecord
@@ -104,24 +107,25 @@ def event_time_runs(queues: Sequence[tuple[K, Sequence[T]]], time_of: Callable[[
     with the lowest event time, a table's before a stream's on a tie, then the
     queue listed first.  Consecutive records of one queue make one run.
     """
-    live = [(key, items, 0) for key, items in queues if items]
+    live = [(key, items) for key, items in queues if items]
     if len(live) == 1:
         return [(live[0][0], list(live[0][1]))]
-    heads = [[key, items, 0, time_of(key, items[0]), 0 if is_table(key) else 1, order]
-             for order, (key, items, _) in enumerate(live)]
+    # heapq.merge keeps one head per queue and always yields the least, then that queue's next: exactly the heads'
+    # minimum even where a queue's times go back (it never looks past a head); one step a record, not a min()
+    merged = heapq.merge(*(_heads(key, items, 0 if is_table(key) else 1, order, time_of)
+                           for order, (key, items) in enumerate(live)))
     runs: list[tuple[K, list[T]]] = []
-    while heads:
-        head = min(heads, key=lambda h: (h[3], h[4], h[5]))
-        key, items = head[0], head[1]
-        if not runs or runs[-1][0] is not key:
-            runs.append((key, []))
-        runs[-1][1].append(items[head[2]])
-        head[2] += 1
-        if head[2] == len(items):
-            heads.remove(head)
-        else:
-            head[3] = time_of(key, items[head[2]])
+    for order, heads in groupby(merged, key=itemgetter(2)):
+        key, items = live[order]
+        runs.append((key, [items[head[3]] for head in heads]))
     return runs
+
+
+def _heads(key: K, items: Sequence[T], rank: int, order: int, time_of: Callable[[K, T], int]
+           ) -> Iterator[tuple[int, int, int, int]]:
+    """A queue's records as (time, 0 for a table else 1, the queue's place, the record's place) for the merge."""
+    for i, item in enumerate(items):
+        yield time_of(key, item), rank, order, i
 
 
 def pieces(by_partition: Mapping[TP, Sequence[T]] | InOrder, size: int = CALL_SIZE
