@@ -6,7 +6,8 @@ generators), then runs, alternating, ``--rounds`` fresh ``spark-submit``s of the
 --source files``, the application the nightly DAG submits) and of a bare Spark full outer join of the same two
 outputs + count by status (this file as the application). Each run is timed from spark-submit's start to its
 exit; the figures are the median of each and their ratio. Both run with the shuffle settings a nightly run gets
-(Spark's own: docs/how-to/schedule-nightly.md#shuffle-partitions); ``--conf`` adds any. ``--datacompy-rounds``
+(Spark's own: docs/how-to/schedule-nightly.md#shuffle-partitions); the job also with the JVM options the nightly DAG
+gives it (its garbage collector), the bare join on Java's defaults, as a hand-written one; ``--conf`` adds any. ``--datacompy-rounds``
 fresh runs of datacompy's ``SparkSQLCompare`` + ``report()`` on the seed's outputs (install it as
 ``reconcile.py`` says) give the job ÷ datacompy ratio. Each run also says where its seconds went: its Spark event
 log (each step's jobs, as the job describes them, and their tasks' CPU), Janino's and the JIT's compile seconds
@@ -19,6 +20,7 @@ the job of another source tree (``git archive <commit> | tar -x -C DIR``: the co
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -58,12 +60,27 @@ def submit_env() -> dict[str, str]:
     return env
 
 
+#: The nightly DAG, whose spark-submit options a job's run gets (``nightly_java_options``).
+DAG = ROOT / "deploy" / "airflow" / "dags" / "reconcile_nightly.py"
+
+
+def nightly_java_options(dag: Path = DAG) -> str:
+    """The JVM options the nightly DAG gives the job's driver and executors (its ``JAVA_OPTIONS``), read from its
+    source: the DAG imports Airflow, which this venv has not."""
+    for node in ast.parse(dag.read_text()).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["JAVA_OPTIONS"]:
+            return ast.literal_eval(node.value)
+    raise RuntimeError(f"{dag} sets no JAVA_OPTIONS")
+
+
 def settings(args: argparse.Namespace, kind: str, events: Path) -> list[str]:
-    """``--conf`` (and for a job's runs ``--job-conf``, and for a ``--variant``'s its own) as spark-submit
-    options, with what every run is measured by: Spark's event log (its jobs and tasks) and the JIT's compile
-    times (``-XX:+CITime``, printed at exit)."""
+    """``--conf`` (and for a job's runs the nightly DAG's JVM options, ``--job-conf``, and a ``--variant``'s own) as
+    spark-submit options, with what every run is measured by: Spark's event log (its jobs and tasks) and the JIT's
+    compile times (``-XX:+CITime``, printed at exit). The bare join and datacompy run on Spark's defaults, as a
+    hand-written comparison would."""
     given = dict(c.split("=", 1) for c in args.conf)
     if kind not in ("bare", "datacompy"):
+        given.setdefault(JAVA_OPTIONS, nightly_java_options())
         given.update(c.split("=", 1) for c in [*args.job_conf, *variants(args).get(kind, [])])
     java = given.pop(JAVA_OPTIONS, "")
     given.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
@@ -283,7 +300,8 @@ def medians(result: dict) -> dict[str, float]:
 def print_table(results: list[dict], args: argparse.Namespace) -> None:
     confs = ", ".join(args.conf) or "Spark defaults"
     print(f"\nfresh spark-submit per run; median of each; conf: {confs}"
-          + (f"; the job's runs also: {', '.join(args.job_conf)}" if args.job_conf else "")
+          + f"; the job's runs also: the DAG's {nightly_java_options()}"
+          + (f", {', '.join(args.job_conf)}" if args.job_conf else "")
           + "".join(f"; {name}: {', '.join(conf)}" for name, conf in variants(args).items())
           + (f"; baseline: the job of {args.baseline}" if args.baseline else ""))
     print(f"{'join':<8}{'rows/side':>12}{'bare s':>9}{'job s':>9}{'job÷bare':>10}{'CPU÷':>7}{'datacompy s':>13}"

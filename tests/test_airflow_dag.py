@@ -55,6 +55,8 @@ def test_dag_loads_renders_and_tells_a_breach_from_an_error(tmp_path):
     ]
     assert probe["command"] == [
         "spark-submit", "--master", MASTER, "--conf", f"spark.pyspark.python={ROOT}/.venv/bin/python",
+        "--conf", "spark.driver.extraJavaOptions=-XX:+UseParallelGC",
+        "--conf", "spark.executor.extraJavaOptions=-XX:+UseParallelGC",
         "--packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}",
         "--name", f"streamapp-reconcile-{DS}", f"{ROOT}/spark_batch/reconcile.py", *job_args,
     ]

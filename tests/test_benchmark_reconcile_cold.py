@@ -56,3 +56,36 @@ def test_the_second_join_runs_cold_against_the_bare_join(tmp_path: Path) -> None
         assert 0 < run["timeline"]["to_app_start"] < run["timeline"]["to_first_job"] < run["seconds"]
         assert run["codegen"]["classes"] > 0 and run["jit"]["c1_s"] > 0  # Janino's log lines, -XX:+CITime's
     assert "where the seconds went" in done.stdout and "→ first Spark job" in done.stdout
+
+
+def test_the_job_runs_with_the_nightly_dags_jvm_options_the_bare_join_with_javas(tmp_path: Path) -> None:
+    """The job's spark-submit gets what the DAG gives it (its JAVA_OPTIONS); the bare join, a hand-written
+    comparison, Java's defaults; a --conf of the JVM options wins for every run."""
+    import argparse
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reconcile_cold", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    cold_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cold_module)
+    dag_text = (ROOT / "deploy" / "airflow" / "dags" / "reconcile_nightly.py").read_text()
+    assert 'JAVA_OPTIONS = "-XX:+UseParallelGC"' in dag_text and cold_module.nightly_java_options() == "-XX:+UseParallelGC"
+    args = argparse.Namespace(conf=[], job_conf=[], variant=[])
+
+    def java(kind: str, given: argparse.Namespace) -> str:
+        confs = cold_module.settings(given, kind, tmp_path / "events")
+        return next(c for c in confs if c.startswith("spark.driver.extraJavaOptions="))
+
+    assert java("job", args) == "spark.driver.extraJavaOptions=-XX:+UseParallelGC -XX:+CITime"
+    assert java("baseline", args) == java("job", args)
+    assert java("bare", args) == "spark.driver.extraJavaOptions=-XX:+CITime"
+    mine = argparse.Namespace(conf=["spark.driver.extraJavaOptions=-Xss4m"], job_conf=[], variant=[])
+    assert java("job", mine) == java("bare", mine) == "spark.driver.extraJavaOptions=-Xss4m -XX:+CITime"
+    missing = tmp_path / "dag.py"
+    missing.write_text("X = 1\n")
+    try:
+        cold_module.nightly_java_options(missing)
+    except RuntimeError as exc:
+        assert "sets no JAVA_OPTIONS" in str(exc)
+    else:
+        raise AssertionError("a DAG without JAVA_OPTIONS was read")
