@@ -13,9 +13,10 @@ before the rounds), the pipe's every record once.  Every ``--sample-seconds`` th
 (2.5 hours of event time) it should stay flat, as the stores hold only a retention's records.
 
 ``--stacks PATH``: the worker's main thread's stack every 5 ms and each thread's CPU seconds while timed, as JSON.
+``--kafka-streams``: Kafka Streams (``streamapp ksql-equivalent``'s program) runs the same join too, timed alike.
 
     .venv/bin/python benchmarks/stream_join.py [--orders 1000000] [--hours 10] [--rounds 3] [--csv PATH]
-                                               [--stacks PATH]
+                                               [--stacks PATH] [--kafka-streams] [--bootstrap HOST:PORT]
     .venv/bin/python benchmarks/stream_join.py pipe ...   (the baseline's child process; used internally)
 """
 from __future__ import annotations
@@ -36,14 +37,16 @@ import threading
 import time
 import uuid
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 
+from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan, query_application_id
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.kafka.reader import TopicReader
@@ -67,6 +70,8 @@ HOUR, MINUTE = 3_600_000, 60_000
 WINDOW, GRACE = HOUR, 30 * MINUTE
 RETENTION = 2 * WINDOW + GRACE
 CARRIERS = ("dhl", "ups", "fedex", "post")
+#: The third engine's name in the figures (``--kafka-streams``).
+STREAMS = "Kafka Streams"
 #: Ticks (one a second, each later than every window) that write nothing once every record was read: the worker
 #: has written all it will, and its output is checked as it is.
 STALLED_TICKS = 60
@@ -310,6 +315,13 @@ class Sampler(threading.Thread):
         return self.samples
 
 
+def new_topics(base: Settings) -> str:
+    """A new tag and its orders and shipments topics: each engine of a round reads topics of its own."""
+    tag = uuid.uuid4().hex[:8]
+    ensure_topics(base.bootstrap_servers, {f"orders_{tag}": base.partitions, f"shipments_{tag}": base.partitions})
+    return tag
+
+
 def settings_for(base: Settings, tmp: Path, tag: str) -> Settings:
     """Settings running the statements on the run's topics (``tag``), with an app id and data directory of their own."""
     path = tmp / f"stream-join-{tag}.sql"
@@ -453,6 +465,65 @@ def short(frame: str) -> str:
     return frame
 
 
+def await_rows(bootstrap: str, output: str, partitions: int, wanted: int, records: list[tuple[str, bytes, bytes, int]],
+               sources: list[str], read: Callable[[], int], alive: Callable[[], bool], tail: Callable[[], str]) -> None:
+    """Until ``output`` holds ``wanted`` rows.  Once ``read()`` says every record was read (not before: a later
+    record would close windows still being read), a shipment later than every window goes to each partition each
+    second, as a stream that goes on would close the last unmatched orders' windows; after :data:`STALLED_TICKS`
+    ticks that wrote nothing it returns, and the check says what is missing."""
+    last = max(r[3] for r in records) + RETENTION + MINUTE
+    deadline, asked, ticks, written = time.monotonic() + 3600, 0.0, 0, -1
+    watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
+    try:
+        while (now_written := end_offsets(watermarks, output, partitions)) < wanted:
+            if time.monotonic() > deadline or not alive():
+                raise RuntimeError(f"{now_written:,} of {wanted:,} rows in {output}: {tail()}")
+            if time.monotonic() - asked > 1.1:  # read them all? then a tick; asked once a second, not to load it
+                asked = time.monotonic()
+                if read() >= len(records):
+                    ticks = ticks + 1 if now_written == written else 0
+                    if ticks > STALLED_TICKS:  # the rows below tell which are missing
+                        console.print(f"{now_written:,} of {wanted:,} rows, unchanged over {ticks} ticks after every "
+                                      f"record was read: checking what is there")
+                        return
+                    written, last = now_written, last + 1
+                    produce(bootstrap, [(sources[1], k, b'{"carrier":"tick"}', last) for k in tick_keys(partitions)])
+            time.sleep(0.1)
+    finally:
+        watermarks.close()
+
+
+def check_output(expected: Counter[Row], bootstrap: str, output: str, partitions: int,
+                 records: list[tuple[str, bytes, bytes, int]], log: Path) -> None:
+    """Untimed: ``output`` must hold exactly ``expected``; else the differences, the engine's log kept."""
+    found = [decoded(r.key, r.value, r.timestamp) for r in read_output(bootstrap, output, partitions)]
+    problem = check_rows(expected, found)
+    if problem:
+        t0 = min(r[3] for r in records)
+        kept = Path(tempfile.gettempdir()) / f"stream_join-{log.name}"  # the run's directory goes
+        shutil.copy(log, kept)
+        raise RuntimeError("\n".join([f"{output}: {problem} (the log: {kept})",
+                                       *differences(expected, found, partitions, t0)]))
+
+
+def tree_cpu_seconds(process: psutil.Process) -> float:
+    """CPU seconds of ``process`` and its living children (a JVM has none, but a launcher script would)."""
+    total = cpu_seconds(process)
+    for child in process.children(recursive=True):
+        try:
+            total += cpu_seconds(child)
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def committed(probe: Consumer, topics: list[str], partitions: int) -> int:
+    """The offsets the group of ``probe`` (a consumer that never joins it) has committed on ``topics``, summed: the
+    records it has processed (fewer between commits)."""
+    offsets = probe.committed([TopicPartition(t, n) for t in topics for n in range(partitions)], timeout=10)
+    return sum(max(tp.offset, 0) for tp in offsets)
+
+
 def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[str, bytes, bytes, int]],
                  expected: Counter[Row], every: float, stacks: Path | None = None
                  ) -> tuple[Rate, list[Sample], dict[str, Any]]:
@@ -464,50 +535,62 @@ def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[st
     sampled: dict[str, Any] = {}
     sources = [f"orders_{tag}", f"shipments_{tag}"]
     sampler = Sampler(worker, sources, every)
-    watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
     try:
         assert worker.proc is not None
         process = psutil.Process(worker.proc.pid)
-        wanted, last = sum(expected.values()), max(r[3] for r in records) + RETENTION + MINUTE
+        wanted = sum(expected.values())
         sampler.start()
         if stacks is not None:
             stacks.with_name(stacks.name + ".start").touch()
             time.sleep(0.2)  # the sampler looks every 0.1 s
         start, cpu_start = time.monotonic(), cpu_seconds(process)
         produce(bootstrap, records)
-        deadline, asked, ticks, written = time.monotonic() + 3600, 0.0, 0, -1
-        while (now_written := end_offsets(watermarks, output, n)) < wanted:
-            if time.monotonic() > deadline or worker.proc.poll() is not None:
-                raise RuntimeError(f"the worker: {now_written:,} of {wanted:,} rows: {worker.tail(5)}")
-            if time.monotonic() - asked > 1.1:  # read them all? then a tick; asked once a second, not to load it
-                asked = time.monotonic()
-                if sampler.read() >= len(records):
-                    ticks = ticks + 1 if now_written == written else 0
-                    if ticks > STALLED_TICKS:  # the rows below tell which are missing
-                        console.print(f"{now_written:,} of {wanted:,} rows, unchanged over {ticks} ticks after every "
-                                      f"record was read: checking what is there")
-                        break
-                    written, last = now_written, last + 1
-                    produce(bootstrap, [(sources[1], k, b'{"carrier":"tick"}', last) for k in tick_keys(n)])
-            time.sleep(0.1)
+        await_rows(bootstrap, output, n, wanted, records, sources, sampler.read,
+                   lambda: worker.proc is not None and worker.proc.poll() is None, lambda: f"the worker: {worker.tail(5)}")
         rate = Rate(len(records) / (time.monotonic() - start), len(records) / (cpu_seconds(process) - cpu_start))
         if stacks is not None:
             sampled = stop_sampling(stacks)
         samples = sampler.stop()
     finally:
-        watermarks.close()
         if sampler.is_alive():
             sampler.stop()
         worker.stop()
-    found = [decoded(r.key, r.value, r.timestamp) for r in read_output(bootstrap, output, n)]
-    problem = check_rows(expected, found)
-    if problem:
-        t0 = min(r[3] for r in records)
-        kept = Path(tempfile.gettempdir()) / f"stream_join_worker-{settings.app_id}.log"  # the run's directory goes
-        shutil.copy(worker.log_path, kept)
-        raise RuntimeError("\n".join([f"{output}: {problem} (the worker's log: {kept})",
-                                       *differences(expected, found, n, t0)]))
+    check_output(expected, bootstrap, output, n, records, Path(worker.log_path))
     return rate, samples, sampled
+
+
+def bench_streams(settings: Settings, tmp: Path, tag: str, records: list[tuple[str, bytes, bytes, int]],
+                  expected: Counter[Row]) -> Rate:
+    """Kafka Streams (``streamapp ksql-equivalent``'s program, PlanStreams: ksqlDB's topology of the same statements)
+    timed as the worker is: started first, from the first record produced until its output holds the rows (the same
+    closing ticks, once its group has committed every record), its JVM's CPU; then, untimed, its output checked
+    against ``expected``.  Its settings are the program's own, not tuned here: commit.interval.ms 1000, no record
+    cache (statestore.cache.max.bytes 0), Kafka Streams' defaults otherwise (one stream thread, at-least-once,
+    max.task.idle.ms 0), -Xmx384m -XX:+UseSerialGC."""
+    bootstrap, n = settings.bootstrap_servers, settings.partitions
+    plan = cluster_plan(settings)
+    query = next(q for q in plan.queries if q.kind == p.STREAM_STREAM_JOIN)
+    output, sources = plan.source(query.sink).topic, [f"orders_{tag}", f"shipments_{tag}"]
+    lines: list[str] = []  # all it prints (the program keeps only the last lines), written out once it stopped
+    streams = KsqlEquivalent(settings, state_dir=tmp / f"ks-{tag}", plan=plan, on_line=lines.append).start(timeout=180)
+    probe = Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False,
+                      "group.id": query_application_id(settings, query.name)})
+    try:
+        assert streams.pid is not None
+        process = psutil.Process(streams.pid)
+        start, cpu_start = time.monotonic(), tree_cpu_seconds(process)
+        produce(bootstrap, records)
+        await_rows(bootstrap, output, n, sum(expected.values()), records, sources,
+                   lambda: committed(probe, sources, n), lambda: streams.running,
+                   lambda: f"Kafka Streams: {streams.tail(5)}")
+        rate = Rate(len(records) / (time.monotonic() - start), len(records) / (tree_cpu_seconds(process) - cpu_start))
+    finally:
+        probe.close()
+        streams.stop()
+        log = tmp / f"kafka-streams-{settings.app_id}.log"
+        log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    check_output(expected, bootstrap, output, n, records, log)
+    return rate
 
 
 def bench_pipe(settings: Settings, tag: str, records: list[tuple[str, bytes, bytes, int]]) -> Rate:
@@ -591,6 +674,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="skip checking the expected rows against the pure engine first")
     parser.add_argument("--stacks", type=Path, default=None,
                         help="sample the worker's main thread and threads' CPU while timed; the JSON written here")
+    parser.add_argument("--kafka-streams", action="store_true",
+                        help="also run the join on Kafka Streams (the ksql-equivalent program) each round, timed alike")
+    parser.add_argument("--bootstrap", default=None, help="a running broker to use instead of starting one (tests)")
     args = parser.parse_args(argv)
     if args.mode == "pipe":
         asyncio.run(pipe(args.bootstrap, args.sources.split(","), args.output))
@@ -614,38 +700,53 @@ def main(argv: list[str] | None = None) -> None:
     ratios: list[Rate] = []
     table: list[tuple[int, Sample]] = []
     stacks: dict[str, Any] = {"cpu": Counter(), "stacks": Counter(), "interval": 0.005}
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmpdir:
+    engines = ["pipe", "worker", *([STREAMS] if args.kafka_streams else [])]
+    streams: dict[str, list[Rate]] = {"rate": [], "÷ pipe": [], "worker ÷": []}  # Kafka Streams' figures by round
+    with (nullcontext(None) if args.bootstrap else EmbeddedBroker()) as broker, \
+            tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        base = broker.settings(Settings()).replace(partitions=args.partitions)
+        base = (broker.settings(Settings()) if broker else Settings().replace(bootstrap_servers=args.bootstrap)
+                ).replace(partitions=args.partitions)
         for round_ in range(1, args.rounds + 1):
-            tag = uuid.uuid4().hex[:8]
+            tag = new_topics(base)
             settings = settings_for(base, tmp, tag)
-            ensure_topics(base.bootstrap_servers, {f"orders_{tag}": base.partitions, f"shipments_{tag}": base.partitions})
             records = encoded(events, tag)
             loads = [os.getloadavg()[0]]
-            if round_ % 2:
-                pipe_rate = bench_pipe(settings, tag, records)
+            first = (round_ - 1) % len(engines)  # each engine first in turn, the others after it in order
+            turn = engines[first:] + engines[:first]
+            rates: dict[str, Rate] = {}
+            for engine in turn:
+                own = new_topics(base) if engine != "pipe" else tag  # the engines read topics of their own
+                if engine == "pipe":
+                    rates[engine] = bench_pipe(settings, tag, records)
+                elif engine == "worker":
+                    rates[engine], samples, sampled = bench_worker(
+                        settings_for(base, tmp, own), tmp, own, encoded(events, own), expected, args.sample_seconds,
+                        tmp / f"stacks-{own}.json" if args.stacks else None)
+                    for part in ("cpu", "stacks"):
+                        stacks[part].update(sampled.get(part, {}))
+                else:
+                    rates[engine] = bench_streams(settings_for(base, tmp, own), tmp, own, encoded(events, own), expected)
                 loads.append(os.getloadavg()[0])
-            worker_tag = uuid.uuid4().hex[:8]  # the worker reads topics of its own, the pipe's left behind
-            ensure_topics(base.bootstrap_servers, {f"orders_{worker_tag}": base.partitions,
-                                                   f"shipments_{worker_tag}": base.partitions})
-            rate, samples, sampled = bench_worker(settings_for(base, tmp, worker_tag), tmp, worker_tag,
-                                                  encoded(events, worker_tag), expected, args.sample_seconds,
-                                                  tmp / f"stacks-{worker_tag}.json" if args.stacks else None)
-            for part in ("cpu", "stacks"):
-                stacks[part].update(sampled.get(part, {}))
-            loads.append(os.getloadavg()[0])
-            if not round_ % 2:
-                pipe_rate = bench_pipe(settings, tag, records)
-                loads.append(os.getloadavg()[0])
+            pipe_rate, rate = rates["pipe"], rates["worker"]
             ratios.append(Rate(rate.wall / pipe_rate.wall, rate.cpu / pipe_rate.cpu))
             table += [(round_, s) for s in samples]
             console.print(
-                f"round {round_} ({'pipe' if round_ % 2 else 'worker'} first): pipe {pipe_rate.wall:,.0f}/s "
-                f"({len(records) / pipe_rate.wall:.1f} s, {pipe_rate.cpu:,.0f} per CPU-s), worker {rate.wall:,.0f}/s "
-                f"({len(records) / rate.wall:.1f} s, {rate.cpu:,.0f} per CPU-s): {ratios[-1].wall:.2f}× the pipe, "
-                f"{ratios[-1].cpu:.2f}× per CPU-s; load {min(loads):.1f}-{max(loads):.1f}; the worker wrote exactly "
-                f"the expected rows, the pipe every record once")
+                f"round {round_} ({f'{turn[0]} first' if len(turn) == 2 else ', '.join(turn)}): pipe "
+                f"{pipe_rate.wall:,.0f}/s ({len(records) / pipe_rate.wall:.1f} s, {pipe_rate.cpu:,.0f} per CPU-s), "
+                f"worker {rate.wall:,.0f}/s ({len(records) / rate.wall:.1f} s, {rate.cpu:,.0f} per CPU-s): "
+                f"{ratios[-1].wall:.2f}× the pipe, {ratios[-1].cpu:.2f}× per CPU-s; load {min(loads):.1f}-"
+                f"{max(loads):.1f}; the worker wrote exactly the expected rows, the pipe every record once")
+            if STREAMS in rates:
+                ks = rates[STREAMS]
+                for name, figure in (("rate", ks), ("÷ pipe", Rate(ks.wall / pipe_rate.wall, ks.cpu / pipe_rate.cpu)),
+                                     ("worker ÷", Rate(rate.wall / ks.wall, rate.cpu / ks.cpu))):
+                    streams[name].append(figure)
+                console.print(
+                    f"  {STREAMS} {ks.wall:,.0f}/s ({len(records) / ks.wall:.1f} s, {ks.cpu:,.0f} per CPU-s): "
+                    f"{streams['÷ pipe'][-1].wall:.2f}× the pipe, {streams['÷ pipe'][-1].cpu:.2f}× per CPU-s; the "
+                    f"worker {streams['worker ÷'][-1].wall:.2f}× {STREAMS}, {streams['worker ÷'][-1].cpu:.2f}× per "
+                    f"CPU-s; {STREAMS} wrote exactly the expected rows")
             console.print(f"  {'records read':>14} {'seconds':>8} {'RSS MiB':>8} {'data dir MiB':>13} "
                           f"{'memtables MiB':>14} {'SST MiB':>8}")
             for s in curve(samples, len(records)):
@@ -665,6 +766,14 @@ def main(argv: list[str] | None = None) -> None:
     console.print(f"Orders × shipments joined ({args.orders:,} orders, {args.rounds} rounds): worker ÷ pipe median "
                   f"{statistics.median(r.wall for r in ratios):.2f}× wall (lowest {min(r.wall for r in ratios):.2f}×), "
                   f"{statistics.median(r.cpu for r in ratios):.2f}× per CPU second; the curve in {args.csv}")
+    if streams["rate"]:
+        median = {name: Rate(statistics.median(r.wall for r in rates_), statistics.median(r.cpu for r in rates_))
+                  for name, rates_ in streams.items()}
+        console.print(
+            f"{STREAMS} (PlanStreams as `streamapp ksql-equivalent` runs it, -Xmx{KsqlEquivalent.heap}): median "
+            f"{median['rate'].wall:,.0f} records/s, {median['rate'].cpu:,.0f} per CPU second; {STREAMS} ÷ pipe median "
+            f"{median['÷ pipe'].wall:.2f}× wall, {median['÷ pipe'].cpu:.2f}× per CPU second; worker ÷ {STREAMS} "
+            f"median {median['worker ÷'].wall:.2f}× wall, {median['worker ÷'].cpu:.2f}× per CPU second")
 
 
 if __name__ == "__main__":
