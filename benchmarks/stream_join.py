@@ -38,7 +38,7 @@ import time
 import uuid
 from collections import Counter
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple
 
@@ -517,6 +517,24 @@ def tree_cpu_seconds(process: psutil.Process) -> float:
     return total
 
 
+def thread_cpu(pid: int, own: str) -> Counter[str]:
+    """CPU seconds of a process's threads by name, the numbers at the end dropped (``C2 CompilerThread0`` and ``1``
+    together), those whose name starts with ``own`` (a Kafka Streams client's: its stream thread) as one: in a JVM,
+    the work apart from the JIT compilers and the collector."""
+    tick, cpu = os.sysconf("SC_CLK_TCK"), Counter[str]()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
+                name = f.read().strip()  # the kernel keeps 15 characters
+        except OSError:  # a thread gone since the listing
+            continue
+        cpu["stream thread" if name.startswith(own[:15]) else name.rstrip("0123456789")] += \
+            (int(fields[11]) + int(fields[12])) / tick
+    return cpu
+
+
 def committed(probe: Consumer, topics: list[str], partitions: int) -> int:
     """The offsets the group of ``probe`` (a consumer that never joins it) has committed on ``topics``, summed: the
     records it has processed (fewer between commits)."""
@@ -559,31 +577,46 @@ def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[st
     return rate, samples, sampled
 
 
+@dataclass
+class TunedStreams(KsqlEquivalent):
+    """The program with Kafka Streams properties of ``--streams-property`` over its own (the program takes none)."""
+
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def _base_config(self) -> dict[str, str]:
+        return {**super()._base_config(), **self.extra}
+
+
 def bench_streams(settings: Settings, tmp: Path, tag: str, records: list[tuple[str, bytes, bytes, int]],
-                  expected: Counter[Row]) -> Rate:
+                  expected: Counter[Row], extra: dict[str, str] | None = None) -> Rate:
     """Kafka Streams (``streamapp ksql-equivalent``'s program, PlanStreams: ksqlDB's topology of the same statements)
     timed as the worker is: started first, from the first record produced until its output holds the rows (the same
     closing ticks, once its group has committed every record), its JVM's CPU; then, untimed, its output checked
     against ``expected``.  Its settings are the program's own, not tuned here: commit.interval.ms 1000, no record
     cache (statestore.cache.max.bytes 0), Kafka Streams' defaults otherwise (one stream thread, at-least-once,
-    max.task.idle.ms 0), -Xmx384m -XX:+UseSerialGC."""
+    max.task.idle.ms 0), -Xmx384m -XX:+UseSerialGC; ``extra`` properties over them."""
     bootstrap, n = settings.bootstrap_servers, settings.partitions
     plan = cluster_plan(settings)
     query = next(q for q in plan.queries if q.kind == p.STREAM_STREAM_JOIN)
     output, sources = plan.source(query.sink).topic, [f"orders_{tag}", f"shipments_{tag}"]
     lines: list[str] = []  # all it prints (the program keeps only the last lines), written out once it stopped
-    streams = KsqlEquivalent(settings, state_dir=tmp / f"ks-{tag}", plan=plan, on_line=lines.append).start(timeout=180)
+    streams = TunedStreams(settings, state_dir=tmp / f"ks-{tag}", plan=plan, on_line=lines.append,
+                           extra=extra or {}).start(timeout=180)
     probe = Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False,
                       "group.id": query_application_id(settings, query.name)})
     try:
         assert streams.pid is not None
         process = psutil.Process(streams.pid)
+        threads = thread_cpu(process.pid, settings.app_id)
         start, cpu_start = time.monotonic(), tree_cpu_seconds(process)
         produce(bootstrap, records)
         await_rows(bootstrap, output, n, sum(expected.values()), records, sources,
                    lambda: committed(probe, sources, n), lambda: streams.running,
                    lambda: f"Kafka Streams: {streams.tail(5)}")
         rate = Rate(len(records) / (time.monotonic() - start), len(records) / (tree_cpu_seconds(process) - cpu_start))
+        threads = thread_cpu(process.pid, settings.app_id) - threads
+        console.print(f"  {STREAMS}' CPU seconds by thread while timed: " + ", ".join(
+            f"{name} {seconds:.1f}" for name, seconds in threads.most_common(6)), markup=False, highlight=False)
     finally:
         probe.close()
         streams.stop()
@@ -676,6 +709,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="sample the worker's main thread and threads' CPU while timed; the JSON written here")
     parser.add_argument("--kafka-streams", action="store_true",
                         help="also run the join on Kafka Streams (the ksql-equivalent program) each round, timed alike")
+    parser.add_argument("--streams-property", action="append", default=[], metavar="KEY=VALUE",
+                        help="with --kafka-streams: a Kafka Streams property over the program's own (repeatable)")
     parser.add_argument("--bootstrap", default=None, help="a running broker to use instead of starting one (tests)")
     args = parser.parse_args(argv)
     if args.mode == "pipe":
@@ -684,6 +719,9 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("orders", "rounds", "partitions"):
         if getattr(args, name) < 1:
             parser.exit(2, f"--{name} {getattr(args, name)}: must be at least 1\n")
+    if any("=" not in kv for kv in args.streams_property):
+        parser.exit(2, f"--streams-property {args.streams_property}: each must be KEY=VALUE\n")
+    tuned = dict(kv.split("=", 1) for kv in args.streams_property)
     if args.hours <= 0 or args.sample_seconds <= 0:
         parser.exit(2, f"--hours {args.hours} / --sample-seconds {args.sample_seconds}: must be above 0\n")
     t0 = (int(time.time() * 1000) - int(args.hours * HOUR) - RETENTION - 2 * HOUR) // 1000 * 1000
@@ -697,6 +735,8 @@ def main(argv: list[str] | None = None) -> None:
         if problem:
             raise SystemExit(f"the expected rows are not the pure engine's: {problem}")
         console.print(f"the pure engine writes exactly those rows ({time.monotonic() - started:.0f} s in one task)")
+    if args.kafka_streams:
+        console.print(f"{STREAMS}: the program's own settings" + "".join(f", {k}={v}" for k, v in tuned.items()))
     ratios: list[Rate] = []
     table: list[tuple[int, Sample]] = []
     stacks: dict[str, Any] = {"cpu": Counter(), "stacks": Counter(), "interval": 0.005}
@@ -726,7 +766,8 @@ def main(argv: list[str] | None = None) -> None:
                     for part in ("cpu", "stacks"):
                         stacks[part].update(sampled.get(part, {}))
                 else:
-                    rates[engine] = bench_streams(settings_for(base, tmp, own), tmp, own, encoded(events, own), expected)
+                    rates[engine] = bench_streams(settings_for(base, tmp, own), tmp, own, encoded(events, own), expected,
+                                                  tuned)
                 loads.append(os.getloadavg()[0])
             pipe_rate, rate = rates["pipe"], rates["worker"]
             ratios.append(Rate(rate.wall / pipe_rate.wall, rate.cpu / pipe_rate.cpu))
@@ -770,7 +811,8 @@ def main(argv: list[str] | None = None) -> None:
         median = {name: Rate(statistics.median(r.wall for r in rates_), statistics.median(r.cpu for r in rates_))
                   for name, rates_ in streams.items()}
         console.print(
-            f"{STREAMS} (PlanStreams as `streamapp ksql-equivalent` runs it, -Xmx{KsqlEquivalent.heap}): median "
+            f"{STREAMS} (PlanStreams as `streamapp ksql-equivalent` runs it, -Xmx{KsqlEquivalent.heap}"
+            f"{''.join(f', {k}={v}' for k, v in tuned.items())}): median "
             f"{median['rate'].wall:,.0f} records/s, {median['rate'].cpu:,.0f} per CPU second; {STREAMS} ÷ pipe median "
             f"{median['÷ pipe'].wall:.2f}× wall, {median['÷ pipe'].cpu:.2f}× per CPU second; worker ÷ {STREAMS} "
             f"median {median['worker ÷'].wall:.2f}× wall, {median['worker ÷'].cpu:.2f}× per CPU second")
