@@ -38,7 +38,7 @@ import time
 import uuid
 from collections import Counter
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple
 
@@ -577,16 +577,6 @@ def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[st
     return rate, samples, sampled
 
 
-@dataclass
-class TunedStreams(KsqlEquivalent):
-    """The program with Kafka Streams properties of ``--streams-property`` over its own (the program takes none)."""
-
-    extra: dict[str, str] = field(default_factory=dict)
-
-    def _base_config(self) -> dict[str, str]:
-        return {**super()._base_config(), **self.extra}
-
-
 def bench_streams(settings: Settings, tmp: Path, tag: str, records: list[tuple[str, bytes, bytes, int]],
                   expected: Counter[Row], extra: dict[str, str] | None = None) -> Rate:
     """Kafka Streams (``streamapp ksql-equivalent``'s program, PlanStreams: ksqlDB's topology of the same statements)
@@ -600,8 +590,8 @@ def bench_streams(settings: Settings, tmp: Path, tag: str, records: list[tuple[s
     query = next(q for q in plan.queries if q.kind == p.STREAM_STREAM_JOIN)
     output, sources = plan.source(query.sink).topic, [f"orders_{tag}", f"shipments_{tag}"]
     lines: list[str] = []  # all it prints (the program keeps only the last lines), written out once it stopped
-    streams = TunedStreams(settings, state_dir=tmp / f"ks-{tag}", plan=plan, on_line=lines.append,
-                           extra=extra or {}).start(timeout=180)
+    streams = KsqlEquivalent(settings, state_dir=tmp / f"ks-{tag}", plan=plan, on_line=lines.append,
+                             streams_properties=extra or {}).start(timeout=180)
     probe = Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False,
                       "group.id": query_application_id(settings, query.name)})
     try:

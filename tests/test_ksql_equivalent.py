@@ -375,6 +375,15 @@ def test_unequal_partition_counts_are_one_line(kq_settings: Settings, new_topic:
     assert f"{settings.orders_topic}={N - 1}" in message and f"{settings.users_topic}={N}" in message
 
 
+def test_streams_properties_reach_kafka_streams(kq_settings: Settings) -> None:
+    """A property given over the program's own is the one Kafka Streams is configured with: an invalid one is
+    refused by Kafka Streams' own config check, named in a one-line error."""
+    with pytest.raises(KsqlEquivalentError) as failure:
+        KsqlEquivalent(kq_settings, streams_properties={"max.task.idle.ms": "soon"}).start()
+    message = str(failure.value)
+    assert "\n" not in message and "max.task.idle.ms" in message, message
+
+
 def cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "streamapp", "ksql-equivalent", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -125,6 +125,8 @@ class KsqlEquivalent(ChildProcess):
     on_line: Callable[[str], None] | None = None
     #: The plan to run, its topics the cluster's; None: :func:`cluster_plan` (``settings.statements``, else the seed's).
     plan: Plan | None = None
+    #: Kafka Streams properties over the program's own (a benchmark's diagnosis: ``max.task.idle.ms``...).
+    streams_properties: dict[str, str] = field(default_factory=dict)
     created_topics: list[str] = field(default_factory=list, init=False)
     _ready: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _workdir: Path | None = field(default=None, init=False, repr=False)
@@ -171,6 +173,7 @@ class KsqlEquivalent(ChildProcess):
             "state.dir": str(Path(state_dir).resolve()),
             "replication.factor": str(self.settings.replication_factor),
             "commit.interval.ms": "1000",
+            **self.streams_properties,
         }
 
     def _on_line(self, line: str) -> None:
