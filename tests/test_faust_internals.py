@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -71,7 +72,7 @@ def test_the_adapter_reaches_them_on_a_real_app(tmp_path: Path) -> None:
     assert app.consumer._read_offset[TP("t", 0)] is None  # what accept_all() starts from
     assert inspect.iscoroutinefunction(app.consumer._add_gap)
     assert faust_internals.metadata_partitions(app.consumer, "t") is None  # no consumer started: no metadata yet
-    assert faust_internals.fetch_lag(app.consumer, TP("t", 0)) is None  # nor a position or an end
+    assert faust_internals.fetch_lag(app.consumer, TP("t", 0))[0] is None  # nor a position or an end
     with pytest.raises(NotReady):  # not started yet: the method is there and says so
         faust_internals.aiokafka_producer(app)
 
@@ -203,7 +204,9 @@ def test_fetch_lag_is_the_records_a_real_consumer_has_still_to_fetch(bootstrap: 
                                                                      isolation: str) -> None:
     """``fetch_lag`` over a real aiokafka consumer (behind Faust's thread, as the worker's): unknown before the
     partition's first fetch, the records left after a partial read, 0 at the end and for a partition not assigned;
-    read_committed (exactly_once's) counts to the last stable offset, which aiokafka must still give."""
+    read_committed (exactly_once's) counts to the last stable offset, which aiokafka must still give.  The end is the
+    one told with the last records until the next fetch answers: records written after them read as lag 0, told no
+    later than when the records were drained (what HeldBack must not trust), and the next answer tells them."""
     import asyncio
     from types import SimpleNamespace
 
@@ -213,27 +216,42 @@ def test_fetch_lag_is_the_records_a_real_consumer_has_still_to_fetch(bootstrap: 
 
     topic = new_topic("lag", partitions=1)
     producer = Producer({"bootstrap.servers": bootstrap})
-    for i in range(5):
-        producer.produce(topic, key=b"k", value=b"v%d" % i)
-    assert producer.flush(30) == 0
 
-    async def read() -> list[int | None]:
+    def write(count: int) -> None:
+        for i in range(count):
+            producer.produce(topic, key=b"k", value=b"v%d" % i)
+        assert producer.flush(30) == 0
+
+    write(5)
+
+    async def read() -> tuple[list[int | None], list[bool]]:
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
                                     isolation_level=isolation)
         await consumer.start()
         try:
             delegate = SimpleNamespace(_thread=SimpleNamespace(_consumer=consumer))
+
+            def lag(tp: TP = TP(topic, 0)) -> tuple[int | None, float]:
+                return faust_internals.fetch_lag(delegate, tp)
+
             consumer.assign([AioTP(topic, 0)])
-            lags = [faust_internals.fetch_lag(delegate, TP(topic, 0))]
+            lags = [lag()[0]]
             read = 0
             while read < 2:
                 read += sum(len(r) for r in (await consumer.getmany(timeout_ms=5000, max_records=2 - read)).values())
-            lags.append(faust_internals.fetch_lag(delegate, TP(topic, 0)))
+            brought = lag()
+            lags.append(brought[0])
+            # three more written while the other three wait in the consumer: it does not fetch the partition again
+            await asyncio.get_running_loop().run_in_executor(None, write, 3)
             while read < 5:
+                read += sum(len(r) for r in (await consumer.getmany(timeout_ms=5000, max_records=5 - read)).values())
+            drained = lag()  # before anything else runs: the end told with the first five
+            lags += [drained[0], lag(TP("x", 0))[0]]
+            while read < 8:
                 read += sum(len(r) for r in (await consumer.getmany(timeout_ms=5000)).values())
-            lags += [faust_internals.fetch_lag(delegate, TP(topic, 0)), faust_internals.fetch_lag(delegate, TP("x", 0))]
-            return lags
+            return lags + [lag()[0]], [drained[1] == brought[1], lag()[1] > drained[1],
+                                       lag(TP("x", 0))[1] == math.inf]
         finally:
             await consumer.stop()
 
-    assert asyncio.run(read()) == [None, 3, 0, 0]
+    assert asyncio.run(read()) == ([None, 3, 0, 0, 0], [True, True, True])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -147,23 +148,30 @@ def metadata_partitions(consumer: Any, topic: str) -> int | None:
     return len(partitions) if partitions else None
 
 
-def fetch_lag(consumer: Any, tp: TP) -> int | None:
+def fetch_lag(consumer: Any, tp: TP) -> tuple[int | None, float]:
     """How many offsets of ``tp`` a fetch can still bring after the position of the aiokafka consumer behind Faust's
     thread (its last stable offset under ``read_committed``, else its high watermark, less its position: past a
-    transaction's marker once fetched); 0 for a partition not assigned; None while either end is unknown (not
-    fetched yet).  Kafka Streams' ``max.task.idle.ms`` waits on the same lag (KIP-695)."""
+    transaction's marker once fetched), and when the broker told that end (the wall-clock ms of the fetch response
+    that carried it).  0 told at +inf for a partition not assigned; None while either end is unknown (not fetched
+    yet).  Kafka Streams' ``max.task.idle.ms`` waits on the same lag (KIP-695).
+
+    aiokafka leaves a partition with records buffered out of its fetches, so the end told with a fetch's records is
+    not told again until they are drained and the next fetch answers: drained, they read as lag 0 though the broker
+    may hold more.  :class:`~streamapp.worker.transport.HeldBack` trusts a 0 only when told after them.
+    """
     started = consumer._thread._consumer
     if started is None:
-        return None
+        return None, 0.0
     subscription = started._subscription.subscription
     assignment = None if subscription is None else subscription.assignment
     if assignment is None or tp not in assignment.tps:
-        return 0
+        return 0, math.inf
     state = assignment.state_value(tp)
     end = state.lso if started._isolation_level == "read_committed" else state.highwater
+    told = 0.0 if state.timestamp is None else float(state.timestamp)
     if end is None or not state.has_valid_position:
-        return None
-    return max(0, end - state.position)
+        return None, told
+    return max(0, end - state.position), told
 
 
 def polled(consumer: Any) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
+import math
 import time
 from dataclasses import dataclass
 from itertools import groupby
@@ -165,7 +166,10 @@ class HeldBack:
     its end holds nothing back; one that keeps the others waiting longer than :data:`PARTNER_WAIT_S` is not waited
     for any more (a warning says so), so that a partition stuck on the broker cannot fill memory.  A partition holding
     more than :data:`MAX_HELD` records is paused until it holds fewer (:meth:`flow`): a topic far ahead of its partner
-    (a catch-up) waits on the broker, not in memory.
+    (a catch-up) waits on the broker, not in memory.  A lag of 0 counts as a partner at its end only when the broker
+    told it after the partner's last records came (:func:`~streamapp.worker.faust_internals.fetch_lag`): the end told
+    with them reads 0 once they are drained, though more may have been written since (orders written unjoined as well
+    as joined at 3,000 orders, the producer far ahead of the worker).
     """
 
     def __init__(self) -> None:
@@ -176,12 +180,18 @@ class HeldBack:
         self.warned: set[tuple[str, int]] = set()
         #: The partitions :meth:`flow` paused.
         self.paused: set[TP] = set()
+        #: When the consumer's end of each partition was last told as its records came: a 0 lag told no later is stale.
+        self.brought: dict[TP, float] = {}
 
     def take(self, fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchHandler],
-             lag: Callable[[TP], int | None], now: float | None = None) -> dict[TP, Sequence[Record]]:
+             lag: Callable[[TP], tuple[int | None, float]], now: float | None = None) -> dict[TP, Sequence[Record]]:
         """``fetched`` with the records held before it, less those held now; ``lag(tp)``: how many offsets of
-        ``tp`` a fetch can still bring (0: at its end or not assigned here; None: not known yet)."""
+        ``tp`` a fetch can still bring (0: at its end or not assigned here; None: not known yet) and when that was
+        told (comparable with itself only)."""
         now = time.monotonic() if now is None else now
+        for tp, records in fetched.items():
+            if records and getattr(handlers.get(tp.topic), "joint", None) is not None:
+                self.brought[tp] = lag(tp)[1]
         merged: dict[TP, Sequence[Record]] = {  # a fetch's records copied only where some were held before them
             tp: [*self.records.pop(tp), *fetched.get(tp, ())] if tp in self.records else fetched[tp]
             for tp in dict.fromkeys([*self.records, *fetched])}
@@ -197,13 +207,13 @@ class HeldBack:
             time_of = {tp: getattr(handlers[tp.topic], "event_time", record_time) for tp in tps}
             ends, empty = [], []
             for tp in tps:
-                behind = lag(tp)
-                if behind is not None and behind <= 0:
-                    continue
+                behind, told = lag(tp)
+                if behind is not None and behind <= 0 and told > self.brought.get(tp, -math.inf):
+                    continue  # at its end, as told since its last records came
                 if merged.get(tp):
                     ends.append(time_of[tp](merged[tp][-1]))
-                else:
-                    empty.append((tp, behind))
+                else:  # a stale 0 is not known either
+                    empty.append((tp, behind or None))
             if empty:
                 if not self._waited_out((joint, partition), empty, now):
                     ends.append(-(2**63))
