@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
 import os
 import re
@@ -39,6 +40,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(ROOT))
 
 import reconcile as warm  # noqa: E402  (benchmarks/reconcile.py: the generators, the bare join, datacompy)
+from procfs import task_cpu  # noqa: E402
 
 JOINS = ("seed", "second")
 STATEMENTS = HERE / "second_join.sql"
@@ -64,9 +66,10 @@ def submit_env() -> dict[str, str]:
 DAG = ROOT / "deploy" / "airflow" / "dags" / "reconcile_nightly.py"
 
 
+@functools.cache
 def nightly_java_options(dag: Path = DAG) -> str:
     """The JVM options the nightly DAG gives the job's driver and executors (its ``JAVA_OPTIONS``), read from its
-    source: the DAG imports Airflow, which this venv has not."""
+    source once: the DAG imports Airflow, which this venv has not."""
     for node in ast.parse(dag.read_text()).body:
         if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["JAVA_OPTIONS"]:
             return ast.literal_eval(node.value)
@@ -144,20 +147,13 @@ def descendants(pid: int) -> list[int]:
 def thread_cpu(process: subprocess.Popen, every: float = 0.5) -> dict[str, float]:
     """Until ``process`` exits: CPU seconds of its JVM's threads by kind (``THREAD_KINDS``, else "driver JVM")
     and of its Python processes ("Python"), read from ``/proc`` every ``every`` s (a thread's last reading)."""
-    ticks = os.sysconf("SC_CLK_TCK")
     last: dict[tuple[int, int], tuple[str, float]] = {}
     while process.poll() is None:
         for pid in descendants(process.pid):
-            for task in Path(f"/proc/{pid}/task").glob("*"):
-                try:
-                    stat = (task / "stat").read_text()
-                except OSError:
-                    continue
-                name = stat[stat.index("(") + 1:stat.rindex(")")]
-                fields = stat[stat.rindex(")") + 2:].split()
+            for tid, (name, cpu) in task_cpu(pid).items():
                 kind = "Python" if pid != process.pid else next(
                     (k for k, prefix in THREAD_KINDS if name.startswith(prefix)), "driver JVM")
-                last[(pid, int(task.name))] = (kind, (int(fields[11]) + int(fields[12])) / ticks)
+                last[(pid, tid)] = (kind, cpu)
         time.sleep(every)
     by_kind: dict[str, float] = {}
     for kind, cpu in last.values():

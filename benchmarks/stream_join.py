@@ -60,6 +60,7 @@ from streamapp.worker.process import WorkerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from procfs import task_cpu  # noqa: E402
 from worker import Rate, cpu_seconds, pipe_loop  # noqa: E402
 from workerkit import murmur2_partition, stats  # noqa: E402
 
@@ -355,17 +356,11 @@ _on = False
 
 def _cpu():
     """CPU seconds by thread name (Python's, else the kernel's)."""
+    from procfs import task_cpu  # copied beside this file
     names = {t.native_id: t.name for t in threading.enumerate()}
-    tick, cpu = os.sysconf("SC_CLK_TCK"), collections.Counter()
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                comm = f.read().strip()
-        except OSError:
-            continue
-        cpu[names.get(int(tid), comm)] += (int(fields[11]) + int(fields[12])) / tick
+    cpu = collections.Counter()
+    for tid, (comm, seconds) in task_cpu(os.getpid()).items():
+        cpu[names.get(tid, comm)] += seconds
     return cpu
 
 def _on_prof(signum, frame):
@@ -410,6 +405,7 @@ def sampled_worker(settings: Settings, log: Path, stacks: Path | None) -> Worker
     site = log.parent / f"sampler-{settings.app_id}"
     site.mkdir()
     (site / "sitecustomize.py").write_text(STACK_SAMPLER, encoding="utf-8")
+    shutil.copy(Path(__file__).with_name("procfs.py"), site)
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     return WorkerProcess(settings, log, extra_env={"PYTHONPATH": path, "STREAM_JOIN_STACKS": str(stacks)})
 
@@ -521,17 +517,9 @@ def thread_cpu(pid: int, own: str) -> Counter[str]:
     """CPU seconds of a process's threads by name, the numbers at the end dropped (``C2 CompilerThread0`` and ``1``
     together), those whose name starts with ``own`` (a Kafka Streams client's: its stream thread) as one: in a JVM,
     the work apart from the JIT compilers and the collector."""
-    tick, cpu = os.sysconf("SC_CLK_TCK"), Counter[str]()
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii", errors="replace") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{pid}/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
-                name = f.read().strip()  # the kernel keeps 15 characters
-        except OSError:  # a thread gone since the listing
-            continue
-        cpu["stream thread" if name.startswith(own[:15]) else name.rstrip("0123456789")] += \
-            (int(fields[11]) + int(fields[12])) / tick
+    cpu = Counter[str]()
+    for name, seconds in task_cpu(pid).values():
+        cpu["stream thread" if name.startswith(own[:15]) else name.rstrip("0123456789")] += seconds
     return cpu
 
 

@@ -71,3 +71,38 @@ def test_the_sampled_stacks_say_each_functions_share_of_the_main_threads_work_th
         "  own:", "   60.0% 600.00 µs sql/y.py:9:process", "   40.0% 400.00 µs agents/x.py:5:handle",
         "  inclusive:", "  100.0% 1000.00 µs asyncio/base_events.py:1:_run_once",
         "  100.0% 1000.00 µs agents/x.py:5:handle", "   60.0% 600.00 µs sql/y.py:9:process"]
+
+
+def test_thread_cpu_reads_each_threads_seconds_by_name() -> None:
+    """The benchmarks split a process's CPU by thread (procfs.task_cpu): a thread that spins shows its seconds under
+    its own name (the kernel's, as a JVM names its threads), apart from the main thread's, and a numbered name counts
+    with its kind."""
+    import ctypes
+    import os
+    import threading
+    import time
+
+    from procfs import task_cpu
+    from stream_join import thread_cpu
+
+    stop = threading.Event()
+
+    def spin() -> None:
+        ctypes.CDLL(None).prctl(15, b"spinner7", 0, 0, 0)  # PR_SET_NAME: this thread's name in /proc
+        while not stop.is_set():
+            pass
+
+    spinner = threading.Thread(target=spin, name="spinner7")
+    spinner.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and task_cpu(os.getpid()).get(spinner.native_id, ("", 0.0))[1] < 0.2:
+            time.sleep(0.05)
+        tasks = task_cpu(os.getpid())
+    finally:
+        stop.set()
+        spinner.join()
+    assert tasks[spinner.native_id][0] == "spinner7" and tasks[spinner.native_id][1] >= 0.2
+    assert os.getpid() in tasks  # the main thread's id is the process's
+    assert thread_cpu(os.getpid(), "nothing-such")["spinner"] >= 0.2
+    assert task_cpu(2**22 + 1) == {}  # no such process: nothing, no error
