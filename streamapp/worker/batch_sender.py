@@ -159,12 +159,10 @@ class BatchSender(Generic[S]):
                source: S | None = None) -> None:
         """Append a record to the batch of ``partition`` (a table's changelog: the partition of the row's source)."""
         tp = (topic, partition)
-        entry = self._open.get(tp)
-        if entry is None:
-            entry = self._open[tp] = (self._producer.create_batch(), [])
+        entry = self._open.get(tp) or self._new_batch(tp)
         if entry[0].append(timestamp=timestamp_ms, key=key, value=value) is None:
             self._full.append((*tp, *entry))
-            entry = self._open[tp] = (self._producer.create_batch(), [])
+            entry = self._new_batch(tp)
             entry[0].append(timestamp=timestamp_ms, key=key, value=value)
         entry[1].append(source)
 
@@ -173,16 +171,18 @@ class BatchSender(Generic[S]):
         """Append records of no source in order to the batch of ``partition`` (a store's changelog records of a
         handler call: one lookup of the batch for them all, not one a record)."""
         tp = (topic, partition)
-        entry = self._open.get(tp)
-        if entry is None:
-            entry = self._open[tp] = (self._producer.create_batch(), [])
-        builder, sources = entry
+        builder, sources = self._open.get(tp) or self._new_batch(tp)
         for key, value in records:
             if builder.append(timestamp=timestamp_ms, key=key, value=value) is None:
                 self._full.append((topic, partition, builder, sources))
-                builder, sources = self._open[tp] = (self._producer.create_batch(), [])
+                builder, sources = self._new_batch(tp)
                 builder.append(timestamp=timestamp_ms, key=key, value=value)
             sources.append(None)
+
+    def _new_batch(self, tp: tuple[str, int]) -> tuple[Any, list[S | None]]:
+        """A new open batch of ``tp`` (the one before it, if any, already among the full ones)."""
+        entry = self._open[tp] = (self._producer.create_batch(), [])
+        return entry
 
     async def send(self) -> None:
         """Queue every collected batch with the producer (not waiting for the broker's acknowledgement)."""
