@@ -4,8 +4,9 @@ same data directory, and each result exactly once (issue 37).
 orders x shipments, the ``LEFT JOIN ... WITHIN 1 MINUTE GRACE PERIOD 30 SECONDS`` of
 tests/test_worker_stream_join_broker.py, declared only in SQL; both topics written by murmur2, so every order meets
 its shipment.  Two paced producers stream the orders and, beside them, the shipments of three in four (the others
-wait in open windows for the close); the worker is killed with kill -9 mid-stream, with its transactions open
-(an order and its shipment often in the same one), and the producers hold until then, so the rest is certainly
+wait in open windows for the close); the worker is frozen (SIGSTOP) mid-stream until shipments it has not
+committed are on the broker, then killed with kill -9, with its transactions open (an order and its shipment
+often in the same one), and the producers hold until then, so the rest is certainly
 produced after the crash (at full speed, while the new worker starts).  A new worker on the crashed one's data
 directory finds no clean-stop mark, so it deletes the window stores' data (which holds the open transactions'
 writes) and restores them from their changelogs (written in the transactions: an aborted one's changes are not
@@ -18,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import signal
 import threading
 from collections import Counter
 from pathlib import Path
@@ -137,10 +140,19 @@ def test_kill9_mid_window_then_a_restart_on_the_same_data_directory_writes_each_
             producer.start()
         wait_until(lambda: tail.poll(0.2) >= 0 and len(tail.records) >= 50, 120, "50 joined records committed",
                    [first])
+        # mid-stream: frozen (SIGSTOP), the worker commits nothing more of what it has not sent yet, while the
+        # producers go on until shipments it has not joined in a committed transaction are certainly on the broker
+        # (a worker that keeps up with their pace had committed every one produced when it was killed at once)
+        assert first.proc is not None
+        os.kill(first.proc.pid, signal.SIGSTOP)
+
+        def shipments_ahead() -> bool:
+            tail.poll(0.5)  # a commit under way when it froze may still end
+            return paced[1].produced > len(tail.records)
+
+        wait_until(shipments_ahead, 120, "shipments produced that the frozen worker has not committed", [])
         produced_at_kill, committed_at_kill = [producer.produced for producer in paced], len(tail.records)
         first.kill()
-        # mid-stream: shipments were produced that the worker had not joined in a committed transaction yet (on a busy
-        # machine the producers may have reached their hold while it was still on its first ones)
         assert committed_at_kill < produced_at_kill[1], (committed_at_kill, produced_at_kill)
         for producer in paced:  # the rest at full speed while the new worker starts
             producer.pause = 0
