@@ -98,11 +98,11 @@ def test_thread_cpu_reads_each_threads_seconds_by_name() -> None:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and task_cpu(os.getpid()).get(spinner.native_id, ("", 0.0))[1] < 0.2:
             time.sleep(0.05)
-        tasks = task_cpu(os.getpid())
+        tasks, by_name = task_cpu(os.getpid()), thread_cpu(os.getpid(), "nothing-such")
     finally:
         stop.set()
         spinner.join()
     assert tasks[spinner.native_id][0] == "spinner7" and tasks[spinner.native_id][1] >= 0.2
     assert os.getpid() in tasks  # the main thread's id is the process's
-    assert thread_cpu(os.getpid(), "nothing-such")["spinner"] >= 0.2
+    assert by_name["spinner"] >= 0.2
     assert task_cpu(2**22 + 1) == {}  # no such process: nothing, no error
