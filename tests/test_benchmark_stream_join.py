@@ -1,12 +1,15 @@
 """The windowed join benchmark's completeness checks (benchmarks/stream_join.py): a round counts only when the
 worker wrote exactly the rows derived from the records (each once, none missing, none wrong) and the pipe copied
-every record once; the derived rows are the pure engine's, so the check is the join's own semantics.  The suite
-runs no round against a broker: at a few hundred orders the engines' outputs depend on how the two topics' records
-arrive (benchmarks/README.md, "Windowed join"), and a test must not flake."""
+every record once; the derived rows are the pure engine's, so the check is the join's own semantics.  And a small run
+with ``--kafka-streams`` on the session's broker, Kafka Streams with ``max.task.idle.ms`` 2000: at its own 0 (ksqlDB's)
+its rows depend on how the two topics' records arrive (benchmarks/README.md, "Windowed join")."""
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
@@ -106,3 +109,22 @@ def test_thread_cpu_reads_each_threads_seconds_by_name() -> None:
     assert os.getpid() in tasks  # the main thread's id is the process's
     assert by_name["spinner"] >= 0.2
     assert task_cpu(2**22 + 1) == {}  # no such process: nothing, no error
+
+
+def test_a_small_run_beside_kafka_streams_finishes_and_prints_its_figures(broker: Any, tmp_path: Path) -> None:
+    """``--kafka-streams``: one round of 300 orders on the session's broker; the pipe, the worker and Kafka Streams
+    (the ksql-equivalent program, given ``max.task.idle.ms`` through ``--streams-property``) each wrote what they
+    must, and Kafka Streams' figures and medians are printed."""
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "stream_join.py"
+    done = subprocess.run([sys.executable, str(script), "--orders", "300", "--rounds", "1", "--sample-seconds", "1",
+                           "--kafka-streams", "--streams-property", "max.task.idle.ms=2000", "--bootstrap",
+                           broker.bootstrap, "--csv", str(tmp_path / "curve.csv")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = " ".join(done.stdout.split())  # the console wraps long lines
+    assert "round 1 (pipe, worker, Kafka Streams): pipe " in out and "max.task.idle.ms=2000" in out
+    assert re.search(r"Kafka Streams [\d,]+/s \([\d.]+ s, [\d,]+ per CPU-s\): [\d.]+× the pipe, [\d.]+× per CPU-s; "
+                     r"the worker [\d.]+× Kafka Streams, [\d.]+× per CPU-s; Kafka Streams wrote exactly the expected "
+                     r"rows", out), out
+    assert re.search(r"Kafka Streams ÷ pipe median [\d.]+× wall, [\d.]+× per CPU second; worker ÷ Kafka Streams "
+                     r"median [\d.]+× wall, [\d.]+× per CPU second", out), out
