@@ -153,9 +153,8 @@ def aiokafka_consumer() -> object:
 
 def test_exactly_once_consumer_reads_committed_and_seeks_through_the_fence(tmp_path: Path) -> None:
     """Under exactly_once the consumer thread builds a read_committed aiokafka consumer, and the consumer's
-    ``seek_to_committed`` is streamapp's (the fence's hook); under at_least_once both stay Faust's."""
-    from faust.transport.drivers import aiokafka as faust_aiokafka
-
+    ``seek_to_committed`` is streamapp's (the fence's hook); under at_least_once the isolation stays Faust's.  Either
+    way the consumer's fetches wait FETCH_WAIT_MS on the broker, not Faust's 1,500 ms."""
     from streamapp.worker.transport import Consumer
 
     eos = create_app(Settings(data_dir=str(tmp_path / "eos"), processing_guarantee="exactly_once"))
@@ -165,8 +164,17 @@ def test_exactly_once_consumer_reads_committed_and_seeks_through_the_fence(tmp_p
     built = faust_internals.read_committed(aiokafka_consumer())
     assert built._isolation_level == "read_committed"
     plain = create_app(Settings(data_dir=str(tmp_path / "alo")))
-    assert type(plain.consumer._thread) is faust_aiokafka.AIOKafkaConsumerThread
+    assert type(plain.consumer._thread) is faust_internals.WorkerConsumerThread
     assert plain.transactions == {}
+    import asyncio
+
+    async def made(app: Any) -> tuple[str, int]:  # aiokafka builds its consumer on a running loop
+        consumer = app.consumer._thread._create_worker_consumer(app.transport)
+        return consumer._isolation_level, consumer._fetch_max_wait_ms
+
+    for app, isolation in ((eos, "read_committed"), (plain, "read_uncommitted")):
+        assert asyncio.run(made(app)) == (isolation, faust_internals.FETCH_WAIT_MS)
+    assert faust_internals.FETCH_WAIT_MS < 1500
 
 
 def test_commit_now_commits_after_the_commit_under_way_where_fausts_own_commit_does_not(tmp_path: Path) -> None:

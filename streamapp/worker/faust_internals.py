@@ -64,6 +64,8 @@ PRIVATE_NAMES = (
     ("faust.transport.consumer:ThreadDelegateConsumer", "_new_consumer_thread"),
     ("faust.transport.drivers.aiokafka:AIOKafkaConsumerThread", "_create_worker_consumer"),
     ("aiokafka.consumer.consumer:AIOKafkaConsumer", "_isolation_level"),
+    # The worker's fetch wait (FETCH_WAIT_MS below).
+    ("aiokafka.consumer.consumer:AIOKafkaConsumer", "_fetch_max_wait_ms"),
     # A fetch handled call by call tells aiokafka it polled (polled below): its consumer, and the time its poll
     # interval counts from.
     ("faust.transport.consumer:ThreadDelegateConsumer", "_thread"),
@@ -332,6 +334,12 @@ def aiokafka_producer(app: Any) -> Any:
     return app.producer._ensure_producer()
 
 
+#: How long the worker's fetch waits on the broker for records (aiokafka's default; Faust sets 1,500 ms): a fetch
+#: that brings none still tells each partition's end, which a windowed join's records held for a partner wait for
+#: (:class:`~streamapp.worker.transport.HeldBack`): where a stream pauses, its partner's last records wait this long.
+FETCH_WAIT_MS = 500
+
+
 def read_committed(consumer: Any) -> Any:
     """An aiokafka consumer not started yet, set to read only committed records (``isolation.level``).
 
@@ -342,16 +350,35 @@ def read_committed(consumer: Any) -> Any:
     return consumer
 
 
-class ReadCommittedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """Faust's aiokafka consumer thread whose consumer reads ``read_committed`` (see :func:`read_committed`)."""
+def fetch_wait(consumer: Any, milliseconds: int = FETCH_WAIT_MS) -> Any:
+    """An aiokafka consumer not started yet, its fetches waiting on the broker at most ``milliseconds`` (its
+    ``fetch_max_wait_ms``, which Faust sets to 1,500 and the fetcher reads at start)."""
+    consumer._fetch_max_wait_ms = milliseconds
+    return consumer
+
+
+class WorkerConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """Faust's aiokafka consumer thread whose consumer fetches with :data:`FETCH_WAIT_MS` and, under exactly_once,
+    reads ``read_committed`` (see :func:`read_committed`)."""
+
+    committed_only = False
 
     def _create_worker_consumer(self, transport: Any) -> Any:
-        return read_committed(super()._create_worker_consumer(transport))
+        consumer = fetch_wait(super()._create_worker_consumer(transport))
+        return read_committed(consumer) if self.committed_only else consumer
 
 
-def new_consumer_thread(consumer: Any) -> Any:
-    """The consumer thread Faust's aiokafka ``Consumer._new_consumer_thread`` builds, reading ``read_committed``."""
-    return ReadCommittedConsumerThread(consumer, loop=consumer.loop, beacon=consumer.beacon)
+class ReadCommittedConsumerThread(WorkerConsumerThread):
+    """:class:`WorkerConsumerThread` reading ``read_committed``: exactly_once's."""
+
+    committed_only = True
+
+
+def new_consumer_thread(consumer: Any, committed_only: bool) -> Any:
+    """The consumer thread Faust's aiokafka ``Consumer._new_consumer_thread`` builds, as :class:`WorkerConsumerThread`
+    (``committed_only``: reading ``read_committed``)."""
+    kind = ReadCommittedConsumerThread if committed_only else WorkerConsumerThread
+    return kind(consumer, loop=consumer.loop, beacon=consumer.beacon)
 
 
 async def seek_fenced(consumer: Any, seek: Callable[[], Awaitable[Mapping[TP, int]]]) -> Mapping[TP, int]:

@@ -371,10 +371,10 @@ class Consumer(faust_aiokafka.Consumer):
         return self._held
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
-        """Under exactly_once the consumer reads ``read_committed`` (docs/RELIABILITY.md)."""
-        if self.app.settings.processing_guarantee == "exactly_once":
-            return faust_internals.new_consumer_thread(self)
-        return super()._new_consumer_thread()
+        """The consumer fetches with ``FETCH_WAIT_MS``, and under exactly_once reads ``read_committed``
+        (docs/RELIABILITY.md)."""
+        eos = self.app.settings.processing_guarantee == "exactly_once"
+        return faust_internals.new_consumer_thread(self, committed_only=eos)
 
     async def seek_to_committed(self) -> Mapping[TP, int]:
         """Faust's seek, after the exactly-once fence of the joined streams' partitions (:mod:`streamapp.worker.transactions`).
