@@ -9,7 +9,8 @@ from typing import Any, Callable
 
 from faust.types import TP
 
-from streamapp.worker.transport import MAX_HELD, PARTNER_WAIT_S, Handler, HeldBack, InOrder, pieces, rounds
+from streamapp.worker.transport import (HELD_RECHECK_S, MAX_HELD, PARTNER_WAIT_S, Handler, HeldBack, InOrder, pieces,
+                                        rounds)
 
 
 class Msg:
@@ -210,3 +211,15 @@ def test_a_partition_holding_more_than_max_held_is_paused_until_its_partner_catc
     held.take({b: [Msg("b", 10**6, offset=MAX_HELD + 1)]}, handlers, told(lambda tp: 1))  # type: ignore[arg-type]
     assert held.flow() == ([b], [])
     assert held.drop() == ({b: 1}, {b}) and held.paused == set()  # a seek or a rebalance: resumed by the consumer
+
+
+def test_held_records_shorten_the_wait_for_the_next_fetch() -> None:
+    """Records held for a partner's end are looked at again after HELD_RECHECK_S, not Faust's 1 s wait for records:
+    the fetch that tells the end brings no record to end the wait."""
+    handlers = {"a": Handler(nothing, joint="ab"), "b": Handler(nothing, joint="ab")}
+    held = HeldBack()
+    assert held.wait(1.0) == 1.0
+    held.take({TP("a", 0): [Msg("a", 5)]}, handlers, told(lambda tp: 1))  # type: ignore[arg-type]
+    assert held.records and held.wait(1.0) == HELD_RECHECK_S < 1.0
+    held.drop()
+    assert held.wait(1.0) == 1.0

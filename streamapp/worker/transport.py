@@ -44,6 +44,9 @@ PARTNER_WAIT_S = 30.0
 #: Kafka Streams pauses a partition above ``buffered.records.per.partition`` (1,000): a fetch here brings up to 1 MiB
 #: a partition, about 10,000 small records, so two fetches' worth.
 MAX_HELD = 20_000
+#: Longest a fetch waits for records while :class:`HeldBack` holds some (Faust waits 1 s): a fetch that tells a
+#: partner's end brings no record, and the records held for it are looked at again only when the wait ends.
+HELD_RECHECK_S = 0.05
 
 
 def record_time(record: Record) -> int:
@@ -231,6 +234,11 @@ class HeldBack:
                 self.records[tp] = list(records[ready:])
                 merged[tp] = records[:ready]
         return {tp: records for tp, records in merged.items() if records}
+
+    def wait(self, timeout: float) -> float:
+        """How long the next fetch may wait for records: :data:`HELD_RECHECK_S` at most while records are held (the
+        partner's end they wait for comes with fetches that bring none), else ``timeout``."""
+        return min(timeout, HELD_RECHECK_S) if self.records else timeout
 
     def flow(self) -> tuple[list[TP], list[TP]]:
         """The partitions to pause (holding more than :data:`MAX_HELD` records) and those to resume (paused, holding
@@ -535,7 +543,7 @@ class Consumer(faust_aiokafka.Consumer):
             await self._seek_again(self.app.consumer_generation_id)
         seeks = self._seeks  # before the fetch: a seek that ends while it is under way may have moved its partitions
         self._batch_fetch = None
-        async for tp, message in super().getmany(timeout):
+        async for tp, message in super().getmany(self.held.wait(timeout)):
             yield tp, message
         taken, self._batch_fetch = self._batch_fetch, None
         if taken is None and self.held.records:  # nothing new: what is held waits for nothing more
