@@ -7,7 +7,7 @@ reconciliation's commands are accepted by the real argument parsers.
 """
 from __future__ import annotations
 
-import ast
+import importlib.util
 import re
 import shlex
 from dataclasses import fields
@@ -144,10 +144,12 @@ def test_reconcile_runs_the_job_with_the_matching_spark_sql_kafka_package() -> N
     assert (group, artifact) == ("org.apache.spark", "spark-sql-kafka-0-10_2.13")
     assert version == service["build"]["args"]["SPARK_VERSION"]
     # the JVM the nightly DAG gives the job, its JAVA_OPTIONS (docs/how-to/schedule-nightly.md#jvm): local mode, the
-    # driver runs the tasks; the DAG imports Airflow, which this venv has not: its value read from its source
-    dag = ast.parse((ROOT / "deploy" / "airflow" / "dags" / "reconcile_nightly.py").read_text(encoding="utf-8"))
-    java = next(ast.literal_eval(node.value) for node in dag.body if isinstance(node, ast.Assign)
-                and [getattr(t, "id", None) for t in node.targets] == ["JAVA_OPTIONS"])
+    # driver runs the tasks; read as the cold benchmark reads it (the DAG imports Airflow, which this venv has not)
+    spec = importlib.util.spec_from_file_location("reconcile_cold", ROOT / "benchmarks" / "reconcile_cold.py")
+    assert spec is not None and spec.loader is not None
+    cold = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cold)
+    java = cold.nightly_java_options()
     assert java.startswith("-XX:") and words[words.index(f"spark.driver.extraJavaOptions={java}") - 1] == "--conf"
     script = next(w for w in words if w.endswith(".py"))
     assert script == "/opt/streamapp/spark_batch/reconcile.py" and (ROOT / "spark_batch" / "reconcile.py").is_file()
