@@ -192,9 +192,6 @@ class HeldBack:
         ``tp`` a fetch can still bring (0: at its end or not assigned here; None: not known yet) and when that was
         told (comparable with itself only)."""
         now = time.monotonic() if now is None else now
-        for tp, records in fetched.items():
-            if records and getattr(handlers.get(tp.topic), "joint", None) is not None:
-                self.brought[tp] = lag(tp)[1]
         merged: dict[TP, Sequence[Record]] = {  # a fetch's records copied only where some were held before them
             tp: [*self.records.pop(tp), *fetched.get(tp, ())] if tp in self.records else fetched[tp]
             for tp in dict.fromkeys([*self.records, *fetched])}
@@ -205,12 +202,16 @@ class HeldBack:
                 topics.setdefault(joint, []).append(topic)
         groups = {(joint, tp.partition) for tp in merged
                   if (joint := getattr(handlers.get(tp.topic), "joint", None)) is not None}
+        lags = {tp: lag(tp) for joint, partition in groups for tp in (TP(t, partition) for t in topics[joint])}
+        for tp, records in fetched.items():  # a joint partition's records came: its end as told with them
+            if records and tp in lags:
+                self.brought[tp] = lags[tp][1]
         for joint, partition in groups:
             tps = [TP(topic, partition) for topic in topics[joint]]
             time_of = {tp: getattr(handlers[tp.topic], "event_time", record_time) for tp in tps}
             ends, empty = [], []
             for tp in tps:
-                behind, told = lag(tp)
+                behind, told = lags[tp]
                 if behind is not None and behind <= 0 and told > self.brought.get(tp, -math.inf):
                     continue  # at its end, as told since its last records came
                 if merged.get(tp):
