@@ -20,12 +20,18 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+import hypothesis
 from xdist.scheduler import LoadScopeScheduling
 
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.settings import Settings
 
+
+# No property-based example is timed (Hypothesis' default fails one over 200 ms): the suite's two processes share
+# two cores with brokers and JVMs, where a collection or a scheduling pause is not a failure of the code.
+hypothesis.settings.register_profile("streamapp", deadline=None)
+hypothesis.settings.load_profile("streamapp")
 
 #: Modules that share the secured broker (:func:`secured_broker`, ~40 s to start): one test process runs them all.
 SECURED_MODULES = "tests/test_security_"

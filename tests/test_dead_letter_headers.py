@@ -154,7 +154,7 @@ def test_dead_letters_keep_headers_and_timestamp_and_a_burst_is_summarised(setti
         assert names[: len(ours)] == ours and names.count(REASON) == 1  # streamapp's first, never repeated
         written = record.timestamp()[1]
         if stamp == old:  # the dead-letter topic refuses it: the broker's time (the header keeps the original)
-            assert now - 60_000 < written < int(time.time() * 1000) + 60_000
+            assert now <= written <= int(time.time() * 1000)  # written since the test began
         else:  # the record's own
             assert written == stamp
 

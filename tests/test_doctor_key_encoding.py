@@ -91,14 +91,14 @@ def test_schema_id_zero_is_not_the_wire_format() -> None:
     assert all(r.encoding not in (AVRO, PROTOBUF, JSON_SCHEMA) for k in keys for r in readings(k))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(st.binary(max_size=64))
 def test_every_key_reads_at_least_as_opaque_bytes(key: bytes) -> None:
     found = readings(key)
     assert found[-1].encoding == OPAQUE and found[-1].value == "0x" + key.hex()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.text(min_size=1, max_size=40).filter(str.isprintable))
 def test_any_printable_string_reads_back_the_same_through_each_text_encoding(text: str) -> None:
     assert read_as(text.encode(), UTF8) == text

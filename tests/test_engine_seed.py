@@ -21,7 +21,7 @@ from test_records import ORDERS, PLAN, USERS, order_of
 from test_reliability_decoders import deep, hostile_values, keys, values
 
 MERGED = Query(PLAN, PLAN.joins[0])
-SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 ORDER = b'{"ts": 1677844114148, "product_id": 1584, "qty": 1, "unit_price": 9.08, "channel": "store"}'
 KEY = b"2b4f5c1e9a0d4f3e8c7b6a5d4e3f2a1b"
 
@@ -35,7 +35,7 @@ def test_the_plans_decoders_accept_and_read_exactly_what_ksqldbs_rules_do(reader
     assert same(read, outcome(by_the_rules, reader, key, value)), read
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(key=keys, value=hostile_values)
 def test_any_bytes_join_or_raise_a_record_error_in_one_line(key: bytes | None, value: bytes) -> None:
     for topic in ("demo_user", "demo_user_orders"):

@@ -160,7 +160,7 @@ left_rows = st.fixed_dictionaries({name: seed_values for name in ("USER_ID", "TS
 right_rows = st.none() | st.fixed_dictionaries({"NAME": seed_values, "AGE": seed_values})
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(left_rows, right_rows)
 def test_the_joins_value_writer_writes_what_the_sinks_codec_writes(left: dict, right: dict | None) -> None:
     """The seed's two joins written straight from the rows, the order's columns shared between them, against
@@ -215,7 +215,7 @@ def test_a_decimal_read_by_the_fast_path_keeps_its_exact_value() -> None:
     assert refused.value.field == "A" and "does not fit DECIMAL(10, 2)" in refused.value.reason
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.none() | st.decimals(allow_nan=False, allow_infinity=False, places=2) | st.integers(-5, 5), seed_values)
 def test_the_joins_value_writer_writes_a_decimal_as_the_sinks_codec_does(amount: Any, email: Any) -> None:
     from streamapp.sql.planner import plan_text

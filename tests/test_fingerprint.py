@@ -208,7 +208,7 @@ def test_binary_keys_and_the_dict_form() -> None:
     assert json.loads(json.dumps(result.to_dict()))["explaining"] == result.stored.explaining
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(
     st.lists(st.binary(min_size=1, max_size=64), min_size=20, max_size=60, unique=True),
     st.integers(min_value=2, max_value=64),
@@ -244,7 +244,7 @@ def test_a_user_partitioner_by_dotted_path_can_be_the_verdict() -> None:
     assert "test_fingerprint:first_byte explains 100% of 100 keyed records" in result.verdict
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.one_of(st.binary(max_size=12), st.text(max_size=12).map(lambda t: json.dumps(t, ensure_ascii=False).encode())))
 def test_json_key_forms_equal_the_json_module(key: bytes) -> None:
     """The fast paths of json_quoted/json_unquoted give exactly what json.dumps/json.loads give."""

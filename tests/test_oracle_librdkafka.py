@@ -66,7 +66,7 @@ def test_library_is_the_one_confluent_kafka_uses() -> None:
     assert version().decode() == confluent_kafka.libversion()[0]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(key=st.one_of(st.none(), KEYS), n=COUNTS)
 def test_every_librdkafka_partitioner_matches(key: bytes | None, n: int) -> None:
     for name in HASHING:

@@ -23,7 +23,7 @@ KEYS = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(key=KEYS)
 def test_murmur2_equals_aiokafka_and_kafka_python(key: bytes) -> None:
     ours = hashes.to_signed32(hashes.murmur2(key))
@@ -31,7 +31,7 @@ def test_murmur2_equals_aiokafka_and_kafka_python(key: bytes) -> None:
     assert hashes.to_signed32(kafka_python_murmur2(key)) == ours
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(key=KEYS, all_partitions=st.lists(st.integers(0, 500), min_size=1, max_size=40, unique=True))
 def test_adapter_equals_aiokafka_default_partitioner(key: bytes, all_partitions: list[int]) -> None:
     """aiokafka's producer passes partitions sorted by id and hashes over them; the adapter sorts them itself."""

@@ -45,7 +45,7 @@ def test_fast_path_is_built() -> None:
     assert FAST and registry._fast is not None
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(key=KEYS)
 def test_fast_hashes_equal_specification(key: bytes) -> None:
     fast = registry._fast
@@ -56,7 +56,7 @@ def test_fast_hashes_equal_specification(key: bytes) -> None:
     assert fast.kafkajs_legacy_murmur2(key) == hashes.kafkajs_legacy_murmur2(key)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(key=st.one_of(st.none(), KEYS), n=COUNTS)
 def test_fast_partitioners_equal_specification(key: bytes | None, n: int) -> None:
     for name in DETERMINISTIC:
@@ -68,7 +68,7 @@ def test_fast_partitioners_equal_specification(key: bytes | None, n: int) -> Non
             assert got == reference(key, n), name
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(keys=st.lists(st.one_of(st.none(), KEYS), max_size=50), n=COUNTS)
 def test_batch_equals_single_calls(keys: list[bytes | None], n: int) -> None:
     for name in DETERMINISTIC:

@@ -251,4 +251,4 @@ def test_a_wait_for_users_an_engine_did_not_write_says_how_many_are_missing(brok
     assert wait.seconds >= 1.0
     assert wait.line().startswith(f"Faust: 2 of 5 keys not in {topic} after ")
     done = wait_for_rows("Faust", broker_settings, topic, ids[:3], 30.0)
-    assert (done.found, done.expected, done.complete) == (3, 3, True) and done.seconds < 30.0
+    assert (done.found, done.expected, done.complete) == (3, 3, True)

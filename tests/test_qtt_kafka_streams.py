@@ -34,6 +34,7 @@ from streamapp.sql.formats import Codec
 from streamapp.sql.planner import plan_file, plan_text
 from streamapp.sql import runner
 from streamapp.sql.runner import compare, read_records
+from workerkit import group_progress
 
 CASES = Path(__file__).parent / "qtt"
 ALL_POSITIVE = sorted(d for d in CASES.iterdir()
@@ -426,12 +427,15 @@ def test_finding_kafka_streams_emits_the_closed_outer_rows_of_b_the_pure_engine_
     assert all('"V":null' in x for x in extra) and len(extra) == (3 if join == "FULL" else 2)
 
 
-def _plan_streams(plan: p.Plan, tmp_path: Path, bootstrap: str = "localhost:1") -> subprocess.Popen[str]:
-    """The broker program (PlanStreams) on ``plan``: the same PlanTopology as under the test driver."""
+def _plan_streams(plan: p.Plan, tmp_path: Path, bootstrap: str = "localhost:1",
+                  app_id: str | None = None) -> subprocess.Popen[str]:
+    """The broker program (PlanStreams) on ``plan``: the same PlanTopology as under the test driver.  Each query's
+    group is ``app_id``-QUERY; it commits every 200 ms."""
     (tmp_path / "plan.json").write_text(plan.to_json(), encoding="utf-8")
     (tmp_path / "streams.properties").write_text(
-        f"application.id=qtt-{uuid.uuid4().hex[:8]}\nbootstrap.servers={bootstrap}\n"
-        f"state.dir={tmp_path / 'state'}\nstreamapp.plan={tmp_path / 'plan.json'}\n", encoding="utf-8")
+        f"application.id={app_id or f'qtt-{uuid.uuid4().hex[:8]}'}\nbootstrap.servers={bootstrap}\n"
+        f"commit.interval.ms=200\nstate.dir={tmp_path / 'state'}\nstreamapp.plan={tmp_path / 'plan.json'}\n",
+        encoding="utf-8")
     return subprocess.Popen([java(), "-Xmx256m", "-cp", classpath("ksql-equivalent"), "io.streamapp.ksql.PlanStreams",
                              str(tmp_path / "streams.properties")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -469,18 +473,24 @@ def test_the_broker_program_runs_table_table_and_stream_stream_joins(
     assert producer.flush(30) == 0
     expected = runner.run(plan, inputs).actual
     assert {t: len(v) for t, v in expected.items()} == {ot: 5, os_: 3}
-    program = _plan_streams(plan, tmp_path, bootstrap)
+    app_id = f"qtt-{uuid.uuid4().hex[:8]}"
+    program = _plan_streams(plan, tmp_path, bootstrap, app_id)
     try:
+        # every input read and committed (after its outputs were written): the outputs' ends are all they write
+        groups = {f"{app_id}-OT": (ta, tb), f"{app_id}-OS": (sa, sb)}
+        deadline = time.monotonic() + 120
+        while not all(group_progress(bootstrap, group, topic, 1)[0] for group, topics in groups.items()
+                      for topic in topics):
+            assert time.monotonic() < deadline and program.poll() is None, "Kafka Streams did not read its inputs"
+            time.sleep(0.2)
+        ends = {topic: group_progress(bootstrap, "nobody", topic, 1)[1] for topic in (ot, os_)}
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"qtt-{uuid.uuid4().hex[:8]}",
                              "auto.offset.reset": "earliest", "enable.auto.commit": False})
         consumer.subscribe([ot, os_])
         codecs = {plan.source(q.sink).topic: Codec(plan.source(q.sink)) for q in plan.queries}
         got: dict[str, list[runner.TestRecord]] = {ot: [], os_: []}
-        deadline = time.monotonic() + 120
-        settled = None  # a few seconds more once all are in: a record too many would show then
-        while time.monotonic() < (settled or deadline) and program.poll() is None:
-            if settled is None and sum(map(len, got.values())) >= 8:
-                settled = time.monotonic() + 3
+        while any(len(got[topic]) < end for topic, end in ends.items()):
+            assert time.monotonic() < deadline, f"read {got} of {ends}"
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
                 read = got[message.topic()]

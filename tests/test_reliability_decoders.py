@@ -24,7 +24,7 @@ from test_records import ORDERS, PLAN, USERS, order_of, user, user_of
 #: What a reader's RecordError may name: the key, the value, or a column as declared.
 FIELDS = {"key", "value", "NAME", "AGE", "TS", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL"}
 INT64 = (-(2**63), 2**63 - 1)
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 
 json_scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20)
@@ -137,7 +137,7 @@ out_of_range_ints = st.one_of(st.integers(min_value=2**63), st.integers(max_valu
 non_finite = st.sampled_from([math.nan, math.inf, -math.inf])
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(data=st.data(), order=valid_orders)
 def test_numbers_beyond_bigint_wrap_as_ksqldb_reads_them(data: st.DataObject, order: dict) -> None:
     """JsonNode.asLong keeps the low 64 bits of a larger integer (Java's BigInteger.longValue)."""
@@ -151,7 +151,7 @@ def test_numbers_beyond_bigint_wrap_as_ksqldb_reads_them(data: st.DataObject, or
         assert decoded is not None and decoded[name.upper()] == wrapped
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(bad=non_finite, order=valid_orders, name=st.sampled_from(["unit_price", "extra", "age"]))
 def test_bare_nan_and_infinity_tokens_are_not_json(bad: float, order: dict, name: str) -> None:
     """Python's json reads ``NaN``/``Infinity`` tokens; Jackson, as ksqlDB runs it, refuses the whole value."""
@@ -201,7 +201,7 @@ hostile_values = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(key=keys, value=hostile_values)
 def test_decoders_raise_only_record_errors_on_hostile_json(key: bytes | None, value: bytes) -> None:
     """Any bytes, any JSON: a row whose strings all have a UTF-8 form, or a RecordError; never another exception."""

@@ -35,7 +35,7 @@ TOKEN = "reliability-token-9f2c"
 #: aiohttp's default ``max_line_size``: a longer request line is refused by its HTTP parser (a plain-text 400),
 #: before any middleware runs, so only shorter ones can get streamapp's JSON errors.
 MAX_REQUEST_LINE = 8190
-FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=400, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 class Worker:

@@ -35,7 +35,7 @@ keys = st.one_of(st.binary(min_size=1, max_size=20), st.text(min_size=1, max_siz
     lambda t: t.encode("utf-8", "surrogatepass")))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(key=keys, user=users)
 def test_a_written_rows_repartition_value_decodes_to_the_same_row_bytes(key: bytes, user: dict[str, object]) -> None:
     record = Record(USERS.source.topic, key, json.dumps(user).encode(), 7)
