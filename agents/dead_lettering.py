@@ -1,7 +1,7 @@
 """One record never stops the worker: whatever decoding, joining, encoding or producing it raises, it becomes a dead letter.
 
 The batch handlers run each input record's work inside :func:`is_record_fault`'s net:
-a failure caused by the record (a :class:`~streamapp.records.RecordError`, an
+a failure caused by the record (a :class:`~streamapp.model.records.RecordError`, an
 output too large for its topic, any unexpected exception from our code on its
 bytes) sends that record to the dead-letter topic with the reason, counts it and
 moves on.  A failure of Kafka itself (unreachable, not the leader, timed out) is
@@ -9,7 +9,7 @@ not the record's fault: it propagates, so a good record is never dead-lettered
 because the broker was away.
 
 Output sizes are checked before anything is sent, against the limits read once at
-start (:mod:`streamapp.limits`): the producer refuses an oversized record with an
+start (:mod:`streamapp.kafka.limits`): the producer refuses an oversized record with an
 exception, and the broker refuses an oversized batch only after the offsets may
 have moved on, so neither is left to happen.
 """
@@ -46,12 +46,12 @@ RECORD_KAFKA_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError)
 #: A record's own bytes add at most this much on top of its key and value in a batch of its own
 #: (batch header 61, record overhead 21, two length varints of at most 5, the header count 1).
 RECORD_OVERHEAD = 93
-#: What a record's checked work hands on to be written (see :meth:`DeadLettering.each`).
+#: What a record's checked work hands on to be written (see :meth:`DeadLettering.handle`).
 P = TypeVar("P")
-#: Why a record became a dead letter, as the metrics count it (``streamapp_dead_letters_total``'s ``reason``, a
-#: bounded label; the letter itself carries the sentence): its bytes could not be read as declared, its event
-#: time is one an output topic refuses, an output would be too large, the broker refused its output's batch, or
-#: the worker's code failed on it.
+#: Why a record became a dead letter, as the metrics count it (``streamapp_dead_letters_by_reason_total``'s
+#: ``reason``, a bounded label; the letter itself carries the sentence): its bytes could not be read as declared,
+#: its event time is one an output topic refuses, an output would be too large, the broker refused its output's
+#: batch, or the worker's code failed on it.
 REASONS = ("undecodable", "timestamp_refused", "too_large", "broker_refused", "processing_error")
 
 

@@ -122,10 +122,14 @@ def help_of(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
 
 
 def option_default(action: argparse.Action) -> str:
-    setting = {f.name for f in fields(Settings)}
-    if action.default is None and action.dest in setting:
+    """The default column: blank for a flag, an empty default, or one the help itself states (a default worked
+    out when the command runs, such as this host's name, is the reader's, not the build machine's)."""
+    if (isinstance(action, (argparse._StoreConstAction, argparse._StoreTrueAction, argparse._StoreFalseAction))
+            or "default" in (action.help or "")):
+        return ""
+    if action.default is None and action.dest in {f.name for f in fields(Settings)}:
         return f"the setting [{action.dest}](settings.md#{action.dest})"
-    if action.default in (None, False, argparse.SUPPRESS) or isinstance(action, argparse._StoreTrueAction):
+    if action.default is None or action.default is False or action.default in ("", argparse.SUPPRESS):
         return ""
     return f"`{action.default}`"
 

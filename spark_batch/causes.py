@@ -9,8 +9,8 @@ The stream record's partition is where its own topic holds it; for a join that r
 (:attr:`~spark_batch.roles.Pair.rekeys_stream`) it is where the engines re-key it: the ``partitioner``
 setting's partition of its join key, in the table's key format (:func:`join_placement`).
 
-Two causes are the engines' documented, legitimate differences (README, "Decoding"), read
-off the order's own key whatever the status: ``null_key`` (ksqlDB on Kafka Streams 3.7+,
+Two causes are the engines' documented, legitimate differences (docs/reference/reconciliation.md,
+"Causes"), read off the order's own key whatever the status: ``null_key`` (ksqlDB on Kafka Streams 3.7+,
 KIP-962, the Kafka Streams program and the worker all join a null-key order with NULL user
 columns, with a null key, in a partition their producer picks at random: such an order in both
 outputs is a ``match`` (:func:`~spark_batch.compare.classify`), so this cause names one that an

@@ -127,9 +127,9 @@ def classify(group: Group, faust: DataFrame, ksqldb: DataFrame, matches: bool = 
     k = {name: F.col(f"ksqldb_{column}") for name, column in names.items()}
     faust_count, ksqldb_count = F.coalesce("faust_count", F.lit(0)), F.coalesce("ksqldb_count", F.lit(0))
     both = F.col("faust_count").isNotNull() & F.col("ksqldb_count").isNotNull()
-    # A null-key record has no table row to find and no partition of its own: both engines join it with
-    # NULL table columns in a partition their producer picks at random (README, "Decoding"), so
-    # neither its partition nor its lack of a table row is a disagreement.
+    # A null-key record has no table row to find and no partition of its own: both engines join it with NULL
+    # table columns in a partition their producer picks at random (docs/reference/reconciliation.md, "Causes"),
+    # so neither its partition nor its lack of a table row is a disagreement.
     keyed = F.col("_k_tag").bitwiseAND(1 << group.identity.index(group.join_key)) == 0
     partition_differs = keyed & _differs(F.col("faust_partition"), F.col("ksqldb_partition"))
     values_differ = F.lit(False)

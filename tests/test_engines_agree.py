@@ -248,7 +248,8 @@ def assert_outputs_agree(engines: Engines, null_keys: int) -> None:
         only_ks = Counter({r: n for r, n in theirs.items() if r[1] == BAD_KEY_AS_JAVA_READS_IT})
         assert [r[1] for r in only_ks.elements()] == [BAD_KEY_AS_JAVA_READS_IT], (ks, only_ks)
         theirs -= only_ks
-        # ksqlDB's rule for a null-key order (README, "Decoding"): joined with NULL user columns and a null key
+        # ksqlDB's rule for a null-key order (docs/reference/reconciliation.md, "Causes"): joined with NULL user
+        # columns and a null key
         nulls = {side: Counter({r: n for r, n in out.items() if r[1] is None}) for side, out in (("w", mine), ("k", theirs))}
         rows = {side: Counter((value, ts) for (_, _, value, ts), n in found.items() for _ in range(n))
                 for side, found in nulls.items()}

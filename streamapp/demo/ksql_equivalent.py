@@ -7,8 +7,8 @@ default), parsed here and handed over as JSON, one Kafka Streams application per
 query as ksqlDB does, with ksqlDB's serialization, so its output topics hold what
 ksqlDB would write.  It is not ksqlDB: no SQL parser of its own, no REST API.
 
-This module starts and stops it as :mod:`streamapp.broker` does the broker: the
-classpath from :mod:`streamapp.jvm`, the ``STREAMAPP_*`` settings in a properties
+This module starts and stops it as :mod:`streamapp.kafka.broker` does the broker: the
+classpath from :mod:`streamapp.kafka.jvm`, the ``STREAMAPP_*`` settings in a properties
 file, ready once Kafka Streams says RUNNING, SIGTERM then SIGKILL, and the JVM dies
 with the process that started it.
 """

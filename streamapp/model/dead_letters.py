@@ -48,7 +48,7 @@ REASON_LIMIT = 500
 
 #: A record's headers as Kafka holds them: names may repeat, a value may be null.
 Headers = tuple[tuple[str, bytes | None], ...]
-#: How large a record would be: (key, value, headers) -> bytes (``streamapp.limits.record_size``).
+#: How large a record would be: (key, value, headers) -> bytes (``streamapp.kafka.limits.record_size``).
 Sizer = Callable[[bytes | None, bytes | None, list[tuple[str, bytes | None]]], int]
 
 

@@ -5,7 +5,7 @@ on it); what ksqlDB accepts and streamapp cannot run yet is refused saying so.
 Either way one :class:`PlanError` line that names the statement by its line.
 
 The rules follow ksqlDB's planner (``AstSanitizer``, ``LogicalPlanner.buildJoinKey``,
-``JoinNode``, ``FinalProjectNode`` in the ksql repository); docs/declared-joins.md
+``JoinNode``, ``FinalProjectNode`` in the ksql repository); docs/reference/statements.md
 walks through them with examples.
 """
 from __future__ import annotations

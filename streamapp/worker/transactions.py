@@ -5,7 +5,7 @@ puts the partition's outputs, dead letters and offset in one transaction (partit
 read together, a stream-stream join's sides, share one: their stores' changelogs and both offsets), committed every
 :data:`COMMIT_INTERVAL` seconds or :data:`MAX_ORDERS` orders. aiokafka cannot fence a zombie by group
 generation (KIP-447), so :meth:`Transactions.fence` runs InitProducerId before the new owner reads its
-offsets (:func:`streamapp.worker.faust_internals.fence_before_seek`). A fence never crashes the worker.
+offsets (:func:`streamapp.worker.faust_internals.seek_fenced`). A fence never crashes the worker.
 See docs/RELIABILITY.md#exactly-once (the design) and docs/research/exactly-once.md (the experiments).
 """
 from __future__ import annotations
