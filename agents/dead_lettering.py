@@ -37,9 +37,9 @@ from streamapp.worker.transport import Record
 logger = logging.getLogger(__name__)
 #: Each dead letter written: a burst of bad records is one WARNING per reason a minute, noting how many more were
 #: not logged (the counters line and ``streamapp_dead_letters_total`` count every one), as aiokafka's repeated
-#: errors are. A letter that could not be written is never summarised (``logger``: its line is its last trace).
+#: errors are (its filter set by the first :class:`DeadLettering`). A letter that could not be written is never
+#: summarised (``logger``: its line is its last trace).
 written_logger = logging.getLogger(f"{__name__}.written")
-written_logger.addFilter(RepeatFilter())
 
 #: Kafka errors that a record causes by itself (its size); every other Kafka error is the cluster's.
 RECORD_KAFKA_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError)
@@ -137,6 +137,8 @@ class DeadLettering:
         self._lock = asyncio.Lock()
         #: Dead letters being sent for refused batches (kept referenced until done).
         self._pending: set[asyncio.Task[None]] = set()
+        if not any(isinstance(f, RepeatFilter) for f in written_logger.filters):  # one for the process's logger
+            written_logger.addFilter(RepeatFilter())
 
     async def size_limits(self) -> RecordLimits:
         """The limits every output is checked against, read from the cluster once, on first use at start."""
@@ -189,7 +191,8 @@ class DeadLettering:
         dead letters (by default at once, through Faust's producer)."""
         app = self.app
         return BatchSender(producer if producer is not None else aiokafka_producer(app), app.join_tables.partitioner,
-                           app.partition_counts, on_failure=on_failure or self.refused, on_sent=on_sent)
+                           app.partition_counts, on_failure=on_failure or self.refused, on_sent=on_sent,
+                           deliveries=app.kafka_monitor.deliveries)
 
     async def send(self, msg: Record, error: BaseException, producer: Any = None) -> None:
         """The record, byte for byte where it fits, to the dead-letter topic with the reason; counted and logged.

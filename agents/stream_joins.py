@@ -91,7 +91,7 @@ class RocksState(JoinState):
     and kept from fetch to fetch; its stream times kept in RocksDB at each fetch's end (:meth:`save`)."""
 
     def __init__(self, engine: StreamJoin, tables: Sequence[faust.Table], partition: int,
-                 changes: Sequence[list[Change]], journal: Journal):
+                 changes: Sequence[list[Change]], journal: Journal) -> None:
         """``changes``: each table's list of the partition's changes for its changelog (one a table, in order)."""
         left, right, outer = (Journaled(t, partition, log, journal) for t, log in zip(tables, changes))
         meta = left.db.get(META)
@@ -171,7 +171,7 @@ class StreamJoinRun:
         #: The record being joined: each key's value before it wrote it (:meth:`undo`).
         self._record: Journal = []
         #: exactly_once: each partition's open transaction's values before (:meth:`ended`); None: at_least_once.
-        self._open: dict[int, Journal] | None = {} if app.settings.processing_guarantee == "exactly_once" else None
+        self._open: dict[int, Journal] | None = {} if app.settings.exactly_once else None
         #: exactly_once: each partition's next look as its last committed transaction left it (:meth:`ended`).
         self._committed_looks: dict[int, tuple[int, int]] = {}
         #: A partition whose stores could not be put back: not trusted at its next open (a wipe, a restore).
@@ -431,7 +431,7 @@ def _event_time(runs: Sequence[StreamJoinRun]) -> Callable[[Record], int]:
 
 def install(app: StreamappApp, dead_letters: DeadLettering) -> None:
     runs = runs_of(app)
-    exactly_once = app.settings.processing_guarantee == "exactly_once"
+    exactly_once = app.settings.exactly_once
     for group in transaction_groups(runs):
         transactions = transactions_install(app, group, dead_letters.refused_in) if exactly_once else None
         if transactions is not None:

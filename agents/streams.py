@@ -97,7 +97,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
     #: Read for stream-stream joins only, which ignore a null value (a stream-table join dead-letters it).
     ignores_null = not direct and all(r.query.kind == p.STREAM_STREAM_JOIN
                                       for r in topology.rekeys if r.stream == topic)
-    exactly_once = app.settings.processing_guarantee == "exactly_once"
+    exactly_once = app.settings.exactly_once
     transactions = transactions_install(app, topic, dead_letters.refused_in) if exactly_once else None
     null_keys = NullKeyPartitions()  # sticky across fetches, as one producer's partitioner is
     time_field = rows.time_field

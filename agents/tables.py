@@ -13,9 +13,8 @@ from typing import Mapping, Sequence
 
 from faust.types import TP
 
-from streamapp.model.records import RecordError
 from streamapp.sql import plan as p
-from streamapp.sql.engine import Query, Reader
+from streamapp.sql.engine import Query, Reader, null_table_key
 from streamapp.sql.engine import Record as EngineRecord
 from streamapp.sql.topology import Output
 from streamapp.worker.app import StreamappApp
@@ -64,7 +63,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
     remembered = {copy.output for copy, _ in copies
                   if any(t.topic == copy.output and is_identity(copy, plan, t.source) and not t.timestamped
                          and not timestamped for t in topology.tables)}
-    exactly_once = app.settings.processing_guarantee == "exactly_once" and bool(sides)
+    exactly_once = app.settings.exactly_once and bool(sides)
     transactions = transactions_install(app, topic, dead_letters.refused_in) if exactly_once else None
     undo = None if transactions is None else UndoLog(loaded, tables.clean_stops.distrust)
     if transactions is not None and undo is not None:
@@ -92,8 +91,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                 timestamp = event_time(msg)
             else:
                 if msg.key is None:  # before the value: a table ignores the record whatever its value holds
-                    raise RecordError("key is null: a table row needs a key (ksqlDB ignores a null-key table "
-                                      "record)", "key")
+                    raise null_table_key()
                 key, row = reader.read(msg.key, msg.value, msg.timestamp)
                 timestamp = msg.timestamp if row is None else row[1]
                 value = None if row is None else rows[0].value(

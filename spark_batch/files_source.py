@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 
 from .decode import is_raw, raw_export
 from .errors import ReconcileError, one_line
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 SUFFIXES = (".parquet", ".jsonl", ".json")
 
@@ -154,7 +158,7 @@ _PARQUET_TYPES = {
 _DECIMAL_DIGITS = {"INT32": 9, "INT64": 18, "FIXED_LEN_BYTE_ARRAY": 38, "BYTE_ARRAY": 38}
 
 
-def _spark_type(column) -> str | None:
+def _spark_type(column: pq.ColumnSchema) -> str | None:
     """Spark's type of a flat Parquet column (``_PARQUET_TYPES``, or a DECIMAL as its precision and scale)."""
     if column.logical_type.type == "DECIMAL":
         digits = _DECIMAL_DIGITS.get(column.physical_type, 0)

@@ -18,7 +18,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import StructType, _parse_datatype_string
+from pyspark.sql.types import DataType, StructType
 
 from streamapp.model.records import MAX_NUMBER_LENGTH, RecordError
 from streamapp.sql import plan as p
@@ -156,7 +156,7 @@ class SqlPath:
 def struct_type(source: p.Source) -> StructType:
     """What both ways give per record: the key's value, the value columns, the kind."""
     every = {KEY: key_type(source), **value_columns(source), "kind": "string"}
-    return _parse_datatype_string(ddl(every))  # type: ignore[return-value]
+    return DataType.fromDDL(ddl(every))  # type: ignore[return-value]
 
 
 def _spark_value(value: Any, kind: str) -> Any:

@@ -24,6 +24,8 @@ GUARD_POLICIES = ("warn", "fail")
 #: (one Kafka transaction per orders partition holds outputs and offsets; see docs/RELIABILITY.md).
 PROCESSING_GUARANTEES = ("at_least_once", "exactly_once")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: The protocols that use TLS, and those that use SASL.
+TLS_PROTOCOLS, SASL_PROTOCOLS = ("SSL", "SASL_SSL"), ("SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: Read from ``STREAMAPP_<FIELD>`` or from the file ``STREAMAPP_<FIELD>_FILE`` names; never a CLI flag, never shown.
 SECRETS = ("sasl_password", "ksqldb_password")
@@ -44,6 +46,11 @@ def _doc(text: str, **kw: Any) -> Any:
 def _secret(text: str) -> Any:
     """A setting that is a secret: kept out of ``repr``, the CLI and every table of values."""
     return field(default="", repr=False, metadata={"doc": text, "secret": True})
+
+
+def servers_list(servers: str) -> list[str]:
+    """``host:port,host:port`` (a ``kafka://`` prefix allowed, as Faust writes its broker URLs) as a list."""
+    return [s.strip().removeprefix("kafka://") for s in servers.split(",") if s.strip()]
 
 
 @dataclass(frozen=True)
@@ -70,15 +77,15 @@ class KafkaAccess:
 
     @property
     def servers_list(self) -> list[str]:
-        return [s.strip().removeprefix("kafka://") for s in self.servers.split(",") if s.strip()]
+        return servers_list(self.servers)
 
     @property
     def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def sasl(self) -> bool:
-        return self.protocol.startswith("SASL_")
+        return self.protocol in SASL_PROTOCOLS
 
     def with_servers(self, servers: str) -> "KafkaAccess":
         return dataclasses.replace(self, servers=servers)
@@ -269,7 +276,7 @@ class Settings:
             )
         if self.sasl_mechanism not in SASL_MECHANISMS:
             raise SettingsError(f"sasl_mechanism={self.sasl_mechanism!r}: expected one of {', '.join(SASL_MECHANISMS)}")
-        if self.security_protocol.startswith("SASL_"):
+        if self.security_protocol in SASL_PROTOCOLS:
             if not self.sasl_username:
                 raise SettingsError(f"sasl_username is empty: security_protocol={self.security_protocol} needs a user")
             if not self.sasl_password:
@@ -278,7 +285,7 @@ class Settings:
                     f"(STREAMAPP_SASL_PASSWORD or STREAMAPP_SASL_PASSWORD_FILE)"
                 )
         tls_files = [name for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile") if getattr(self, name)]
-        if tls_files and self.security_protocol not in ("SSL", "SASL_SSL"):
+        if tls_files and self.security_protocol not in TLS_PROTOCOLS:
             raise SettingsError(
                 f"{tls_files[0]} is set but security_protocol={self.security_protocol} does not use TLS: "
                 f"set security_protocol to SSL or SASL_SSL"
@@ -295,7 +302,12 @@ class Settings:
 
     @property
     def bootstrap_list(self) -> list[str]:
-        return [s.strip().removeprefix("kafka://") for s in self.bootstrap_servers.split(",") if s.strip()]
+        return servers_list(self.bootstrap_servers)
+
+    @property
+    def exactly_once(self) -> bool:
+        """``processing_guarantee=exactly_once``: outputs and offsets in one Kafka transaction a partition."""
+        return self.processing_guarantee == "exactly_once"
 
     @property
     def kafka(self) -> KafkaAccess:

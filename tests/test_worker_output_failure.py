@@ -24,7 +24,7 @@ from streamapp.kafka.reader import TopicReader
 from streamapp.partitioners import get_partitioner
 from streamapp.settings import Settings, SettingsError
 from streamapp.worker.app import create_app
-from streamapp.worker.batch_sender import BatchSender, listen, refusal, unlisten, waiting
+from streamapp.worker.batch_sender import BatchSender, Deliveries, refusal
 from streamapp.worker.health import (
     OUTPUT_FAILURE_EXIT_CODE, REFUSED, STALL_AFTER, STOP_TIMEOUT_EXIT_CODE, KafkaMonitor, OutputWatch, Reachability,
     health_status,
@@ -172,12 +172,12 @@ async def test_the_probe_finds_a_deleted_topic_and_finds_it_again_once_re_create
 async def test_a_send_to_a_deleted_topic_waits_says_so_and_goes_once_it_is_back(bootstrap: str, new_topic) -> None:
     """aiokafka alone would wait inside ``send_batch`` for its request timeout, then raise (Faust's: 20 minutes)."""
     topic = new_topic("waited", partitions=2)
-    heard = Heard()
-    listen(heard)
+    heard, deliveries = Heard(), Deliveries()
+    deliveries.listen(heard)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:
-        sender = BatchSender(producer, get_partitioner("murmur2"), {topic: 2})
+        sender = BatchSender(producer, get_partitioner("murmur2"), {topic: 2}, deliveries=deliveries)
         sender.add(topic, b"before", b"v", 1_700_000_000_000)
         await sender.send()
         await asyncio.wait_for(producer.flush(), 30)
@@ -196,7 +196,7 @@ async def test_a_send_to_a_deleted_topic_waits_says_so_and_goes_once_it_is_back(
         await asyncio.wait_for(producer.flush(), 30)
         assert heard.written == [topic, topic] and heard.refusals == []
     finally:
-        unlisten(heard)
+        deliveries.unlisten(heard)
         await producer.stop()
     with TopicReader(bootstrap, topic, range(2)) as reader:
         assert [record.key for record in reader.read_to_end()] == [b"after"]
@@ -218,13 +218,13 @@ async def test_a_batch_the_cluster_refuses_is_told_to_the_listeners_and_to_on_fa
     """The topic deleted after the producer last read its metadata: the batch is queued, then refused when it expires
     without a leader (a producer whose requests time out in 2 s)."""
     topic = new_topic("refusing", partitions=2)
-    heard, failed = Heard(), []
-    listen(heard)
+    heard, failed, deliveries = Heard(), [], Deliveries()
+    deliveries.listen(heard)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=2_000)
     await producer.start()
     try:
         sender = BatchSender(producer, get_partitioner("murmur2"), {topic: 2},
-                             on_failure=lambda *refused: failed.append(refused))
+                             on_failure=lambda *refused: failed.append(refused), deliveries=deliveries)
         sender.add_to(topic, 1, b"k", b"before", 1_700_000_000_000, source="order 6")
         await sender.send()
         await asyncio.wait_for(producer.flush(), 30)
@@ -234,12 +234,12 @@ async def test_a_batch_the_cluster_refuses_is_told_to_the_listeners_and_to_on_fa
         sender.add_to(topic, 1, b"k", b"after", 1_700_000_000_000, source="order 7")
         await sender.send()
         now = time.monotonic()
-        assert 0 <= waiting(now)[topic] <= now - queued  # queued since, waiting for the broker's answer
+        assert 0 <= deliveries.waiting(now)[topic] <= now - queued  # queued since, waiting for the broker's answer
         await asyncio.wait_for(producer.flush(), 30)
-        assert topic not in waiting(time.monotonic())
+        assert topic not in deliveries.waiting(time.monotonic())
         await asyncio.sleep(0)  # the delivery callbacks
     finally:
-        unlisten(heard)
+        deliveries.unlisten(heard)
         await producer.stop()
     assert heard.written == [topic] and [t for t, _ in heard.refusals] == [topic], heard.refusals
     assert [(t, p, sources) for t, p, sources, _ in failed] == [(topic, 1, ["order 7"])]

@@ -20,9 +20,9 @@ from ..copartition.doctor_pairs import pairs_from_file, pairs_from_ksqldb, pairs
 from ..copartition.doctor_report import render_html
 from ..kafka.admin import describe
 from ..settings import Settings, add_arguments
+from .guard import PROBLEMS_EXIT_CODE
 from .partition import wide_console
 
-PROBLEMS_EXIT_CODE = 1
 MARKS = {"sound": "[green]sound[/green]", "broken": "[red]BROKEN[/red]", "unknown": "[yellow]unknown[/yellow]"}
 #: A pair that only shares keys is not broken today: it would be if someone joined it.
 UNJOINED_MARKS = {"sound": "[green]co-partitioned[/green]", "broken": "[yellow]not co-partitioned[/yellow]",

@@ -15,6 +15,7 @@ from ..sql.topology import topology
 
 #: The worker stores table keys raw (``streamapp.worker.tables``); the CLI checks against that without loading Faust.
 WORKER_KEY_SERIALIZER = "raw"
+#: ``streamapp guard`` and ``streamapp doctor``'s exit code when they found a problem (2: an error).
 PROBLEMS_EXIT_CODE = 1
 
 

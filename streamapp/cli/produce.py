@@ -14,13 +14,15 @@ from rich.progress import Progress
 from ..demo.producer import ProduceError
 from ..demo.report import render_join_pairs, render_match
 from ..demo.run import ProduceOptions, ProduceRun, run
+from ..partitioners import LIBRDKAFKA_NAMES
 from ..settings import KAFKA_SECURITY_FLAGS, Settings, add_arguments
 
 #: From this many messages on, a progress bar shows (small runs print instantly).
 PROGRESS_FROM = 1000
 DEFAULTS = Settings()
 #: librdkafka's seven partitioners, in the original demo's order.
-PARTITIONER_CHOICES = ("murmur2_random", "murmur2", "consistent_random", "consistent", "fnv1a_random", "fnv1a", "random")
+#: librdkafka's partitioners, by its names (the demo's producer is confluent-kafka's).
+PARTITIONER_CHOICES = LIBRDKAFKA_NAMES
 
 
 def add_parser(sub: Any) -> None:

@@ -13,6 +13,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..partitioners import LIBRDKAFKA_NAMES
 from .impact import partition_impact
 from .key_encoding import CONFLUENT, JSON_NUMBER, JSON_STRING, UTF8
 
@@ -21,8 +22,7 @@ if TYPE_CHECKING:
 
 #: Client profile -> target partitioner -> the producer setting that makes the client use it.
 PRODUCER_SETTINGS: dict[str, dict[str, str]] = {
-    "librdkafka": {name: f"partitioner={name}" for name in (
-        "murmur2", "murmur2_random", "consistent", "consistent_random", "fnv1a", "fnv1a_random")},
+    "librdkafka": {name: f"partitioner={name}" for name in LIBRDKAFKA_NAMES if name != "random"},
     "java": {"murmur2_random": "the default partitioner: remove partitioner.class from the producer config"},
     "kafka-streams": {"murmur2_random": "the default partitioner: remove partitioner.class / the custom StreamPartitioner"},
     "sarama": {

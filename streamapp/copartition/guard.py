@@ -253,17 +253,7 @@ def check_copartitioning(
 ) -> CopartitionReport:
     """Run every check now against the broker in ``settings`` (``live``: what a running worker read)."""
     joins = topology(settings)
-    report = evaluate(settings, gather(settings, sample, joins), key_serializers, joins, live)
-    _latest[0] = report
-    return report
-
-
-_latest: list[CopartitionReport | None] = [None]
-
-
-def latest_report() -> CopartitionReport | None:
-    """The report of the last check in this process (the worker runs one at start)."""
-    return _latest[0]
+    return evaluate(settings, gather(settings, sample, joins), key_serializers, joins, live)
 
 
 def run_guard(settings: Settings, key_serializers: Mapping[str, str] | None = None) -> CopartitionReport:

@@ -29,11 +29,11 @@ from ..kafka.admin import TopicError, describe, ensure_topics
 from ..kafka.child import ChildProcess
 from ..kafka.jvm import JvmError, classpath, java
 from ..kafka.security import java_properties
+from ..kafka.streams_runner import MODULE
 from ..settings import Settings
 from ..sql.plan import Plan
 from ..sql.topology import load_plan, seed_renames
 
-MODULE = "ksql-equivalent"
 #: The program that runs a declared plan's queries, one Kafka Streams application each.
 PLAN_MAIN_CLASS = "io.streamapp.ksql.PlanStreams"
 #: The lines the Java program prints (PlanStreams.RUNNING and .FAILED).

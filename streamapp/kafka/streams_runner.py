@@ -33,6 +33,7 @@ from ..sql.runner import Result, TestRecord, compare, encode_inputs, read_back, 
 from .child import die_with_parent
 from .jvm import classpath, java
 
+#: The Maven module of the Kafka Streams program (jvm/ksql-equivalent): its classpath.
 MODULE = "ksql-equivalent"
 MAIN_CLASS = "io.streamapp.ksql.TopologyTestRunner"
 #: The query kinds the Kafka Streams program builds (``PlanTopology.build``); it refuses a plan with another in one

@@ -33,6 +33,11 @@ from .formats import Codec, plain_json
 Row = tuple[dict[str, Any], int]
 
 
+def null_table_key() -> RecordError:
+    """A table record with a null key: ksqlDB ignores it (no row without a key); here it is a dead letter."""
+    return RecordError("key is null: a table row needs a key (ksqlDB ignores a null-key table record)", "key")
+
+
 class Record(NamedTuple):
     """A Kafka record as the engine sees it: bytes in, bytes out; where it was read, for ROWPARTITION and ROWOFFSET
     (the test runner reads every record from partition 0, as ksqlDB's tests do; -1: not read from a topic)."""
@@ -287,7 +292,7 @@ class Query:
         assert self.right is not None
         key, row = self.right.row(record)
         if key is None:
-            raise RecordError("key is null: a table row needs a key (ksqlDB ignores a null-key table record)", "key")
+            raise null_table_key()
         if row is None:
             self.table.pop(key, None)
         else:

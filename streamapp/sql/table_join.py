@@ -8,7 +8,7 @@ from typing import Any
 
 from ..model.records import MAX_TIMESTAMP_MS, RecordError
 from . import plan as p
-from .engine import Output, Reader, Record, Row
+from .engine import Output, Reader, Record, Row, null_table_key
 from .formats import Codec
 from .expressions import compile_expression
 
@@ -96,7 +96,7 @@ class TableJoin(TwoSided):
     def _update(self, side: str, reader: Reader, record: Record) -> list[Output]:
         key, new = reader.row(record)
         if key is None:
-            raise RecordError("key is null: a table row needs a key (ksqlDB ignores a null-key table record)", "key")
+            raise null_table_key()
         rows, other_rows = self.tables[side], self.tables[p.RIGHT_SIDE if side == p.LEFT_SIDE else p.LEFT_SIDE]
         old = rows.get(key)
         if new is None:

@@ -22,7 +22,7 @@ import faust
 from faust.web.drivers import aiohttp as aiohttp_driver
 from mode.utils.objects import cached_property
 
-from ..copartition.guard import GuardError, run_guard
+from ..copartition.guard import CopartitionReport, GuardError, run_guard
 from ..errors import StreamappError
 from ..kafka.admin import describe, ensure_topics
 from ..kafka.security import check_access_once, faust_credentials
@@ -164,6 +164,8 @@ class StreamappApp(faust.App):
     rechecks: Rechecks
     #: Under ``processing_guarantee=exactly_once``, each stream topic's transactions (:mod:`streamapp.worker.transactions`).
     transactions: dict[str, Transactions]
+    #: The guard's report at start (None: not run yet), until the checks run again (:attr:`rechecks`).
+    guard_report: CopartitionReport | None
 
     def __init__(self, settings: Settings, joins: Topology) -> None:
         super().__init__(settings.app_id, **faust_config(settings))
@@ -172,6 +174,7 @@ class StreamappApp(faust.App):
         self.batch_handlers = {}
         self.partition_counts = {}
         self.transactions = {}
+        self.guard_report = None
         self.counters = Counters()
         self.transport = Transport(self.conf.broker_consumer, self)  # before any topic asks for it
         self.join_tables = JoinTables(self, settings, joins)
@@ -210,7 +213,7 @@ class StreamappApp(faust.App):
             check_worker(settings)
             # A wrong password, CA or protocol is one line naming the setting, not aiokafka's "Unable to bootstrap".
             await asyncio.get_running_loop().run_in_executor(None, check_access_once, settings.kafka)
-            if settings.processing_guarantee == "exactly_once":  # never a quiet fall-back to at-least-once
+            if settings.exactly_once:  # never a quiet fall-back to at-least-once
                 await check_transactions(settings)
         except StreamappError as exc:
             logger.error("Worker not started: %s", exc)
@@ -227,7 +230,8 @@ class StreamappApp(faust.App):
             logger.info("Window store changelogs made before their segments set as new ones are: %s",
                         "; ".join(configured))
         try:
-            await loop.run_in_executor(None, run_guard, settings, self.join_tables.key_serializers())
+            self.guard_report = await loop.run_in_executor(None, run_guard, settings,
+                                                           self.join_tables.key_serializers())
         except GuardError as exc:
             logger.error("Worker not started: %s", exc)
             raise SystemExit(GUARD_EXIT_CODE) from None

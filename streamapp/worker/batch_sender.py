@@ -6,7 +6,8 @@ Faust's producer (so the next commit covers them). A refused batch hands its rec
 ``on_failure``, and every topic is tracked by the producer's metadata first (:func:`track_topics`),
 or a batch for it can wait without a word. A topic the producer cannot send to (deleted, not
 authorized) is waited for here, and that, a batch the cluster refused and a batch delivered are
-told to the listeners (:func:`listen`: the worker's health), so a stalled output is never silent.
+told to the sender's :class:`Deliveries` (whose listener is the worker's health), so a stalled output is never
+silent.
 See docs/explanation/worker-internals.md#sending-whole-batches.
 """
 from __future__ import annotations
@@ -52,36 +53,60 @@ class OutputListener(Protocol):
     def written_to(self, topic: str) -> None: ...
 
 
-_listeners: set[OutputListener] = set()
-#: Batches queued and not answered yet: topic -> batch number -> when it was queued, and its delivery future
-#: (weakly: the future of a producer dropped unstopped never resolves, and is gone with it) (:func:`waiting`).
-_queued: dict[str, dict[int, tuple[float, weakref.ref[asyncio.Future[Any]]]]] = {}
-_numbers = itertools.count()
+class Deliveries:
+    """What one worker's batch senders find out about its outputs: the batches waiting for the broker's answer
+    (:meth:`waiting`), and, told to its listeners (:class:`OutputListener`, the worker's health), a topic found
+    unwritable, a batch refused, a batch delivered.  The worker's :class:`~.health.KafkaMonitor` holds it."""
 
+    def __init__(self) -> None:
+        self.listeners: set[OutputListener] = set()
+        #: Batches queued and not answered yet: topic -> batch number -> when it was queued, and its delivery future
+        #: (weakly: the future of a producer dropped unstopped never resolves, and is gone with it).
+        self.queued: dict[str, dict[int, tuple[float, weakref.ref[asyncio.Future[Any]]]]] = {}
+        self._numbers = itertools.count()
 
-def listen(listener: OutputListener) -> None:
-    """Tell ``listener`` of every topic found unwritable and every batch delivered, by any sender of the process."""
-    _listeners.add(listener)
+    def listen(self, listener: OutputListener) -> None:
+        """Tell ``listener`` of every topic found unwritable and every batch refused or delivered."""
+        self.listeners.add(listener)
 
+    def unlisten(self, listener: OutputListener) -> None:
+        self.listeners.discard(listener)
 
-def unlisten(listener: OutputListener) -> None:
-    _listeners.discard(listener)
+    def sent(self, topic: str, future: asyncio.Future[Any]) -> int:
+        """A batch queued for ``topic``: its number, until :meth:`answered`."""
+        number = next(self._numbers)
+        self.queued.setdefault(topic, {})[number] = (time.monotonic(), weakref.ref(future))
+        return number
 
+    def answered(self, topic: str, number: int) -> None:
+        self.queued[topic].pop(number, None)
 
-def waiting(now: float, since: float = float("-inf")) -> dict[str, float]:
-    """Seconds the oldest batch of each topic has waited for the broker's answer, counted from ``since`` at most.
+    def waiting(self, now: float, since: float = float("-inf")) -> dict[str, float]:
+        """Seconds the oldest batch of each topic has waited for the broker's answer, counted from ``since`` at most.
 
-    aiokafka retries a refusal it deems passing (``NOT_ENOUGH_REPLICAS``, a leader moving,
-    a timeout) until the batch expires (Faust's producer: after 20 minutes): a batch that
-    waits long is the one sign of such a stall.
-    """
-    waits = {}
-    for topic, batches in _queued.items():
-        for number in [number for number, (_, future) in batches.items() if future() is None]:
-            del batches[number]
-        if batches:
-            waits[topic] = now - max(min(queued for queued, _ in batches.values()), since)
-    return waits
+        aiokafka retries a refusal it deems passing (``NOT_ENOUGH_REPLICAS``, a leader moving,
+        a timeout) until the batch expires (Faust's producer: after 20 minutes): a batch that
+        waits long is the one sign of such a stall.
+        """
+        waits = {}
+        for topic, batches in self.queued.items():
+            for number in [number for number, (_, future) in batches.items() if future() is None]:
+                del batches[number]
+            if batches:
+                waits[topic] = now - max(min(queued for queued, _ in batches.values()), since)
+        return waits
+
+    def unwritable(self, topic: str, reason: str) -> None:
+        for listener in list(self.listeners):
+            listener.unwritable(topic, reason)
+
+    def refused(self, topic: str, reason: str) -> None:
+        for listener in list(self.listeners):
+            listener.refused(topic, reason)
+
+    def written_to(self, topic: str) -> None:
+        for listener in list(self.listeners):
+            listener.written_to(topic)
 
 
 def refusal(error: type | BaseException) -> str:
@@ -103,8 +128,8 @@ def unwritable(producer: Any, topics: Iterable[str]) -> dict[str, str]:
     return found
 
 
-async def wait_writable(producer: Any, topics: Iterable[str]) -> None:
-    """Until the producer's metadata has every one of ``topics``, each miss told to the listeners.
+async def wait_writable(producer: Any, topics: Iterable[str], deliveries: Deliveries) -> None:
+    """Until the producer's metadata has every one of ``topics``, each miss told to ``deliveries``.
 
     aiokafka's own wait (in ``send_batch``) lasts up to the producer's request timeout (Faust's:
     20 minutes), then raises: the worker would be stuck as long without a word, then crash or, under
@@ -114,8 +139,7 @@ async def wait_writable(producer: Any, topics: Iterable[str]) -> None:
     wanted = list(topics)
     while missing := unwritable(producer, wanted):
         for topic, reason in missing.items():
-            for listener in list(_listeners):
-                listener.unwritable(topic, reason)
+            deliveries.unwritable(topic, reason)
         await asyncio.sleep(WAIT_INTERVAL)
         await asyncio.wait([producer.client.force_metadata_update()], timeout=WAIT_INTERVAL * 10)
 
@@ -142,7 +166,10 @@ class BatchSender(Generic[S]):
     """Collects records per (topic, partition), then queues them as whole batches."""
 
     def __init__(self, producer: Any, partitioner: KeyPartitioner, partition_counts: dict[str, int],
-                 on_failure: OnFailure | None = None, on_sent: OnSent | None = None) -> None:
+                 on_failure: OnFailure | None = None, on_sent: OnSent | None = None,
+                 deliveries: Deliveries | None = None) -> None:
+        """``deliveries``: the worker's (its health listens), else the sender's own."""
+        self.deliveries = deliveries if deliveries is not None else Deliveries()
         self._producer = producer
         self._partitioner = partitioner
         self._counts = partition_counts
@@ -190,31 +217,28 @@ class BatchSender(Generic[S]):
         self._full, self._open = [], {}
         topics = {batch[0] for batch in batches}
         await track_topics(self._producer, topics)
-        await wait_writable(self._producer, topics)
+        await wait_writable(self._producer, topics, self.deliveries)
         for topic, partition, builder, sources in batches:
             builder.close()
             future = await self._producer.send_batch(builder, topic, partition=partition)
-            number = next(_numbers)
-            _queued.setdefault(topic, {})[number] = (time.monotonic(), weakref.ref(future))
+            number = self.deliveries.sent(topic, future)
             future.add_done_callback(partial(self._delivered, topic, partition, sources, number))
 
     def _delivered(self, topic: str, partition: int, sources: list[S | None], number: int,
                    future: asyncio.Future[Any]) -> None:
-        _queued[topic].pop(number, None)
+        self.deliveries.answered(topic, number)
         if future.cancelled():
             return
         if future.exception() is None:
             metadata = future.result()
             if self._on_sent is not None and metadata is not None:
                 self._on_sent(topic, partition, metadata.offset + len(sources) - 1)
-            for listener in list(_listeners):
-                listener.written_to(topic)
+            self.deliveries.written_to(topic)
             return
         error = future.exception()
         assert error is not None
         logger.error("The broker refused a batch of %d records for %s[%d]: %r", len(sources), topic, partition, error)
         if not isinstance(error, NOT_THE_TOPIC):
-            for listener in list(_listeners):
-                listener.refused(topic, refusal(error))
+            self.deliveries.refused(topic, refusal(error))
         if self._on_failure is not None:
             self._on_failure(topic, partition, [s for s in sources if s is not None], error)

@@ -292,7 +292,9 @@ class KafkaMonitor:
     """
 
     def __init__(self, settings: Settings, repeat_filter: RepeatFilter | None = None,
-                 written: Callable[[], Sequence[str]] = tuple) -> None:
+                 written: Callable[[], Sequence[str]] = tuple, deliveries: batch_sender.Deliveries | None = None) -> None:
+        """``deliveries``: what the worker's batch senders tell of its outputs (they are given this one)."""
+        self.deliveries = deliveries if deliveries is not None else batch_sender.Deliveries()
         self.servers = settings.bootstrap_list
         self.access = settings.kafka
         self.interval = probe_interval(settings.kafka_unreachable_timeout)
@@ -318,13 +320,13 @@ class KafkaMonitor:
             return
         self._running = True
         quiet_aiokafka(self.repeat_filter)
-        batch_sender.listen(self)
+        self.deliveries.listen(self)
         try:
             while True:
                 await self.probe_once()
                 await asyncio.sleep(self.interval)
         finally:
-            batch_sender.unlisten(self)
+            self.deliveries.unlisten(self)
             await self.close()
 
     async def probe_once(self) -> None:
@@ -348,7 +350,7 @@ class KafkaMonitor:
         if self.state.failures:  # Kafka does not answer: that is said apart, and is no topic's fault
             self.outputs.forget(STALLED)
         else:
-            self.stalled(batch_sender.waiting(time.monotonic(), self._answering_since))
+            self.stalled(self.deliveries.waiting(time.monotonic(), self._answering_since))
         now = time.monotonic()
         line = self.outputs.line(now)
         if line:
@@ -377,7 +379,7 @@ class KafkaMonitor:
         for topic in {topic for topic, source in self.outputs.failing if source == STALLED} - set(late):
             self._healed(self.outputs.writable(topic, now, STALLED))
 
-    # -- what the batches say (batch_sender.listen) -------------------------------------------------
+    # -- what the batches say (Deliveries.listen) -------------------------------------------------
 
     def unwritable(self, topic: str, reason: str) -> None:
         self.outputs.unwritable(topic, reason, time.monotonic())

@@ -382,7 +382,7 @@ class Consumer(faust_aiokafka.Consumer):
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         """The consumer fetches with ``FETCH_WAIT_MS``, and under exactly_once reads ``read_committed``
         (docs/RELIABILITY.md)."""
-        eos = self.app.settings.processing_guarantee == "exactly_once"
+        eos = self.app.settings.exactly_once
         return faust_internals.new_consumer_thread(self, committed_only=eos)
 
     async def seek_to_committed(self) -> Mapping[TP, int]:
@@ -398,7 +398,7 @@ class Consumer(faust_aiokafka.Consumer):
         self._sought = {TP(tp.topic, tp.partition): offset if offset and offset > 0 else None
                         for tp, offset in committed.items()}
         for tp in sorted(tp for tp, offset in self._sought.items() if offset is None):
-            await self._seek(tp, 0)
+            await self.seek(tp, 0)  # Faust's public seek: its read offset stays None (no commit)
         return committed
 
     async def perform_seek(self) -> None:

@@ -190,7 +190,7 @@ class Rechecks:
     def guard_report(self) -> dict[str, Any] | None:
         if self.latest is not None and self.latest.guard is not None:
             return self.latest.guard
-        report = guard.latest_report()
+        report = self.app.guard_report
         return None if report is None else report.to_dict()
 
     def live(self) -> dict[str, LivePlacement]:
