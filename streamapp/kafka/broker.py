@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import StreamappError
-from ..settings import KafkaAccess, Settings, ensure_directory
+from ..settings import FILE_SUFFIX, KafkaAccess, Settings, ensure_directory, env_name
 from .child import ChildProcess
 from .jvm import JvmError, classpath, java
 from .security import Kafka, KafkaSecurityError
@@ -242,15 +242,16 @@ class EmbeddedBroker(ChildProcess):
 
     def env(self) -> dict[str, str]:
         """Environment for a child process (a worker) that should use this broker; the password as a file."""
-        env = {"STREAMAPP_BOOTSTRAP_SERVERS": self.bootstrap}
+        settings = {"bootstrap_servers": self.bootstrap}
         if self.secured:
             root = self._root()
-            env.update({
-                "STREAMAPP_SECURITY_PROTOCOL": "SASL_SSL", "STREAMAPP_SASL_MECHANISM": SCRAM,
-                "STREAMAPP_SASL_USERNAME": CLIENT_USER,
-                "STREAMAPP_SASL_PASSWORD_FILE": str(root / CLIENT_PASSWORD_FILE),
-                "STREAMAPP_SSL_CAFILE": str(root / CA_FILE),
+            settings.update({
+                "security_protocol": "SASL_SSL", "sasl_mechanism": SCRAM, "sasl_username": CLIENT_USER,
+                "ssl_cafile": str(root / CA_FILE),
             })
+        env = {env_name(name): value for name, value in settings.items()}
+        if self.secured:
+            env[env_name("sasl_password") + FILE_SUFFIX] = str(root / CLIENT_PASSWORD_FILE)
         return env
 
     @property
