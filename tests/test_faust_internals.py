@@ -3,7 +3,10 @@
 Each name in ``streamapp.worker.faust_internals.PRIVATE_NAMES`` is checked on a
 real object of its class (the app's own, or one built as the worker builds it), so
 an upgrade of Faust that removes or renames one fails here, naming it, instead
-of deep in a running worker.
+of deep in a running worker.  The commit rules are checked against the session's
+broker: a worker process, or a real app's consumer whose aiokafka consumer thread is
+started with real partitions assigned (:func:`workerkit.consumer_on_broker`), its
+commits read back from the group on the broker.
 """
 from __future__ import annotations
 
@@ -21,7 +24,8 @@ from streamapp.settings import Settings
 from streamapp.worker import faust_internals
 from streamapp.worker.app import create_app
 from streamapp.worker.process import WorkerProcess
-from workerkit import committed_offsets, fetched, isolated
+from workerkit import (committed_offsets, consumer_on_broker, fetch_once, fetched, group_committed, isolated,
+                       write_records)
 
 ORDERS = 300
 COMMIT_EVERY = 50
@@ -177,34 +181,72 @@ def test_exactly_once_consumer_reads_committed_and_seeks_through_the_fence(tmp_p
     assert faust_internals.FETCH_WAIT_MS < 1500
 
 
-def test_commit_now_commits_after_the_commit_under_way_where_fausts_own_commit_does_not(tmp_path: Path) -> None:
+def test_commit_now_commits_after_the_commit_under_way_where_fausts_own_commit_does_not(
+        broker_settings: Settings, new_topic: Callable[..., str]) -> None:
     """Faust's ``commit`` only waits for a commit under way (``_commit_fut``) and returns False: what was acked
     after that one took its offsets stays uncommitted. ``commit_now`` waits for it, then commits (the revoke's and
-    the stop's commit in ``streamapp.worker.transport.Consumer``). The consumer is a real app's, not started; only
-    ``force_commit``, which would flush and commit on the broker, records its calls."""
+    the stop's commit in ``streamapp.worker.transport.Consumer``).
+
+    Against the session's broker: a real app's consumer, its aiokafka consumer thread started with a real partition
+    assigned (:func:`workerkit.consumer_on_broker`); its batch handler acks the real records it is handed, and
+    Faust's commits go to the group on the broker, where the test reads the committed offset back.  The first
+    commit is held on its way to the consumer thread (Faust's ``AIOKafkaConsumerThread.commit`` wrapped: it answers
+    once a gate opens), which opens once Faust's own commit waits for it."""
     import asyncio
 
-    async def scenario() -> tuple[bool, bool, bool, list[str]]:
-        consumer = create_app(Settings(data_dir=str(tmp_path / "data"))).consumer
-        calls: list[str] = []
+    from faust.types import TP
 
-        async def force_commit(topics: object = None, start_new_transaction: bool = True) -> bool:
-            calls.append("committed")
-            return True
+    from streamapp.worker.transport import Handler
 
-        consumer.force_commit = force_commit
-        under_way = asyncio.get_running_loop().create_future()
-        consumer._commit_fut = under_way
-        ours = asyncio.ensure_future(faust_internals.commit_now(consumer))
-        fausts = asyncio.ensure_future(consumer.commit())
-        for _ in range(3):
-            await asyncio.sleep(0)
-        waiting = not ours.done() and not calls
-        consumer._commit_fut = None  # the commit under way ends as Faust's commit ends it
-        under_way.set_result(None)
-        return waiting, await fausts, await ours, calls
+    topic = new_topic("acked", partitions=1)
+    tp = TP(topic, 0)
+    bootstrap = broker_settings.bootstrap_servers
+    write_records(bootstrap, topic, 0, 5)
 
-    assert asyncio.run(scenario()) == (True, False, True, ["committed"])
+    async def scenario() -> tuple[Any, ...]:
+        consumer: Any = None
+
+        async def ack(batches: Any) -> None:  # as the agents ack once the records' outputs are queued
+            for part, records in batches.items():
+                faust_internals.ack_all(consumer, part, records)
+
+        async with consumer_on_broker(broker_settings, [tp], {topic: Handler(ack)}) as consumer:
+            thread = consumer._thread
+            faust_thread_commit, faust_wait = thread.commit, consumer.maybe_wait_for_commit_to_finish
+            commits: list[dict[Any, int]] = []
+            under_way, answer, fausts_waiting = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+            async def thread_commit(offsets: Any) -> bool:
+                commits.append(dict(offsets))
+                if len(commits) == 1:  # the first commit, on its way to the broker
+                    under_way.set()
+                    await answer.wait()
+                return await faust_thread_commit(offsets)
+
+            async def wait_for_commit() -> bool:
+                if consumer._commit_fut is not None:
+                    fausts_waiting.set()
+                return await faust_wait()
+
+            thread.commit = thread_commit
+            consumer.maybe_wait_for_commit_to_finish = wait_for_commit
+            await fetch_once(consumer)  # 0-4, acked
+            first = asyncio.ensure_future(consumer.commit())
+            await under_way.wait()  # it took offset 5
+            await asyncio.to_thread(write_records, bootstrap, topic, 0, 5)
+            await fetch_once(consumer)  # 5-9, acked while it is under way
+            ours = asyncio.ensure_future(faust_internals.commit_now(consumer))
+            fausts = asyncio.ensure_future(consumer.commit())
+            await fausts_waiting.wait()
+            waiting = not ours.done(), list(commits)
+            answer.set()  # the commit under way ends
+            return waiting, await first, await fausts, await ours, commits
+
+    waiting, first, fausts, ours, commits = asyncio.run(scenario())
+    assert waiting == (True, [{tp: 5}])  # commit_now waits: nothing else committed while the first is under way
+    assert (first, fausts, ours) == (True, False, True)
+    assert commits == [{tp: 5}, {tp: 10}]
+    assert group_committed(broker_settings, [tp]) == {tp: 10}
 
 
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])

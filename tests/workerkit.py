@@ -11,6 +11,7 @@ partition = murmur2 (the pure-Python reference hash) of the key.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import subprocess
 import json
@@ -23,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import aiohttp
 import pytest
@@ -514,3 +515,105 @@ def end_process(proc: subprocess.Popen, grace: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(10)
+
+
+#: The timestamp of offset 0 in :func:`write_records` (as :func:`fetched` stamps its records).
+RECORD_TS = 1_700_000_000_000
+
+
+def write_records(bootstrap: str, topic: str, partition: int, count: int, first_ts: int = RECORD_TS,
+                  step_ms: int = 1) -> None:
+    """Write ``count`` records to one partition with real librdkafka, timestamped ``first_ts`` then every
+    ``step_ms``."""
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        producer.produce(topic, key=b"k", value=b"v%d" % i, partition=partition, timestamp=first_ts + i * step_ms)
+    assert producer.flush(30) == 0
+
+
+def write_transactions(bootstrap: str, topic: str, partition: int, sizes: Sequence[int], first_ts: int = RECORD_TS
+                       ) -> None:
+    """Write one committed transaction of each of ``sizes`` records to one partition, one producer after the other:
+    each commit marker takes the offset after its records (a gap in the offsets a consumer reads), before the next
+    transaction's records (the broker lets a transaction begin only once the one before it is complete)."""
+    producer = Producer({"bootstrap.servers": bootstrap,
+                         "transactional.id": f"tx-{topic}-{partition}-{uuid.uuid4().hex[:6]}"})
+    producer.init_transactions(30)
+    written = 0
+    for size in sizes:
+        producer.begin_transaction()
+        for _ in range(size):
+            producer.produce(topic, key=b"k", value=b"t%d" % written, partition=partition, timestamp=first_ts + written)
+            written += 1
+        producer.commit_transaction(30)
+
+
+def group_committed(settings: Settings, tps: Iterable[Any]) -> dict[Any, int | None]:
+    """The committed offset of each of ``tps`` (Faust TPs) in the group of ``settings.app_id``, as the broker answers
+    it now (None: nothing committed)."""
+    from faust.types import TP
+
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": settings.app_id})
+    try:
+        answered = consumer.committed([TopicPartition(tp.topic, tp.partition) for tp in tps], timeout=30)
+        return {TP(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in answered}
+    finally:
+        consumer.close()
+
+
+def commit_group(settings: Settings, offsets: dict[Any, int]) -> None:
+    """Commit ``offsets`` (Faust TP -> offset) for the group of ``settings.app_id`` on the broker, as an earlier owner
+    of the partitions would have."""
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": settings.app_id,
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()],
+                        asynchronous=False)
+    finally:
+        consumer.close()
+
+
+async def fetch_once(consumer: Any, timeout: float = 10.0) -> None:
+    """One turn of the fetch loop of a consumer whose topics are all batch topics: Faust's getmany (a real fetch, back
+    as soon as records come, else after ``timeout``), then the batch path."""
+    async for _ in consumer.getmany(timeout):
+        raise AssertionError("every topic here is a batch topic: Faust delivers none of their messages")
+
+
+@contextlib.asynccontextmanager
+async def consumer_on_broker(settings: Settings, assigned: Iterable[Any], handlers: dict[str, Any]
+                             ) -> AsyncIterator[Any]:
+    """A real app's consumer (:func:`~streamapp.worker.app.create_app` of ``settings``) whose aiokafka consumer thread
+    is started against the broker, in the app's group, with ``assigned`` (Faust TPs) assigned to it.
+
+    The assignment is aiokafka's manual one (``assign``): the committed offsets, positions and fetches are the
+    broker's, with no group rebalance (whose callbacks would start the whole app).  As Faust does after an
+    assignment, the partitions are made active (``_set_active_tps``, what ``on_partitions_assigned`` does) and
+    sought to their committed offsets (``perform_seek``, the recovery's).  ``handlers``: topic -> batch handler,
+    registered with ``app.batch_agent`` and indexed as the conductor does when it subscribes, so their topics' acks
+    are on.  Nothing else runs (no fetch loop, agents, tables or producer): the test drives ``consumer.getmany``.
+    Call inside the event loop the test runs: the consumer thread answers to it.
+    """
+    from aiokafka import TopicPartition as AioTopicPartition
+
+    from streamapp.worker.app import create_app
+
+    app = create_app(settings)
+    consumer = app.consumer
+    for topic, handler in handlers.items():
+        app.batch_agent(app.topic(topic))(handler)
+    await app.topics._update_indices()
+    thread = consumer._thread
+    await thread.start()
+    try:
+        parts = [AioTopicPartition(tp.topic, tp.partition) for tp in assigned]
+
+        async def assign() -> None:  # in the consumer thread, whose loop aiokafka runs on
+            thread._consumer.assign(parts)
+
+        await thread.call_thread(assign)
+        consumer._set_active_tps(consumer.assignment())
+        await consumer.perform_seek()
+        yield consumer
+    finally:
+        await thread.stop()
