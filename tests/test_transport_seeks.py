@@ -22,8 +22,9 @@ from streamapp.worker.transport import Consumer, Handler
 from workerkit import (RECORD_TS, commit_group, consumer_on_broker, fetch_once, group_committed, write_records,
                        write_transactions)
 
-#: The most fetches :func:`read_until` makes (each returns once records come, or after its wait).
-READS = 40
+#: The most fetches :func:`read_until` makes, and how long each waits for records (it returns once some come): a
+#: patience for a busy machine, never a bound on the time the reads take.
+READS, READ_WAIT_S = 20, 1.0
 
 
 class Handled:
@@ -51,7 +52,7 @@ async def read_until(consumer: Consumer, handled: Handled, wanted: Mapping[TP, I
         got = handled.offsets()
         if all(set(offsets) <= set(got.get(tp, ())) for tp, offsets in wanted.items()):
             return
-        await fetch_once(consumer)
+        await fetch_once(consumer, READ_WAIT_S)
     raise AssertionError(f"after {READS} fetches the handlers have {handled.offsets()}, not all of {wanted}")
 
 
