@@ -30,7 +30,7 @@ from streamapp.model.records import RecordError
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.batch_sender import NOT_THE_TOPIC, BatchSender, OnFailure, OnSent, track_topics
 from streamapp.worker.faust_internals import ack_all, aiokafka_producer
-from streamapp.worker.health import RepeatFilter
+from streamapp.worker.health import quiet_repeats
 from streamapp.worker.tables import RowWrites
 from streamapp.worker.transport import Record
 
@@ -137,8 +137,7 @@ class DeadLettering:
         self._lock = asyncio.Lock()
         #: Dead letters being sent for refused batches (kept referenced until done).
         self._pending: set[asyncio.Task[None]] = set()
-        if not any(isinstance(f, RepeatFilter) for f in written_logger.filters):  # one for the process's logger
-            written_logger.addFilter(RepeatFilter())
+        quiet_repeats(written_logger)
 
     async def size_limits(self) -> RecordLimits:
         """The limits every output is checked against, read from the cluster once, on first use at start."""

@@ -242,15 +242,12 @@ class EmbeddedBroker(ChildProcess):
 
     def env(self) -> dict[str, str]:
         """Environment for a child process (a worker) that should use this broker; the password as a file."""
-        settings = {"bootstrap_servers": self.bootstrap}
+        env = {env_name("bootstrap_servers"): self.bootstrap}
         if self.secured:
             root = self._root()
-            settings.update({
-                "security_protocol": "SASL_SSL", "sasl_mechanism": SCRAM, "sasl_username": CLIENT_USER,
-                "ssl_cafile": str(root / CA_FILE),
-            })
-        env = {env_name(name): value for name, value in settings.items()}
-        if self.secured:
+            secured = {"security_protocol": "SASL_SSL", "sasl_mechanism": SCRAM, "sasl_username": CLIENT_USER,
+                       "ssl_cafile": str(root / CA_FILE)}
+            env.update({env_name(name): value for name, value in secured.items()})
             env[env_name("sasl_password") + FILE_SUFFIX] = str(root / CLIENT_PASSWORD_FILE)
         return env
 

@@ -267,6 +267,13 @@ class RepeatFilter(logging.Filter):
         return True
 
 
+def quiet_repeats(log: logging.Logger) -> None:
+    """Summarise ``log``'s repeated lines with a :class:`RepeatFilter` of its own (once: a logger lives as long as
+    the process, a worker's apps come and go)."""
+    if not any(isinstance(f, RepeatFilter) for f in log.filters):
+        log.addFilter(RepeatFilter())
+
+
 def quiet_aiokafka(repeat_filter: RepeatFilter) -> int:
     """Put ``repeat_filter`` on every aiokafka logger (a logger's filter does not see its children's records)."""
     names = [n for n in list(logging.root.manager.loggerDict) if n == "aiokafka" or n.startswith("aiokafka.")]
@@ -493,8 +500,6 @@ def install(app: Any, settings: Settings) -> KafkaMonitor:
     batches' refusals (one line per refused batch)."""
     monitor = KafkaMonitor(settings, written=written_topics(app))
     quiet_aiokafka(monitor.repeat_filter)
-    own = logging.getLogger(batch_sender.__name__)
-    if not any(isinstance(f, RepeatFilter) for f in own.filters):
-        own.addFilter(RepeatFilter())
+    quiet_repeats(logging.getLogger(batch_sender.__name__))
     app.task(monitor.run)
     return monitor
