@@ -35,7 +35,7 @@ from streamapp.settings import Settings
 from streamapp.model.records import RecordError
 from streamapp.worker.counters import Counters
 from streamapp.worker.tables import MISS_CAUSES, miss_cause
-from streamapp.worker.metrics import (CommitSensor, Histogram, Instruments, JoinFacts, Scrape, _Handlers, families,
+from streamapp.worker.metrics import (BATCH_BUCKETS, CommitSensor, Instruments, JoinFacts, Scrape, _Handlers, families,
                                       written)
 from streamapp.worker.process import WorkerProcess
 from streamapp.worker.transport import Handler
@@ -238,9 +238,9 @@ def test_rebalances_transactions_and_commits() -> None:
     instruments = Instruments((), lambda keys, n: [0] * len(keys), dict)
     instruments.commits = 9
     instruments.commit_seconds.observe(0.01)
-    instruments.transaction_seconds = Histogram((0.1,))
-    instruments.transaction_seconds.observe(0.05)
-    instruments.transaction_seconds.observe(0.2)
+    observe = instruments.time_transactions()
+    observe(0.05)
+    observe(0.2)
     metrics = parsed(full_scrape(instruments=instruments))
     assert samples(metrics["streamapp_commit_latency_seconds"], "_count") == {(("kind", "offsets"),): 1,
                                                                              (("kind", "transaction"),): 2}
@@ -270,12 +270,21 @@ def test_names_follow_the_naming_guide_and_no_label_is_a_key() -> None:
         assert not family.name.endswith(("_ms", "_milliseconds", "_percent")), family.name
 
 
-def test_histogram_buckets_are_cumulative_and_inclusive() -> None:
-    h = Histogram((0.1, 1.0))
-    for value in (0.05, 0.1, 0.5, 3.0):
-        h.observe(value)
-    assert h.cumulative() == [("0.1", 2), ("1.0", 3), ("+Inf", 4)]
-    assert h.total == pytest.approx(3.65)
+def test_histogram_buckets_are_the_declared_ones_and_inclusive() -> None:
+    instruments = Instruments((), lambda keys, n: [0] * len(keys), dict)
+    for value in (BATCH_BUCKETS[0], BATCH_BUCKETS[1], 0.3, 60.0):
+        instruments.batch_seconds.labels("orders").observe(value)
+    family = parsed(full_scrape(instruments=instruments))["streamapp_batch_processing_seconds"]
+    buckets = {float(s.labels["le"]): s.value for s in family.samples if s.name.endswith("_bucket")}
+    assert list(buckets) == [*BATCH_BUCKETS, float("inf")]
+    assert (buckets[BATCH_BUCKETS[0]], buckets[BATCH_BUCKETS[1]], buckets[0.5], buckets[float("inf")]) == (1, 2, 3, 4)
+    assert samples(family, "_sum")[(("topic", "orders"),)] == pytest.approx(BATCH_BUCKETS[0] + BATCH_BUCKETS[1] + 60.3)
+
+
+def counted(histogram: Any, *labels: str) -> float:
+    """How many values ``histogram`` (or its child of ``labels``) observed, as a scrape reads it."""
+    return next(s.value for f in histogram.collect() for s in f.samples
+                if s.name.endswith("_count") and tuple(s.labels.values()) == labels)
 
 
 def record(topic: str, partition: int, key: bytes | None) -> ConsumerRecord:
@@ -319,7 +328,7 @@ async def test_handlers_are_timed_and_the_joined_topics_keys_checked() -> None:
     assert dict(placement.misplaced["orders"]) == {2: 0}
     assert placement.checked["orders"][2] == len(orders[TP("orders", 2)])
     assert "other" not in placement.checked  # no join reads it by partition
-    assert [instruments.batches[t].cumulative()[-1][1] for t in ("users", "orders", "other")] == [1, 1, 1]
+    assert [counted(instruments.batch_seconds, t) for t in ("users", "orders", "other")] == [1, 1, 1]
 
     metrics = parsed(full_scrape(instruments=instruments))
     assert sum(samples(metrics["streamapp_misplaced_keys"], "_total").values()) == sum(misplaced.values())
@@ -339,9 +348,9 @@ def test_the_commit_sensor_counts_commits_that_moved_an_offset() -> None:
     for offsets in ({}, {TP("t", 0): 5}, {TP("t", 0): 5}, {TP("t", 0): 9}):
         Monitor.tp_committed_offsets = offsets
         sensor.on_commit_completed(None, sensor.on_commit_initiated(None))
-    assert instruments.commits == 2 and instruments.commit_seconds.cumulative()[-1][1] == 2
+    assert instruments.commits == 2 and counted(instruments.commit_latency, "offsets") == 2
     sensor.on_rebalance_end(None, sensor.on_rebalance_start(None))
-    assert instruments.rebalance_seconds.cumulative()[-1][1] == 1
+    assert counted(instruments.rebalance_seconds) == 1
 
 
 def test_a_revoke_commit_failed_when_acked_offsets_stay_uncommitted(tmp_path: Path) -> None:
@@ -378,10 +387,11 @@ def test_metrics_off_serves_no_route_and_installs_nothing(tmp_path: Path) -> Non
     # exactly_once: each stream topic's transactions tell the instruments how long each commit took
     eos = create_app(Settings(data_dir=str(tmp_path / "eos"), processing_guarantee="exactly_once"))
     assert eos.transactions and on.streamapp_instruments.transaction_seconds is None  # type: ignore[attr-defined]
-    timed = eos.streamapp_instruments.transaction_seconds  # type: ignore[attr-defined]
+    timed = eos.streamapp_instruments.commit_latency  # type: ignore[attr-defined]
+    assert counted(timed, "transaction") == 0  # its series is there before the first commit
     for transactions in eos.transactions.values():
         transactions.on_committed(0.02)
-    assert timed.cumulative()[-1][1] == len(eos.transactions)
+    assert counted(timed, "transaction") == len(eos.transactions)
 
 
 # -- on the real broker ------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from bisect import bisect_left
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -21,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 import faust
 from faust import web
 from faust.stores.rocksdb import Store as RocksDBStore
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client import Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
@@ -55,34 +55,6 @@ _KEY = attrgetter("key")
 # -- what the worker measures that nothing else does ------------------------------------------------------------
 
 
-@dataclass
-class Histogram:
-    """Counts per bucket and a sum, exposed as a Prometheus histogram at scrape time (no registry needed)."""
-
-    buckets: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.counts = self.counts or [0] * (len(self.buckets) + 1)
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.buckets, value)] += 1
-        self.total += value
-
-    def cumulative(self) -> list[tuple[str, int]]:
-        """``(le, count)`` pairs, ``+Inf`` last, as a HistogramMetricFamily takes them."""
-        running, out = 0, []
-        for bound, count in zip((*map(_le, self.buckets), "+Inf"), self.counts):
-            running += count
-            out.append((bound, running))
-        return out
-
-
-def _le(bound: float) -> str:
-    return repr(float(bound))
-
-
 class Instruments:
     """The batch times, the placement check and the commit counts of one app (see the module's docstring).
 
@@ -98,19 +70,40 @@ class Instruments:
         #: Partition count per topic (the app's ``partition_counts``, read at start: asked each time).
         self.counts = counts
         self.placement = Placement()
-        self.batches: dict[str, Histogram] = {}
         self.commits = 0
-        self.commit_seconds = Histogram(COMMIT_BUCKETS)
+        # prometheus_client's histograms, in no registry: the app's collector yields them with its own families.
+        self.batch_seconds = Histogram(_name("batch_processing_seconds"), "Time to handle one batch of fetched "
+                                       "records (decode, join or load, queue the outputs), per input topic.",
+                                       ["topic"], buckets=BATCH_BUCKETS, registry=None)
+        self.commit_latency = Histogram(_name("commit_latency_seconds"), "Time of each commit: an offset commit that "
+                                        "moved an offset (kind=offsets: the producer's flush, then OffsetCommit), an "
+                                        "exactly-once transaction (kind=transaction: flush, offsets, commit).",
+                                        ["kind"], buckets=COMMIT_BUCKETS, registry=None)
+        self.commit_seconds = self.commit_latency.labels("offsets")
         #: exactly_once: each transaction's commit (None under at_least_once: no such series).
         self.transaction_seconds: Histogram | None = None
-        self.rebalance_seconds = Histogram(REBALANCE_BUCKETS)
+        self.rebalance_seconds = Histogram(_name("rebalance_seconds"), "Time from a rebalance's start to its end "
+                                           "(tables recovered).", buckets=REBALANCE_BUCKETS, registry=None)
+
+    def time_transactions(self) -> Callable[[float], None]:
+        """The observer of each transaction's commit time (exactly_once): its series starts at zero."""
+        self.transaction_seconds = self.commit_latency.labels("transaction")
+        return self.transaction_seconds.observe
+
+    def histograms(self) -> Iterator[Metric]:
+        """The three histograms' families, as prometheus_client collects them, without their ``_created`` samples
+        (the text format makes each a gauge of its own; the app's counters have none either)."""
+        for histogram in (self.batch_seconds, self.commit_latency, self.rebalance_seconds):
+            for family in histogram.collect():
+                family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+                yield family
 
     def wrap(self, topic: str, handler: Handler) -> Handler:
         """``handler`` timed, and its batches' placement checked once it has handled them."""
         if getattr(handler.handle, "streamapp_metrics", False):
             return handler
         inner = handler.handle
-        times = self.batches.setdefault(topic, Histogram(BATCH_BUCKETS))
+        times = self.batch_seconds.labels(topic)
         check = topic in self.watched
 
         async def handle(batches: Mapping[TP, Sequence[Any]]) -> None:
@@ -193,9 +186,9 @@ def instrument(app: StreamappApp) -> Instruments:
     app.batch_handlers = _Handlers(instruments, app.batch_handlers)
     app.sensors.add(CommitSensor(app, instruments))
     if app.transactions:  # installed by the agents, before the routes
-        instruments.transaction_seconds = Histogram(COMMIT_BUCKETS)
+        observe = instruments.time_transactions()
         for transactions in app.transactions.values():
-            transactions.on_committed = instruments.transaction_seconds.observe
+            transactions.on_committed = observe
     app.streamapp_instruments = instruments  # type: ignore[attr-defined]
     return instruments
 
@@ -642,23 +635,7 @@ def _instruments(instruments: Instruments) -> Iterator[Metric]:
                 family.add_metric([topic, str(partition)], count)
     yield checked
     yield misplaced
-    batches = HistogramMetricFamily(_name("batch_processing_seconds"), "Time to handle one batch of fetched records "
-                                    "(decode, join or load, queue the outputs), per input topic.", labels=["topic"])
-    for topic, histogram in sorted(instruments.batches.items()):
-        batches.add_metric([topic], histogram.cumulative(), histogram.total)
-    yield batches
-    latency = HistogramMetricFamily(_name("commit_latency_seconds"), "Time of each commit: an offset commit that moved "
-                                    "an offset (kind=offsets: the producer's flush, then OffsetCommit), an exactly-once "
-                                    "transaction (kind=transaction: flush, offsets, commit).", labels=["kind"])
-    latency.add_metric(["offsets"], instruments.commit_seconds.cumulative(), instruments.commit_seconds.total)
-    if instruments.transaction_seconds is not None:
-        latency.add_metric(["transaction"], instruments.transaction_seconds.cumulative(),
-                           instruments.transaction_seconds.total)
-    yield latency
-    rebalance = HistogramMetricFamily(_name("rebalance_seconds"), "Time from a rebalance's start to its end (tables "
-                                      "recovered).")
-    rebalance.add_metric([], instruments.rebalance_seconds.cumulative(), instruments.rebalance_seconds.total)
-    yield rebalance
+    yield from instruments.histograms()
 
 
 # -- the collector and the route --------------------------------------------------------------------------------
