@@ -25,8 +25,6 @@ TEMPLATE = "report.html.j2"
 #: The charts' macros, on their own so that Python can render one without a whole report.
 CHARTS = "charts.svg.j2"
 
-_ENV = environment("spark_batch")
-
 
 def write_summary(path: Path, summary: Summary) -> None:
     path.write_text(json.dumps(summary.to_dict(), indent=2, sort_keys=True) + "\n")
@@ -94,7 +92,7 @@ class PartitionGrid:
 
 
 def _macro(name: str) -> object:
-    return getattr(_ENV.get_template(CHARTS).module, name)
+    return getattr(environment(__package__).get_template(CHARTS).module, name)
 
 
 def cause_chart(causes: Mapping[str, Mapping[str, int]]) -> Markup:
@@ -109,7 +107,7 @@ def render_html(summary: Summary, samples: Sequence[Sample]) -> str:
     pairs = list(summary.statuses)
     statuses = [[status, *[summary.statuses[p][status] for p in pairs]] for status in next(iter(summary.statuses.values()))]
     cause_names = sorted({c for by in summary.causes.values() for c in by})
-    return _ENV.get_template(TEMPLATE).render(
+    return environment(__package__).get_template(TEMPLATE).render(
         summary=summary,
         window=summary.window.to_dict(),
         partial=None if summary.partial is None else summary.partial.to_dict(),

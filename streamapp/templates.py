@@ -6,10 +6,14 @@ a template naming a field the data lacks should fail in the tests, not render an
 """
 from __future__ import annotations
 
+from functools import cache
+
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 
+@cache
 def environment(package: str, folder: str = "templates") -> Environment:
-    """The Jinja2 environment for the templates shipped in ``package``'s ``folder``."""
+    """The Jinja2 environment for the templates shipped in ``package``'s ``folder``: built on the first render, then
+    kept (Jinja2 caches its compiled templates in it), never at import."""
     return Environment(loader=PackageLoader(package, folder), autoescape=True, undefined=StrictUndefined,
                        keep_trailing_newline=True)

@@ -24,8 +24,6 @@ ARC_ROOM = 56
 MAX_BEND = 2 * (NODE_H // 2 + ARC_ROOM) - 8
 COLORS = {"sound": "#2e7d32", "broken": "#c62828", "unknown": "#9e9e9e"}
 
-_ENV = environment("streamapp.copartition")
-
 
 @dataclass(frozen=True)
 class Node:
@@ -99,7 +97,7 @@ def _edge(pair: PairDiagnosis, nodes: dict[str, Node]) -> Edge:
 
 def render_html(report: DoctorReport) -> str:
     """The whole page: the picture, then the topics, the pairs with their checks and fixes."""
-    return _ENV.get_template("doctor.html.j2").render(
+    return environment(__package__).get_template("doctor.html.j2").render(
         report=report, picture=layout(report), colors=COLORS, node_w=NODE_W, node_h=NODE_H,
         pairs=_ordered(report.pairs))
 

@@ -14,6 +14,7 @@ import ssl
 import struct
 import threading
 import time
+from functools import cache
 from typing import TYPE_CHECKING, Any, Mapping, Union
 
 from ..errors import StreamappError
@@ -183,10 +184,8 @@ def ksqldb_http_options(settings: Settings) -> dict[str, Any]:
 _API_VERSIONS_V0 = (lambda body: struct.pack(">i", len(body)) + body)(
     struct.pack(">hhih", 18, 0, 1, 9) + b"streamapp"
 )
-#: The pre-flight's own librdkafka log: its one authentication error becomes our one line, nothing else is shown.
-PROBE_LOGGER = logging.getLogger("streamapp.librdkafka.preflight")
-PROBE_LOGGER.propagate = False
-PROBE_LOGGER.addHandler(logging.NullHandler())
+#: The pre-flight's own librdkafka log (:func:`probe_logger`).
+PROBE_LOGGER_NAME = "streamapp.librdkafka.preflight"
 _checked: set[KafkaAccess] = set()
 _checked_lock = threading.Lock()
 
@@ -277,6 +276,15 @@ def _client_certificate_problem(access: KafkaAccess, tls: ssl.SSLSocket, server:
     return None
 
 
+@cache
+def probe_logger() -> logging.Logger:
+    """The pre-flight's librdkafka log, silenced on first use: its one authentication error becomes our one line."""
+    logger = logging.getLogger(PROBE_LOGGER_NAME)
+    logger.propagate = False
+    logger.addHandler(logging.NullHandler())
+    return logger
+
+
 def _sasl_problem(access: KafkaAccess, server: str, timeout: float) -> str | None:
     """One Metadata request through librdkafka; its first authentication error is final (it would retry for ever)."""
     from confluent_kafka import KafkaError, KafkaException  # deferred: the broker's start imports this module
@@ -284,7 +292,7 @@ def _sasl_problem(access: KafkaAccess, server: str, timeout: float) -> str | Non
 
     errors: list[KafkaError] = []
     admin = AdminClient({**librdkafka_config(access.with_servers(server)), "error_cb": errors.append,
-                         "logger": PROBE_LOGGER})
+                         "logger": probe_logger()})
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

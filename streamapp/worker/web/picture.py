@@ -28,8 +28,6 @@ LABEL_CHARS = 32
 MIN_WIDTH = 560
 COLORS = {"hit": "#2e7d32", "miss": "#c62828", "hit_fill": "#e6f6e6", "miss_fill": "#fbe9e9", "none": "#ffffff"}
 
-_ENV = environment("streamapp.worker.web")
-
 
 @dataclass(frozen=True)
 class Cell:
@@ -74,8 +72,8 @@ class Picture:
     dead_x: int
 
     def render(self) -> str:
-        return _ENV.get_template("counters.svg.j2").render(p=self, colors=COLORS, cell=CELL, top=TOP,
-                                                           row_head=ROW_HEAD, bar_w=BAR_W, number_w=NUMBER_W)
+        return environment(__package__).get_template("counters.svg.j2").render(
+            p=self, colors=COLORS, cell=CELL, top=TOP, row_head=ROW_HEAD, bar_w=BAR_W, number_w=NUMBER_W)
 
 
 def _label(name: str) -> str:
