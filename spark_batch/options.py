@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
-from streamapp.settings import KafkaAccess, Settings
+from streamapp.settings import KafkaAccess, Settings, env_name
 from streamapp.sql.topology import topology
 
 from .errors import ReconcileError
@@ -104,10 +104,10 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     when.add_argument("--from", dest="start", metavar="FROM", help="window start, ISO date-time (UTC unless zoned)")
     when.add_argument("--to", dest="end", metavar="TO", help="window end (exclusive)")
     parser.add_argument("--bootstrap-server", "--bootstrap-servers", dest="bootstrap", default=settings.bootstrap_servers,
-                        help="Kafka bootstrap servers (default: %(default)s, from STREAMAPP_BOOTSTRAP_SERVERS)")
+                        help=f"Kafka bootstrap servers (default: %(default)s, from {env_name('bootstrap_servers')})")
     parser.add_argument("--statements", default=settings.statements or None, metavar="FILE",
                         help="the ksqlDB statements (.sql) whose joins are reconciled, as the worker runs them "
-                        "(default: the statements setting, STREAMAPP_STATEMENTS, else the packaged seed's)")
+                        f"(default: the statements setting, {env_name('statements')}, else the packaged seed's)")
     for flag, setting in SEED_FLAGS.items():
         parser.add_argument(flag, dest=setting, default=None, metavar="TOPIC",
                             help=f"the seed's statements only: the topic of the setting {setting} "
@@ -129,7 +129,7 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
                         "(default: %(default)s)")
     parser.add_argument("--partitioner", default=settings.partitioner,
                         help="the worker's partitioner, which placed the repartitioned tables' rows (default: %(default)s, "
-                        "from STREAMAPP_PARTITIONER)")
+                        f"from {env_name('partitioner')})")
     parser.add_argument("--partitions", type=int, default=settings.partitions,
                         help="--source files: partition count of the streams' topics (default: %(default)s)")
     parser.add_argument("--allow-partial", action="store_true",

@@ -35,6 +35,11 @@ KAFKA_SECURITY_FLAGS = ("security_protocol", "sasl_mechanism", "sasl_username", 
 FILE_SUFFIX = "_FILE"
 
 
+def env_name(field_name: str) -> str:
+    """The environment variable a setting is read from."""
+    return ENV_PREFIX + field_name.upper()
+
+
 class SettingsError(StreamappError, ValueError):
     """A setting has a value streamapp cannot use; the message names it."""
 
@@ -208,7 +213,8 @@ class Settings:
     )
     sasl_username: str = _doc("SASL user name (with a `SASL_*` protocol).", default="")
     sasl_password: str = _secret(
-        "SASL password: environment only, or the file `STREAMAPP_SASL_PASSWORD_FILE` names; never a flag, never shown."
+        f"SASL password: environment only, or the file `{env_name('sasl_password')}{FILE_SUFFIX}` names; never a flag, "
+        "never shown."
     )
     ssl_cafile: str = _doc(
         "PEM file of the CA(s) that signed the brokers' certificates (with `SSL`/`SASL_SSL`); "
@@ -222,8 +228,8 @@ class Settings:
     )
     ksqldb_username: str = _doc("ksqlDB REST API basic-auth user; empty = no authentication.", default="")
     ksqldb_password: str = _secret(
-        "ksqlDB REST API basic-auth password: environment only, or the file `STREAMAPP_KSQLDB_PASSWORD_FILE` "
-        "names; never a flag, never shown."
+        f"ksqlDB REST API basic-auth password: environment only, or the file `{env_name('ksqldb_password')}"
+        f"{FILE_SUFFIX}` names; never a flag, never shown."
     )
     ksqldb_cafile: str = _doc(
         "PEM file of the CA that signed the ksqlDB server's certificate (https); empty = the system's.", default=""
@@ -282,7 +288,7 @@ class Settings:
             if not self.sasl_password:
                 raise SettingsError(
                     f"sasl_password is empty: security_protocol={self.security_protocol} needs it "
-                    f"(STREAMAPP_SASL_PASSWORD or STREAMAPP_SASL_PASSWORD_FILE)"
+                    f"({env_name('sasl_password')} or {env_name('sasl_password')}{FILE_SUFFIX})"
                 )
         tls_files = [name for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile") if getattr(self, name)]
         if tls_files and self.security_protocol not in TLS_PROTOCOLS:
@@ -296,8 +302,8 @@ class Settings:
             _check_readable(name, getattr(self, name))
         if bool(self.ksqldb_username) != bool(self.ksqldb_password):
             raise SettingsError(
-                "ksqldb_username and ksqldb_password go together (STREAMAPP_KSQLDB_PASSWORD or "
-                "STREAMAPP_KSQLDB_PASSWORD_FILE): give both or neither"
+                f"ksqldb_username and ksqldb_password go together ({env_name('ksqldb_password')} or "
+                f"{env_name('ksqldb_password')}{FILE_SUFFIX}): give both or neither"
             )
 
     @property
@@ -342,10 +348,6 @@ class Settings:
             if f.name not in SECRETS and getattr(args, f.name, None) is not None
         }
         return self.replace(**changes)
-
-
-def env_name(field_name: str) -> str:
-    return ENV_PREFIX + field_name.upper()
 
 
 def _secret_from_env(name: str, environ: Mapping[str, str]) -> str | None:
@@ -395,7 +397,7 @@ FLAGS_DEFAULT = "settings_flags"
 
 def add_arguments(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
     """Add a ``--flag`` for each setting (or for those in ``only``) to a CLI parser."""
-    group = parser.add_argument_group("settings (also from STREAMAPP_* environment variables)")
+    group = parser.add_argument_group(f"settings (also from {ENV_PREFIX}* environment variables)")
     if only is not None and "bootstrap_servers" in only:  # who names the brokers says how to reach them
         only = (*only, *KAFKA_SECURITY_FLAGS)
     taken = [f.name for f in fields(Settings) if (only is None or f.name in only) and f.name not in SECRETS]

@@ -8,11 +8,11 @@ from typing import Any
 
 from ..demo.ksql_equivalent import FAILED_MARK, KsqlEquivalent, KsqlEquivalentError, cluster_plan
 from ..kafka.child import run_until, stop_on_signals
-from ..settings import Settings, add_arguments
+from ..settings import Settings, add_arguments, env_name
 
 DESCRIPTION = (
     "Runs ksqlDB's join semantics, executed by Kafka Streams (the engine ksqlDB compiles its queries to), "
-    "in a child JVM: the queries of --statements (STREAMAPP_STATEMENTS), else the seed's five statements (the "
+    f"in a child JVM: the queries of --statements ({env_name('statements')}), else the seed's five statements (the "
     "demo's users and orders, whose topics the seed topic flags rename), parsed here into a plan and run one "
     "Kafka Streams application per query, on ksqlDB's own topics. The topics it writes are created with the "
     "configured partition count when missing. It is not ksqlDB: no REST API. Runs until Ctrl-C or SIGTERM."

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from ..errors import StreamappError
 from ..partitioners import LIBRDKAFKA_NAMES, PARTITIONERS, PROFILES, clients_of, get_partitioner, partition_batch
-from ..settings import Settings
+from ..settings import Settings, env_name
 
 
 class PartitionCliError(StreamappError):
@@ -41,7 +41,8 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("keys", nargs="*", metavar="KEY", help="keys (UTF-8 text, or hex with --hex)")
     parser.add_argument(
         "--partitions", type=int, default=None, metavar="N",
-        help="partition count (default: the partitions setting, STREAMAPP_PARTITIONS, 6)",
+        help=f"partition count (default: the partitions setting, {env_name('partitions')}, "
+        f"{Settings.partitions})",
     )
     parser.add_argument(
         "--partitioner", dest="partitioner_specs", action="append", default=None, metavar="NAME",

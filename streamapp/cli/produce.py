@@ -15,7 +15,7 @@ from ..demo.producer import ProduceError
 from ..demo.report import render_join_pairs, render_match
 from ..demo.run import ProduceOptions, ProduceRun, run
 from ..partitioners import LIBRDKAFKA_NAMES
-from ..settings import KAFKA_SECURITY_FLAGS, Settings, add_arguments
+from ..settings import KAFKA_SECURITY_FLAGS, Settings, add_arguments, env_name
 
 #: From this many messages on, a progress bar shows (small runs print instantly).
 PROGRESS_FROM = 1000
@@ -34,12 +34,12 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--messages", type=int, default=10, help="number of users, one order each (default 10)")
     parser.add_argument("--client_id", default=socket.gethostname(), help="producer client id (default your hostname)")
     parser.add_argument("--bootstrap_server", default=None,
-                        help=f"bootstrap servers (default '{DEFAULTS.bootstrap_servers}', or STREAMAPP_BOOTSTRAP_SERVERS)")
+                        help=f"bootstrap servers (default '{DEFAULTS.bootstrap_servers}', or {env_name('bootstrap_servers')})")
     parser.add_argument("--partitioner", dest="users_partitioner", choices=PARTITIONER_CHOICES, default="murmur2_random",
                         help="librdkafka partitioner for the users (default murmur2_random)")
     parser.add_argument("--c3_endpoint", default="", help="Control Center URL to check, e.g. http://localhost:9021")
     parser.add_argument("--ksqldb_endpoint", default=None,
-                        help="ksqlDB REST URL, e.g. http://localhost:8088 (default STREAMAPP_KSQLDB_ENDPOINT; none)")
+                        help=f"ksqlDB REST URL, e.g. http://localhost:8088 (default {env_name('ksqldb_endpoint')}; none)")
     parser.add_argument("--wait", type=float, default=30.0,
                         help="seconds to wait for the worker's and ksqlDB's output (default 30)")
     parser.add_argument("--seed", type=int, default=None, help="random seed for reproducible users and orders")

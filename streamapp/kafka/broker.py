@@ -223,10 +223,10 @@ class EmbeddedBroker(ChildProcess):
             return []
         root = self._root()
         what = {"SASL_PLAINTEXT": f"SASL_PLAINTEXT ({', '.join(SASL_MECHANISMS)}; the same user and password)",
-                "SSL": "SSL (STREAMAPP_SSL_CAFILE as above)",
-                "MTLS": f"SSL with a client certificate required: STREAMAPP_SSL_CERTFILE={root / CLIENT_CERT_FILE} "
-                        f"STREAMAPP_SSL_KEYFILE={root / CLIENT_KEY_FILE}",
-                "WRONG_HOST": f"SSL, a certificate naming {WRONG_HOST_NAME} only (STREAMAPP_SSL_CHECK_HOSTNAME=false)"}
+                "SSL": f"SSL ({env_name('ssl_cafile')} as above)",
+                "MTLS": f"SSL with a client certificate required: {env_name('ssl_certfile')}={root / CLIENT_CERT_FILE} "
+                        f"{env_name('ssl_keyfile')}={root / CLIENT_KEY_FILE}",
+                "WRONG_HOST": f"SSL, a certificate naming {WRONG_HOST_NAME} only ({env_name('ssl_check_hostname')}=false)"}
         return [f"Also SASL_SSL with {', '.join(SASL_MECHANISMS[1:])}, and other listeners:",
                 *(f"  {self.host}:{self.listener_ports[name]} {what[name]}" for name in OTHER_LISTENERS)]
 
