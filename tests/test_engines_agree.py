@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan, query_application_id
 from streamapp.kafka.admin import ensure_topics
@@ -34,7 +34,7 @@ from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 
 from test_ksql_equivalent import CRC_USERS, JAVA_USERS as KQ_USERS, order, user
-from workerkit import isolated, worker_settings
+from workerkit import caught_up, committed_by, end_offsets, isolated, worker_settings
 
 pytestmark = pytest.mark.long
 
@@ -81,24 +81,6 @@ class Producers:
         self._producers.clear()
 
 
-def end_offsets(bootstrap: str, topics: Iterable[str]) -> dict[tuple[str, int], int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "agree-ends"})
-    try:
-        return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=30)[1]
-                for t in topics for p in range(N)}
-    finally:
-        consumer.close()
-
-
-def committed(bootstrap: str, group: str, topics: Iterable[str]) -> dict[tuple[str, int], int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        parts = consumer.committed([TopicPartition(t, p) for t in topics for p in range(N)], timeout=30)
-        return {(tp.topic, tp.partition): max(tp.offset, 0) for tp in parts}
-    finally:
-        consumer.close()
-
-
 class Engines:
     """The worker and the program on one set of topics, and what they wrote."""
 
@@ -124,14 +106,14 @@ class Engines:
         s, deadline = self.settings, time.monotonic() + PATIENCE
         for group, topics in ((s.app_id, self.faust_inputs), *self.ks_groups):
             while True:
-                ends = end_offsets(s.bootstrap_servers, topics)
-                done = committed(s.bootstrap_servers, group, topics)
-                if all(done[tp] >= end for tp, end in ends.items()) and ends == end_offsets(s.bootstrap_servers, topics):
+                ends = end_offsets(s.bootstrap_servers, topics, N)
+                if caught_up(s.bootstrap_servers, group, topics, N) and ends == end_offsets(s.bootstrap_servers, topics, N):
                     break
                 assert self.worker.proc is not None and self.worker.proc.poll() is None, self.worker.tail()
                 assert self.program.running, self.program.failure_message()
                 assert time.monotonic() < deadline, (
-                    f"{group} has not caught up after {PATIENCE:.0f}s: committed {done}, ends {ends}\n"
+                    f"{group} has not caught up after {PATIENCE:.0f}s: committed "
+                    f"{committed_by(s.bootstrap_servers, group, topics, N)}, ends {ends}\n"
                     f"{self.worker.tail(10)}")
                 time.sleep(0.5)
         for topic, reader in self.readers.items():

@@ -34,7 +34,7 @@ from streamapp.sql.formats import Codec
 from streamapp.sql.planner import plan_file, plan_text
 from streamapp.sql import runner
 from streamapp.sql.runner import compare, read_records
-from workerkit import group_progress
+from workerkit import end_offsets, group_progress
 
 CASES = Path(__file__).parent / "qtt"
 ALL_POSITIVE = sorted(d for d in CASES.iterdir()
@@ -483,7 +483,7 @@ def test_the_broker_program_runs_table_table_and_stream_stream_joins(
                       for topic in topics):
             assert time.monotonic() < deadline and program.poll() is None, "Kafka Streams did not read its inputs"
             time.sleep(0.2)
-        ends = {topic: group_progress(bootstrap, "nobody", topic, 1)[1] for topic in (ot, os_)}
+        ends = {topic: end for (topic, _), end in end_offsets(bootstrap, (ot, os_), 1).items()}
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"qtt-{uuid.uuid4().hex[:8]}",
                              "auto.offset.reset": "earliest", "enable.auto.commit": False})
         consumer.subscribe([ot, os_])

@@ -23,8 +23,6 @@ from typing import Any
 
 import pytest
 
-from confluent_kafka import Consumer, TopicPartition
-
 from streamapp.kafka.admin import ensure_topics, topic_configs
 from streamapp.settings import Settings
 from streamapp.sql.plan import Plan
@@ -34,7 +32,7 @@ from streamapp.worker.process import WorkerProcess
 
 from test_declared_join_broker import crc32_partition
 from test_worker_table_join_broker import by_key, shown, written
-from workerkit import declare, murmur2_partition, produce, start_together, stats, wait_until
+from workerkit import caught_up, declare, murmur2_partition, produce, start_together, stats, wait_until
 
 pytestmark = pytest.mark.long
 
@@ -94,20 +92,6 @@ def predicted(plan: Plan, tag: str, n: int, upto: int) -> list[tuple[Any, ...]]:
             by_partition.setdefault(placed(topic, i, n), []).append(TestRecord(f"{topic}_{tag}", i, value, timestamp, 0))
     return [(r.key, json.dumps(r.value, sort_keys=True), r.timestamp) for records in by_partition.values()
             for r in run(plan, records).actual.get(f"order_shipments_{tag}", [])]
-
-
-def caught_up(bootstrap: str, group: str, topics: list[str], n: int) -> bool:
-    """Whether ``group`` has committed the end of every partition of ``topics`` (an empty one: nothing to read)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        for topic in topics:
-            for tp in consumer.committed([TopicPartition(topic, p) for p in range(n)], timeout=10):
-                end = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=10)[1]
-                if end > 0 and tp.offset < end:
-                    return False
-        return True
-    finally:
-        consumer.close()
 
 
 def test_a_windowed_left_join_runs_as_the_test_runner_predicts_and_as_kafka_streams_does_and_reconciles(

@@ -486,25 +486,45 @@ def to_json(value: dict[str, object]) -> bytes:
     return json.dumps(value).encode()
 
 
-def committed_offsets(settings: Settings, topic: str) -> dict[int, int]:
-    """The worker group's committed offset of each partition of ``topic`` (negative: none committed)."""
-    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": settings.app_id})
+def end_offsets(bootstrap: str, topics: Iterable[str], partitions: int) -> dict[tuple[str, int], int]:
+    """Each partition's end offset (its high watermark), by ``(topic, partition)``."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "workerkit-ends"})
     try:
-        parts = consumer.committed([TopicPartition(topic, p) for p in range(settings.partitions)], timeout=30)
-        return {tp.partition: tp.offset for tp in parts}
+        return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=30)[1]
+                for t in topics for p in range(partitions)}
     finally:
         consumer.close()
+
+
+def committed_by(bootstrap: str, group: str, topics: Iterable[str], partitions: int) -> dict[tuple[str, int], int]:
+    """``group``'s committed offset of each partition, by ``(topic, partition)`` (negative: none committed)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        parts = consumer.committed([TopicPartition(t, p) for t in topics for p in range(partitions)], timeout=30)
+        return {(tp.topic, tp.partition): tp.offset for tp in parts}
+    finally:
+        consumer.close()
+
+
+def committed_offsets(settings: Settings, topic: str) -> dict[int, int]:
+    """The worker group's committed offset of each partition of ``topic`` (negative: none committed)."""
+    done = committed_by(settings.bootstrap_servers, settings.app_id, [topic], settings.partitions)
+    return {partition: offset for (_, partition), offset in done.items()}
 
 
 def group_progress(bootstrap: str, group: str, topic: str, partitions: int) -> tuple[bool, int]:
     """Whether ``group`` has committed the end of every partition of ``topic``, and how many records it holds."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
-    finally:
-        consumer.close()
-    return all(tp.offset >= end for tp, end in zip(committed, ends)), sum(ends)
+    ends = end_offsets(bootstrap, [topic], partitions)
+    done = committed_by(bootstrap, group, [topic], partitions)
+    return all(done[tp] >= end for tp, end in ends.items()), sum(ends.values())
+
+
+def caught_up(bootstrap: str, group: str, topics: Iterable[str], partitions: int) -> bool:
+    """Whether ``group`` has committed the end of every partition of ``topics`` that holds records."""
+    topics = list(topics)
+    ends = end_offsets(bootstrap, topics, partitions)
+    done = committed_by(bootstrap, group, topics, partitions)
+    return all(done[tp] >= end for tp, end in ends.items() if end > 0)
 
 
 def end_process(proc: subprocess.Popen, grace: float = 10.0) -> None:
