@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import os
 import struct
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from streamapp.model.records import RecordError
 from streamapp.sql import plan as p
+from streamapp.sql import types
 from streamapp.sql.engine import Query, Record
 from streamapp.sql.formats import Codec
 from streamapp.sql.planner import PlanError, plan_file, plan_text
@@ -327,3 +329,19 @@ def test_the_parser_tables_are_cached_per_user_and_a_stale_cache_is_rebuilt(tmp_
             stale = Path(path)
             stale.write_bytes(b"0" * 64 + b"\nnot a pickle")  # a cache of another grammar
     assert stale is not None and stale.read_bytes()[:64] != b"0" * 64  # rebuilt with the grammar's own hash
+
+
+def test_the_type_rules_follow_ksqldbs() -> None:
+    """Widening (INT to BIGINT to DECIMAL to DOUBLE, never back), a literal's type, and which comparisons ksqlDB
+    takes; the QTT cases check the messages they lead to."""
+    assert [types.widens(a, b) for a, b in (("INT", "BIGINT"), ("BIGINT", "DECIMAL(10, 2)"), ("DECIMAL(4, 1)", "DOUBLE"),
+                                            ("DOUBLE", "INT"), ("STRING", "STRING"), ("INT", "STRING"))] == [
+        True, True, True, False, True, False]
+    assert [types.literal_type(v) for v in (None, True, 2**31 - 1, 2**31, Decimal("1.50"), Decimal("0.05"), 1.5,
+                                            "a")] == [
+        None, "BOOLEAN", "INT", "BIGINT", "DECIMAL(3, 2)", "DECIMAL(2, 2)", "DOUBLE", "STRING"]
+    assert types.wider("INT", "BIGINT") == "BIGINT" and types.wider("BIGINT", "DOUBLE") == "DOUBLE"
+    assert types.comparable("INT", "<", "DECIMAL(4, 2)") and types.comparable("STRING", "<", "STRING")
+    assert types.comparable("BOOLEAN", "=", "BOOLEAN") and not types.comparable("BOOLEAN", "<", "BOOLEAN")
+    assert not types.comparable("STRING", "=", "INT") and types.comparable(None, "=", "INT")
+    assert types.message_name("MAP<STRING, INT>") == "MAP<STRING, INTEGER>" and types.message_name("BIGINT") == "BIGINT"

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 from ..errors import StreamappError
 from . import plan as p
 from . import syntax as s
+from . import types
 
 #: Formats streamapp reads and writes, by part of the record.
 KEY_FORMATS = ("KAFKA", "JSON", "DELIMITED", "NONE")
@@ -480,8 +481,8 @@ class _Planner:
         """ksqlDB's refusal of a join of two join keys of different types (a CAST makes them one)."""
         if first[2] != second[2]:
             raise self._rejected(statement, f"Invalid join condition: types don't match. Got {self._shown(first)}"
-                                            f"{{{_ksql_type(first[2])}}} = {self._shown(second)}"
-                                            f"{{{_ksql_type(second[2])}}}.")
+                                            f"{{{types.message_name(first[2])}}} = {self._shown(second)}"
+                                            f"{{{types.message_name(second[2])}}}.")
 
     def _join_sink(self, statement: s.CreateAs, props: dict[str, Any], projection: tuple[p.Projection, ...],
                    formats: tuple[str, str], partitions: int | None, kind: str) -> p.Source:
@@ -564,13 +565,13 @@ class _Planner:
                 raise self._rejected(statement, f"Reserved column name in select: `{item.alias}`. Please remove or "
                                                 "alias the column.")
 
-    def _compatible_windows(self, statement: s.Statement, sides: list[_Side], types: list[str | None]) -> None:
+    def _compatible_windows(self, statement: s.Statement, sides: list[_Side], windows: list[str | None]) -> None:
         """ksqlDB's analyzer: a windowed source joins only a windowed one, a session-windowed one only another."""
-        if (types[0] is None) != (types[1] is None):
-            shown = [f"`{x.label}` is {t.split()[0] if t else 'not'} windowed" for x, t in zip(sides, types)]
+        if (windows[0] is None) != (windows[1] is None):
+            shown = [f"`{x.label}` is {t.split()[0] if t else 'not'} windowed" for x, t in zip(sides, windows)]
             raise self._rejected(statement, "Can not join windowed source to non-windowed source. " + " ".join(shown))
-        if types[0] is not None and types[1] is not None:
-            left, right = (t.split()[0] for t in (types[0], types[1]))
+        if windows[0] is not None and windows[1] is not None:
+            left, right = (t.split()[0] for t in (windows[0], windows[1]))
             if (left == "SESSION") != (right == "SESSION"):
                 raise self._rejected(statement, f"Incompatible windowed sources. Left source: {left} Right source: "
                                                 f"{right} Session windowed sources can only be joined to other session "
@@ -625,7 +626,7 @@ class _Planner:
             raise self._rejected(statement, "Map keys, including types that contain maps, are not supported as they "
                                             "may lead to unexpected behavior due to inconsistent serialization. Key "
                                             f"column name: `{left.label}_{getattr(left_key, 'name', 'ROWKEY')}`. "
-                                            f"Column type: {_ksql_type(left_half[2])}. See "
+                                            f"Column type: {types.message_name(left_half[2])}. See "
                                             "https://github.com/confluentinc/ksql/issues/6621 for more.")
         return left_half, right_half
 
@@ -681,7 +682,7 @@ class _Planner:
         resolved, type_, shown = self._predicate(statement, sides, expression, clause)
         if type_ not in ("BOOLEAN", None):
             raise self._rejected(statement, f"Type error in {clause} expression: Should evaluate to boolean but is "
-                                            f"{shown} ({_ksql_type(type_)}) instead.")
+                                            f"{shown} ({types.message_name(type_)}) instead.")
         return resolved
 
     def _predicate(self, statement: s.Statement, sides: list[_Side], expression: s.Expression,
@@ -690,10 +691,10 @@ class _Planner:
         if isinstance(expression, s.Comparison):
             op = "!=" if expression.op == "<>" else expression.op
             left, right = (self._predicate(statement, sides, x, clause) for x in (expression.left, expression.right))
-            if not _comparable(left[1], op, right[1]):
+            if not types.comparable(left[1], op, right[1]):
                 raise self._rejected(statement, f"Error in {clause} expression: Cannot compare {left[2]} "
-                                                f"({_ksql_type(left[1] or 'NULL')}) to {right[2]} "
-                                                f"({_ksql_type(right[1] or 'NULL')}) with {_COMPARISONS[op]}.")
+                                                f"({types.message_name(left[1] or 'NULL')}) to {right[2]} "
+                                                f"({types.message_name(right[1] or 'NULL')}) with {_COMPARISONS[op]}.")
             return p.Compare(op, left[0], right[0]), "BOOLEAN", f"({left[2]} {op} {right[2]})"
         if isinstance(expression, s.Other) and expression.kind in ("AND", "OR", "NOT"):
             args = tuple(self._where(statement, sides, a, clause) for a in expression.args)
@@ -708,7 +709,7 @@ class _Planner:
             return p.Apply("COUNT", ()), "BIGINT", "COUNT(*)"
         if isinstance(expression, s.Literal):
             value = expression.value
-            return (p.Literal(float(value) if isinstance(value, Decimal) else value), _literal_type(value),
+            return (p.Literal(float(value) if isinstance(value, Decimal) else value), types.literal_type(value),
                     str(expression))
         if isinstance(expression, s.Column):
             resolved, type_, side = self._column(statement, sides, expression)
@@ -880,7 +881,7 @@ class _Planner:
         types it; None: not one streamapp runs."""
         if isinstance(expression, s.Literal) and expression.value is not None:
             value = expression.value
-            return p.Literal(float(value) if isinstance(value, Decimal) else value), _literal_type(value) or "STRING"
+            return p.Literal(float(value) if isinstance(value, Decimal) else value), types.literal_type(value) or "STRING"
         if isinstance(expression, s.Call) and expression.name in ("ABS", "SUBSTRING"):
             args = [self._expression(statement, sides, a) for a in expression.args]
             type_ = args[0][1] if expression.name == "ABS" else "STRING"
@@ -892,15 +893,15 @@ class _Planner:
             target = str(expression.args[1])
             return p.Apply("CAST", (inner,), target), target
         if expression.kind == "CASE":
-            args, types = [], []
+            args, results = [], []
             for n, arg in enumerate(expression.args):
                 is_test = n % 2 == 0 and not ("ELSE" in expression.ops and n == len(expression.args) - 1)
                 resolved, type_, _ = (self._predicate(statement, sides, arg) if is_test
                                       else (*self._expression(statement, sides, arg), ""))
                 args.append(resolved)
                 if not is_test:
-                    types.append(type_)
-            return p.Apply("CASE", tuple(args), "ELSE" if "ELSE" in expression.ops else ""), types[0]
+                    results.append(type_)
+            return p.Apply("CASE", tuple(args), "ELSE" if "ELSE" in expression.ops else ""), results[0]
         operands = [a for a in expression.args if not isinstance(a, str)]
         resolved = [self._expression(statement, sides, a) for a in operands]
         if expression.kind == "arithmetic" and len(resolved) == 1:
@@ -908,7 +909,7 @@ class _Planner:
         if expression.kind == "arithmetic":
             result, type_ = resolved[0]
             for op, (operand, operand_type) in zip(expression.ops, resolved[1:]):
-                result, type_ = p.Apply(op, (result, operand)), _wider(type_, operand_type)
+                result, type_ = p.Apply(op, (result, operand)), types.wider(type_, operand_type)
             return result, type_
         if expression.kind == "[]":
             element = s.parse_type(resolved[0][1]).params[0]
@@ -992,7 +993,6 @@ def _is_key(expression: p.Expression, source: p.Source) -> bool:
 #: ksqlDB's names of the comparison operators, for its messages.
 _COMPARISONS = {"=": "EQUAL", "!=": "NOT_EQUAL", "<": "LESS_THAN", "<=": "LESS_THAN_OR_EQUAL", ">": "GREATER_THAN",
                 ">=": "GREATER_THAN_OR_EQUAL"}
-_NUMBERS = ("INT", "BIGINT", "DOUBLE", "DECIMAL")
 
 
 #: The aggregate functions a HAVING is typed with: the type each returns (None: its argument's).
@@ -1002,7 +1002,7 @@ _AGGREGATES = {"SUM": None, "MIN": None, "MAX": None, "COUNT": "BIGINT", "COUNT_
 
 def _schema(source: p.Source) -> str:
     """A source's columns as ksqlDB's messages print a schema: ```K` STRING KEY, `V` INTEGER``."""
-    return ", ".join(f"`{c.name}` {_ksql_type(c.type)}{' KEY' if c in source.key_columns else ''}"
+    return ", ".join(f"`{c.name}` {types.message_name(c.type)}{' KEY' if c in source.key_columns else ''}"
                      for c in source.columns)
 
 
@@ -1011,56 +1011,8 @@ def _compatible_schema(result: p.Source, sink: p.Source) -> bool:
     the sink, of its type or one ksqlDB widens to it (INT to BIGINT to DECIMAL to DOUBLE)."""
     pairs = list(zip(result.columns, sink.columns))
     return len(result.columns) == len(sink.columns) and all(
-        a.name == b.name and (a in result.key_columns) == (b in sink.key_columns) and _widens(a.type, b.type)
+        a.name == b.name and (a in result.key_columns) == (b in sink.key_columns) and types.widens(a.type, b.type)
         for a, b in pairs)
-
-
-def _widens(source: str, target: str) -> bool:
-    if source == target:
-        return True
-    ranks = [next((n for n, number in enumerate(("INT", "BIGINT", "DECIMAL", "DOUBLE")) if t.startswith(number)),
-                  None) for t in (source, target)]
-    return ranks[0] is not None and ranks[1] is not None and ranks[0] < ranks[1]
-
-
-def _literal_type(value: Any) -> str | None:
-    """A constant's ksqlDB type: an integer is an INT when it fits in 32 bits, a decimal point makes a DECIMAL."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "BOOLEAN"
-    if isinstance(value, int):
-        return "INT" if -2**31 <= value < 2**31 else "BIGINT"
-    if isinstance(value, Decimal):
-        sign, digits, exponent = value.as_tuple()
-        scale = -int(exponent)
-        return f"DECIMAL({max(len(digits), scale)}, {scale})"
-    return "DOUBLE" if isinstance(value, float) else "STRING"
-
-
-def _wider(left: str, right: str) -> str:
-    """The type of ``left op right`` of two numbers (ksqlDB widens INT to BIGINT to DOUBLE)."""
-    for wide in ("DOUBLE", "BIGINT"):
-        if wide in (left, right):
-            return wide
-    return left
-
-
-def _comparable(left: str | None, op: str, right: str | None) -> bool:
-    """ksqlDB's ``ComparisonUtil.isValidComparison`` for the types a WHERE of streamapp reads (NULL: any)."""
-    if left is None or right is None:
-        return True
-    kinds = [next((n for n in _NUMBERS if t.startswith(n)), t) for t in (left, right)]
-    if all(k in _NUMBERS for k in kinds):
-        return True
-    if kinds[0] != kinds[1] or kinds[0] not in ("STRING", "BOOLEAN"):
-        return False
-    return kinds[0] == "STRING" or op in ("=", "!=")
-
-
-def _ksql_type(type_: str) -> str:
-    """A column type as ksqlDB's messages print it (``INT`` is ``INTEGER`` there)."""
-    return re.sub(r"\bINT\b", "INTEGER", type_)
 
 
 def _columns_in(expression: s.Expression | None) -> list[s.Column]:

@@ -1,12 +1,15 @@
-"""ksqlDB's column types: a small frozen value that prints as ksqlDB writes the type.
+"""ksqlDB's column types: a small frozen value that prints as ksqlDB writes the type, and the type rules the planner
+checks queries with (widening, a literal's type, which comparisons ksqlDB takes).
 
 ``SqlType.of("varchar")`` is ``STRING``: ksqlDB's aliases (VARCHAR, INTEGER) are
 resolved once here, so the rest of streamapp sees one name per type.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Union
+from decimal import Decimal
+from typing import Any, Union
 
 #: ksqlDB's primitive types, by every name ksqlDB accepts for them.
 _PRIMITIVES = {
@@ -62,3 +65,57 @@ class SqlType:
     @property
     def nested(self) -> bool:
         return self.base in NESTED
+
+
+# -- the type rules, on types as the plan names them (``DECIMAL(4, 2)``, ``BIGINT``) -------------------------------
+
+#: The numeric types, in the order ksqlDB widens one to the next (INT to BIGINT to DECIMAL to DOUBLE).
+NUMBERS = ("INT", "BIGINT", "DECIMAL", "DOUBLE")
+
+
+def widens(source: str, target: str) -> bool:
+    """Whether a ``source`` value is written to a ``target`` column as it is or widened (``LogicalSchema``'s rule)."""
+    if source == target:
+        return True
+    ranks = [next((n for n, number in enumerate(NUMBERS) if t.startswith(number)), None) for t in (source, target)]
+    return ranks[0] is not None and ranks[1] is not None and ranks[0] < ranks[1]
+
+
+def literal_type(value: Any) -> str | None:
+    """A constant's ksqlDB type: an integer is an INT when it fits in 32 bits, a decimal point makes a DECIMAL."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "BOOLEAN"
+    if isinstance(value, int):
+        return "INT" if -2**31 <= value < 2**31 else "BIGINT"
+    if isinstance(value, Decimal):
+        _, digits, exponent = value.as_tuple()
+        scale = -int(exponent)
+        return f"DECIMAL({max(len(digits), scale)}, {scale})"
+    return "DOUBLE" if isinstance(value, float) else "STRING"
+
+
+def wider(left: str, right: str) -> str:
+    """The type of ``left op right`` of two numbers (ksqlDB widens INT to BIGINT to DOUBLE)."""
+    for wide in ("DOUBLE", "BIGINT"):
+        if wide in (left, right):
+            return wide
+    return left
+
+
+def comparable(left: str | None, op: str, right: str | None) -> bool:
+    """ksqlDB's ``ComparisonUtil.isValidComparison`` for the types a WHERE of streamapp reads (NULL: any)."""
+    if left is None or right is None:
+        return True
+    kinds = [next((n for n in NUMBERS if t.startswith(n)), t) for t in (left, right)]
+    if all(k in NUMBERS for k in kinds):
+        return True
+    if kinds[0] != kinds[1] or kinds[0] not in ("STRING", "BOOLEAN"):
+        return False
+    return kinds[0] == "STRING" or op in ("=", "!=")
+
+
+def message_name(type_: str) -> str:
+    """A column type as ksqlDB's messages print it (``INT`` is ``INTEGER`` there)."""
+    return re.sub(r"\bINT\b", "INTEGER", type_)
