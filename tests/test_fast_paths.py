@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamapp.model.records import MAX_TIMESTAMP_MS, RecordError, bigint, column, decode_object, double, varchar
+from streamapp.model.records import MAX_NUMBER_LENGTH, MAX_TIMESTAMP_MS, RecordError, bigint, column, decode_object, double, varchar
 from streamapp.sql import plan as p
 from streamapp.sql.engine import Query, Reader, Row
 from streamapp.sql.formats import Codec, json_text
@@ -131,9 +131,10 @@ def test_the_plans_fast_decode_reads_exactly_what_ksqldbs_rules_read(fields: dic
     fast, checked = json.dumps(fields).encode(), json.dumps({**fields, "zz_extra": None}).encode()
     try:
         expected = codec.decode_value(checked)
-    except RecordError:
-        with pytest.raises(RecordError):
+    except RecordError as error:
+        with pytest.raises(RecordError) as refused:
             codec.decode_value(fast)
+        assert refused.value.field == error.field
         return
     got = codec.decode_value(fast)
     assert got is not None and expected is not None
@@ -178,12 +179,14 @@ def test_the_joins_value_writer_writes_what_the_sinks_codec_writes(left: dict, r
         assert value == json_text(projected).encode("utf-8") and timestamp == 7
 
 
+#: A number one character longer than Jackson's limit: ksqlDB refuses the value, however well it fits a column.
+LONG_NUMBER = "1." + "0" * (MAX_NUMBER_LENGTH - 1) + "1"
 #: A source with a DECIMAL column: its fast path reads numbers exactly (as Decimal), DOUBLEs included.
 DECIMAL_COLUMNS = p.Source("S", p.STREAM, "s", (), (p.Column("A", "DECIMAL(10, 2)"), p.Column("D", "DOUBLE"),
                                                  p.Column("B", "BIGINT")), "NONE", "JSON")
 number_tokens = (st.decimals(allow_nan=False, allow_infinity=False).map(str)
                  | st.sampled_from(["1.0049999999999999", "1.005", "12.50", "-0.0", "0", "1e400", "99999999.995",
-                                    "123456789012.5", "1E+2", "0.000000001"]))
+                                    "123456789012.5", "1E+2", "0.000000001", "NaN", "-Infinity", LONG_NUMBER]))
 json_tokens = json_values.map(json.dumps) | number_tokens
 decimal_values = st.fixed_dictionaries({}, optional={name: json_tokens for name in ("a", "d", "b", "A")})
 
@@ -203,6 +206,22 @@ def test_the_fast_decode_of_a_decimal_source_reads_exactly_what_ksqldbs_rules_re
         assert refused.value.field == error.field
         return
     assert same(codec.decode_value(fast), expected)
+
+
+@pytest.mark.parametrize("source", [PLAIN_COLUMNS, DECIMAL_COLUMNS], ids=["plain", "decimal"])
+def test_what_jackson_refuses_is_refused_on_the_fast_path_too(source: p.Source) -> None:
+    """A number longer than Jackson's limit, or a bare NaN or Infinity anywhere in the value, makes it no JSON to
+    ksqlDB, before any column's rule: the fast path neither reads it nor names a column instead."""
+    codec, double = Codec(source), next(c.name for c in source.value_columns if c.type == "DOUBLE")
+    row = {c.name: {"BIGINT": 1, "INT": 1, "DOUBLE": 1.5, "STRING": "x", "BOOLEAN": True}.get(c.type, 1)
+           for c in source.value_columns}
+    assert codec.decode_value(json.dumps(row).encode()) is not None  # the fast path's own value, read
+    long = json.dumps({**row, double: 0.5}).replace("0.5", LONG_NUMBER)
+    constant = json.dumps({**row, double: [float("inf")], **({"A": 1e300} if "A" in row else {})})
+    for text in (long, constant, json.dumps({**row, double: float("nan")})):
+        with pytest.raises(RecordError) as refused:
+            codec.decode_value(text.encode())
+        assert refused.value.field == "value" and "is not valid JSON" in refused.value.reason, text[:80]
 
 
 def test_a_decimal_read_by_the_fast_path_keeps_its_exact_value() -> None:

@@ -93,7 +93,8 @@ def _number(text: str, make: Callable[[str], Any]) -> Any:
     return make(text)
 
 
-def _not_json(name: str) -> Any:
+def not_json_number(name: str) -> Any:
+    """Jackson's refusal of a bare ``NaN``/``Infinity`` token (Python's JSON decoder would take it)."""
     raise ValueError(f"{name} is not a JSON number")
 
 
@@ -107,7 +108,7 @@ def _parse_float(text: str) -> Decimal:
 
 
 _JSON_WHITESPACE = " \t\n\r"
-_DECODER = json.JSONDecoder(parse_float=_parse_float, parse_int=_parse_int, parse_constant=_not_json)
+_DECODER = json.JSONDecoder(parse_float=_parse_float, parse_int=_parse_int, parse_constant=not_json_number)
 
 
 def decode_document(value: bytes | None) -> Any:

@@ -19,13 +19,14 @@ import csv
 import io
 import json
 import math
+import re
 import struct
 from decimal import Decimal
 from typing import Any, Callable
 
-from ..model.records import (BIGINT_MAX, BIGINT_MIN, INT_MAX, INT_MIN, MAX_NESTING, RecordError, big_decimal_text,
-                             bigint, boolean, column, decimal, decode_document, decode_object, double, has_lone_surrogate, integer,
-                             parse_double, parse_long, varchar)
+from ..model.records import (BIGINT_MAX, BIGINT_MIN, INT_MAX, INT_MIN, MAX_NESTING, MAX_NUMBER_LENGTH, RecordError,
+                             big_decimal_text, bigint, boolean, column, decimal, decode_document, decode_object, double,
+                             has_lone_surrogate, integer, not_json_number, parse_double, parse_long, varchar)
 from . import plan as p
 from .syntax import parse_type
 
@@ -39,14 +40,20 @@ _READERS: dict[str, Callable[[Any, str], Any]] = {
 _KINDS = {"STRING": 0, "BIGINT": 1, "INT": 2, "DOUBLE": 3, "BOOLEAN": 4}
 #: A DECIMAL column's kind in a fast-path spec: its reader (:func:`reader`) takes a JSON number read as Decimal.
 _Kind = int | Callable[[Any, str], Any]
+#: The fast path's parsers refuse the bare NaN and Infinity tokens, as Jackson does (Python's would take them).
+_PLAIN = json.JSONDecoder(parse_constant=not_json_number)
+_PLAIN_LOADS = _PLAIN.decode
 #: The fast path's parser for a source with DECIMAL columns: numbers with a fraction or exponent as exact
 #: Decimals, as Jackson reads them (a float would round 1.0049999999999999 to 1.005 before the scale does).
-_EXACT = json.JSONDecoder(parse_float=Decimal)
+_EXACT = json.JSONDecoder(parse_float=Decimal, parse_constant=not_json_number)
 _EXACT_LOADS = _EXACT.decode
 #: The standard library's C scanners behind ``loads``: a text that is one JSON value with nothing around it is read
 #: by one call; anything else (whitespace, extra data, an error) goes through ``loads``, which says what it is.
-_SCANS = {json.loads: json.scanner.make_scanner(json.decoder.JSONDecoder()),  # type: ignore[attr-defined]
+_SCANS = {_PLAIN_LOADS: json.scanner.make_scanner(_PLAIN),  # type: ignore[attr-defined]
           _EXACT_LOADS: json.scanner.make_scanner(_EXACT)}  # type: ignore[attr-defined]
+#: A run of number characters longer than Jackson's longest number: such a value takes ksqlDB's rules, which
+#: refuse the number (the fast path's parsers do not count digits; a long string of digits is a false alarm).
+_LONG_NUMBER = re.compile(rb"[-+.0-9eE]{%d}" % (MAX_NUMBER_LENGTH + 1))
 
 
 def _kind(column_type: str) -> _Kind | None:
@@ -217,7 +224,7 @@ class Codec:
         #: The value columns' names in order: a row of exactly these, in this order, is written by the C encoder.
         self._names = tuple(c.name for c in source.value_columns)
         kinds = [_kind(c.type) for c in source.value_columns]
-        self._loads = _EXACT_LOADS if any(type(k) is not int for k in kinds if k is not None) else json.loads
+        self._loads = _EXACT_LOADS if any(type(k) is not int for k in kinds if k is not None) else _PLAIN_LOADS
         plain = self.value_format == "JSON" and not self._unwrapped and bool(kinds) and None not in kinds
         lower = [c.name.lower() for c in source.value_columns]
         #: The fast path's specs: the field names of an object written with the columns' own names, or in lower
@@ -305,7 +312,8 @@ class Codec:
         """
         if data is None:
             return None
-        if self._fast and (len(data) <= MAX_NESTING or data.count(b"[") + data.count(b"{") <= MAX_NESTING):
+        if self._fast and (len(data) <= MAX_NESTING or data.count(b"[") + data.count(b"{") <= MAX_NESTING) and (
+                len(data) <= MAX_NUMBER_LENGTH or not _LONG_NUMBER.search(data)):
             try:
                 text = data.decode("utf-8")
                 try:
@@ -320,7 +328,10 @@ class Codec:
                 keys = obj.keys()
                 for fields, plain_row in self._fast:
                     if keys == fields:
-                        row = plain_row(obj)
+                        try:
+                            row = plain_row(obj)
+                        except RecordError:  # every refusal is ksqlDB's rules', below: they may find another first
+                            row = None
                         if row is not None:
                             return row
                         break
