@@ -428,7 +428,7 @@ def stack_summary(sampled: dict[str, Any], records: int, top: int = 30) -> list[
     function, what it spends itself (its own) and with what it calls (inclusive), as shares of the samples that found
     it working and µs a record (the process's CPU over its samples); the samples that found it waiting (the other
     threads' CPU) counted apart."""
-    lines = [f"CPU µs a record by thread: " + ", ".join(
+    lines = ["CPU µs a record by thread: " + ", ".join(
         f"{name} {seconds * 1e6 / records:.1f}" for name, seconds in sorted(sampled.get("cpu", {}).items(),
                                                                           key=lambda kv: -kv[1]) if seconds > 0)]
     own: Counter[str] = Counter()

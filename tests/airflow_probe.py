@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from pathlib import Path
 
 from airflow.dag_processing.dagbag import DagBag
 from airflow.sdk.exceptions import AirflowFailException

@@ -7,7 +7,6 @@ streamapp's own headers, and 600 of them are not 600 WARNING lines.
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 

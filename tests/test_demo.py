@@ -29,7 +29,6 @@ from streamapp.demo.shape import ShapeError, shape
 from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.partitioners.hashes import murmur2, to_positive
 from streamapp.settings import Settings
-from streamapp.sql.formats import Codec
 
 from test_declared_join_broker import REKEYED, STATEMENTS as CUSTOMERS_PAYMENTS
 

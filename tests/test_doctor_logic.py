@@ -11,7 +11,7 @@ import pytest
 from faust.serializers import codecs
 
 from streamapp.copartition.doctor import (
-    JoinedPair, TopicSample, diagnose, diagnose_pair, overlaps, select_topics, topic_report,
+    JoinedPair, TopicSample, diagnose, diagnose_pair, select_topics, topic_report,
 )
 from streamapp.copartition.doctor_fixes import PRODUCER_SETTINGS
 from streamapp.copartition.doctor import DoctorError

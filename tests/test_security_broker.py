@@ -24,14 +24,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from streamapp.demo.ksql_equivalent import KsqlEquivalent
 from streamapp.kafka.admin import ensure_topics
-from streamapp.kafka.broker import CLIENT_PASSWORD_FILE, EmbeddedBroker, free_port
+from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.kafka.reader import TopicReader
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess, settings_env

@@ -5,7 +5,6 @@ with that partitioner would place them.  tests/test_verdict_follows_data.py runs
 """
 from __future__ import annotations
 
-import zlib
 
 from streamapp.copartition.doctor import JoinedPair, TopicSample, diagnose
 from streamapp.copartition.doctor_pairs import with_live

@@ -127,7 +127,7 @@ async def test_checks_run_again_once_keyed_records_arrive_and_on_demand(
     assert shown[4] and shown[4] != "none needed" and shown[4].split("\n")[0] == direct["fixes"][0]["text"]
     assert "could not run yet" not in await page.eval(text("guard-checks"))
     await page.wait("!!document.querySelector('#stats-picture svg') && "
-                    f"document.getElementById('records-in-0').textContent !== ''")
+                    "document.getElementById('records-in-0').textContent !== ''")
     grid = Counter((order_partitions[u], q) for u, (q, _) in users.items())
     cells = await page.eval(
         "Object.fromEntries([...document.querySelectorAll('#counters-picture g[id^=cell-]')]"
