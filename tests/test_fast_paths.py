@@ -224,6 +224,20 @@ def test_what_jackson_refuses_is_refused_on_the_fast_path_too(source: p.Source) 
         assert refused.value.field == "value" and "is not valid JSON" in refused.value.reason, text[:80]
 
 
+def test_a_long_number_is_found_wherever_it_stands_in_a_long_value() -> None:
+    """The fast path looks for a long number from every MAX_NUMBER_LENGTH-th byte: one anywhere is found, and a
+    number of exactly Jackson's limit is read as ksqlDB reads it."""
+    codec = Codec(PLAIN_COLUMNS)
+    longest = "1." + "0" * (MAX_NUMBER_LENGTH - 3) + "1"
+    for pad in range(0, 2 * MAX_NUMBER_LENGTH + 100, 37):
+        value = f'{{"b":1,"i":1,"s":"{"x" * pad}","f":true,"d":{{}}}}'
+        with pytest.raises(RecordError) as refused:
+            codec.decode_value(value.replace("{}", LONG_NUMBER).encode())
+        assert refused.value.field == "value" and "longer than Jackson's limit" in refused.value.reason, pad
+        row = codec.decode_value(value.replace("{}", longest).encode())
+        assert row is not None and row["D"] == 1.0 and len(row["S"]) == pad  # type: ignore[index]
+
+
 def test_a_decimal_read_by_the_fast_path_keeps_its_exact_value() -> None:
     codec = Codec(DECIMAL_COLUMNS)
     row = codec.decode_value(b'{"A": 1.0049999999999999, "D": 0.1, "B": 3}')

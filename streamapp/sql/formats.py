@@ -51,9 +51,18 @@ _EXACT_LOADS = _EXACT.decode
 #: by one call; anything else (whitespace, extra data, an error) goes through ``loads``, which says what it is.
 _SCANS = {_PLAIN_LOADS: json.scanner.make_scanner(_PLAIN),  # type: ignore[attr-defined]
           _EXACT_LOADS: json.scanner.make_scanner(_EXACT)}  # type: ignore[attr-defined]
+#: The characters of a JSON number.
+_NUMBER_CHARS = b"-+.0123456789eE"
 #: A run of number characters longer than Jackson's longest number: such a value takes ksqlDB's rules, which
 #: refuse the number (the fast path's parsers do not count digits; a long string of digits is a false alarm).
 _LONG_NUMBER = re.compile(rb"[-+.0-9eE]{%d}" % (MAX_NUMBER_LENGTH + 1))
+
+
+def _may_hold_long_number(data: bytes) -> bool:
+    """Whether ``data`` may hold a number longer than Jackson's limit.  Such a run covers one of the bytes at every
+    ``MAX_NUMBER_LENGTH``-th position, so those few bytes are looked at first: most long values end there."""
+    probes = data[MAX_NUMBER_LENGTH::MAX_NUMBER_LENGTH]
+    return len(probes.translate(None, _NUMBER_CHARS)) < len(probes) and _LONG_NUMBER.search(data) is not None
 
 
 def _kind(column_type: str) -> _Kind | None:
@@ -313,7 +322,7 @@ class Codec:
         if data is None:
             return None
         if self._fast and (len(data) <= MAX_NESTING or data.count(b"[") + data.count(b"{") <= MAX_NESTING) and (
-                len(data) <= MAX_NUMBER_LENGTH or not _LONG_NUMBER.search(data)):
+                len(data) <= MAX_NUMBER_LENGTH or not _may_hold_long_number(data)):
             try:
                 text = data.decode("utf-8")
                 try:
