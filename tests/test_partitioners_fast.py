@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import types
+from pathlib import Path
 
 import numpy
 import pytest
@@ -142,6 +143,39 @@ def test_dotted_path_partitioners(monkeypatch: pytest.MonkeyPatch) -> None:
         get_partitioner(f"{module.__name__}:missing")
     with pytest.raises(PartitionerError, match="cannot be imported"):
         get_partitioner("no_such_module_anywhere:fn")
+
+
+def test_a_user_partitioner_that_fails_or_answers_no_partition_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                                            tmp_path: Path) -> None:
+    """Its error or a wrong answer names it and the key (no traceback of the user's code); a module that fails to
+    import names its error; a numpy-like int is a partition."""
+    class Index:
+        def __index__(self) -> int:
+            return 2
+
+    module = types.ModuleType("streamapp_test_failing_partitioner")
+    module.divides = lambda key, n: 1 // 0
+    module.too_big, module.negative, module.text, module.boolean = (lambda key, n: n), (lambda key, n: -1), \
+        (lambda key, n: "1"), (lambda key, n: True)
+    module.index = lambda key, n: Index()
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    with pytest.raises(PartitionerError) as failed:
+        partition(f"{module.__name__}:divides", b"k1", 6)
+    assert str(failed.value) == (f"partitioner '{module.__name__}:divides' failed on key b'k1': ZeroDivisionError: "
+                                 "integer division or modulo by zero")
+    for name, shown in (("too_big", "6"), ("negative", "-1"), ("text", "'1'"), ("boolean", "True")):
+        with pytest.raises(PartitionerError) as wrong:
+            partition_batch(f"{module.__name__}:{name}", [b"a", b"b"], 6)
+        assert str(wrong.value) == (f"partitioner '{module.__name__}:{name}' returned {shown} for key b'a': a "
+                                    "partition of 6 partitions is an int from 0 to 5")
+    assert partition_batch(f"{module.__name__}:index", [b"a", None], 6) == [2, 2]
+    (tmp_path / "streamapp_test_broken_module.py").write_text("def f(key, n) return 0\n")
+    (tmp_path / "streamapp_test_raising_module.py").write_text("raise RuntimeError('no config')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PartitionerError, match=r"'streamapp_test_broken_module:f' cannot be imported: SyntaxError"):
+        get_partitioner("streamapp_test_broken_module:f")
+    with pytest.raises(PartitionerError, match=r"cannot be imported: RuntimeError: no config$"):
+        get_partitioner("streamapp_test_raising_module:f")
 
 
 @pytest.mark.parametrize("table", [PARTITIONERS, REFERENCE_PARTITIONERS], ids=["fast", "reference"])

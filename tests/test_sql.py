@@ -143,9 +143,13 @@ def test_a_registry_format_is_refused_only_when_a_query_reads_it() -> None:
                                                  "JOIN customers c ON a.k = c.id;")
 
 
-def test_a_missing_file_is_one_line() -> None:
+def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="cannot be read"):
         plan_file("/nonexistent/joins.sql")
+    latin = tmp_path / "latin.sql"
+    latin.write_bytes("-- café\n".encode("latin-1"))
+    with pytest.raises(PlanError, match=r"latin.sql' cannot be read: 'utf-8' codec can't decode byte 0xe9"):
+        plan_file(latin)
 
 
 def test_the_seed_is_the_demos_five_statements() -> None:

@@ -15,7 +15,7 @@ import importlib
 import operator
 import random as _random
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import StreamappError
 from . import hashes
@@ -254,11 +254,33 @@ def _import(spec: str) -> Partitioner:
         target = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError, ValueError) as exc:
         raise PartitionerError(f"partitioner {spec!r} cannot be imported: {exc}") from None
+    except Exception as exc:  # the module's own code failed as it was imported (a SyntaxError, its own error)
+        raise PartitionerError(f"partitioner {spec!r} cannot be imported: {type(exc).__name__}: {exc}") from None
     if isinstance(target, Partitioner):
         return target
     if not callable(target):
         raise PartitionerError(f"partitioner {spec!r} is not callable (it is a {type(target).__name__})")
-    return Partitioner(spec, f"user partitioner {spec}", target, lambda _k: True)
+    return Partitioner(spec, f"user partitioner {spec}", _user_choose(spec, target), lambda _k: True)
+
+
+def _user_choose(spec: str, target: Callable[[bytes | None, int], Any]) -> KeyPartitioner:
+    """A user's partitioner, held to what a partition is: its failure, or an answer that is not a partition of
+    ``n``, is one line naming it and the key (its own traceback would not say which setting chose it)."""
+    def choose(key: bytes | None, n: int) -> int:
+        try:
+            found = target(key, n)
+        except Exception as exc:
+            raise PartitionerError(f"partitioner {spec!r} failed on key {key!r}: {type(exc).__name__}: {exc}") from None
+        try:
+            partition = None if isinstance(found, bool) else operator.index(found)  # numpy ints too
+        except TypeError:
+            partition = None
+        if partition is None or not 0 <= partition < n:
+            raise PartitionerError(f"partitioner {spec!r} returned {found!r} for key {key!r}: a partition of {n} "
+                                   f"partitions is an int from 0 to {n - 1}")
+        return partition
+
+    return choose
 
 
 def partition(spec: str, key: bytes | None, num_partitions: int) -> int:

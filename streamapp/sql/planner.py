@@ -53,7 +53,7 @@ def plan_file(path: str | Path, properties: Mapping[str, Any] | None = None) -> 
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise PlanError(f"statements file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+        raise PlanError(f"statements file {str(path)!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     return plan_text(text, str(path), properties)
 
 
