@@ -18,6 +18,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
                                   NewTopic)
 
 from ..errors import StreamappError
+from ..partitioners.registry import MAX_PARTITIONS
 from . import CLIENT_LOGGER
 from .reader import read_topic
 from .security import Kafka, check_access_once, librdkafka_config
@@ -261,8 +262,8 @@ def create_topic(bootstrap: Kafka, topic: str, partitions: int, replication_fact
     A bad config would otherwise surface as the whole CreateTopics error, or a
     name Kafka cannot hold as a client-side exception; both become one line.
     """
-    if partitions < 1:
-        raise TopicError(f"partitions={partitions}: must be at least 1")
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise TopicError(f"partitions={partitions}: must be from 1 to {MAX_PARTITIONS} (Kafka's int32)")
     validate_topic_name(topic)
     if topic in describe(bootstrap, [topic]):
         raise TopicError(f"topic {topic} already exists on {bootstrap}")
@@ -284,6 +285,8 @@ def delete_topic(bootstrap: Kafka, topic: str) -> None:
 
 def check_new_count(bootstrap: Kafka, topic: str, new_count: int) -> int:
     """The topic's current count, or an error when ``new_count`` would not add partitions."""
+    if new_count > MAX_PARTITIONS:
+        raise TopicError(f"count={new_count}: more than Kafka's {MAX_PARTITIONS} partitions (an int32)")
     current = _existing(bootstrap, topic).partitions
     if new_count <= current:
         raise TopicError(f"count={new_count}: topic {topic} has {current} partitions; Kafka can only add partitions")
