@@ -27,6 +27,9 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: The protocols that use TLS, and those that use SASL.
 TLS_PROTOCOLS, SASL_PROTOCOLS = ("SSL", "SASL_SSL"), ("SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: The worker's Kafka request timeout in seconds (Faust's default, given explicitly): a consumer group's session
+#: timeout may not exceed it.
+REQUEST_TIMEOUT_S = 90.0
 #: Read from ``STREAMAPP_<FIELD>`` or from the file ``STREAMAPP_<FIELD>_FILE`` names; never a CLI flag, never shown.
 SECRETS = ("sasl_password", "ksqldb_password")
 #: The non-secret Kafka security settings: every command that takes ``--bootstrap-servers`` takes their flags too.
@@ -250,12 +253,18 @@ class Settings:
             raise SettingsError(f"web_port={self.web_port}: must be between 1 and 65535")
         if not self.bootstrap_servers.strip():
             raise SettingsError("bootstrap_servers is empty: give host:port[,host:port]")
+        for server in servers_list(self.bootstrap_servers):
+            host, colon, port = server.rpartition(":")
+            if colon and not (host.strip("[]") and port.isdigit() and 0 < int(port) < 65536):
+                raise SettingsError(f"bootstrap_servers={self.bootstrap_servers!r}: {server!r} is not host:port "
+                                    "(a port from 1 to 65535; an IPv6 host in brackets, [::1]:9092)")
         if self.replication_factor < 1:
             raise SettingsError(f"replication_factor={self.replication_factor}: must be at least 1")
-        if not self.broker_session_timeout > 0:  # also refuses nan
+        if not 0 < self.broker_session_timeout <= REQUEST_TIMEOUT_S:  # also refuses nan
             raise SettingsError(
                 f"broker_session_timeout={self.broker_session_timeout}: must be above 0 seconds "
-                f"(Kafka's group.min.session.timeout.ms is 6 s by default)"
+                f"(Kafka's group.min.session.timeout.ms is 6 s by default) and at most the worker's request "
+                f"timeout, {REQUEST_TIMEOUT_S:g} s"
             )
         if not self.web_host.strip():
             raise SettingsError("web_host is empty: give an address to bind, e.g. 127.0.0.1")

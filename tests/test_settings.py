@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from streamapp.cli import build_parser, settings_table
@@ -56,11 +58,23 @@ def test_cli_flags_override_environment() -> None:
         ({"STREAMAPP_PARTITIONS": "0"}, "partitions=0"),
         ({"STREAMAPP_GUARD_POLICY": "explode"}, "guard_policy='explode'"),
         ({"STREAMAPP_WEB_TABLE_BLUEPRINT": "maybe"}, "STREAMAPP_WEB_TABLE_BLUEPRINT='maybe'"),
+        ({"STREAMAPP_BOOTSTRAP_SERVERS": ":::"}, "bootstrap_servers=':::': ':::' is not host:port"),
+        ({"STREAMAPP_BOOTSTRAP_SERVERS": "k1:9092,k2:x"}, "bootstrap_servers='k1:9092,k2:x': 'k2:x' is not host:port"),
+        ({"STREAMAPP_BOOTSTRAP_SERVERS": "k1:70000"}, "'k1:70000' is not host:port (a port from 1 to 65535"),
+        ({"STREAMAPP_BROKER_SESSION_TIMEOUT": "91"}, "broker_session_timeout=91.0: must be above 0 seconds (Kafka's "
+                                                     "group.min.session.timeout.ms is 6 s by default) and at most the "
+                                                     "worker's request timeout, 90 s"),
+        ({"STREAMAPP_BROKER_SESSION_TIMEOUT": "inf"}, "broker_session_timeout=inf"),
     ],
 )
 def test_bad_values_name_the_setting(env: dict[str, str], fragment: str) -> None:
-    with pytest.raises(SettingsError, match=fragment.replace("(", r"\(")):
+    with pytest.raises(SettingsError, match=re.escape(fragment)):
         Settings.from_env(env)
+
+
+def test_hosts_without_a_port_and_ipv6_hosts_in_brackets_are_servers() -> None:
+    servers = "kafka-1, [::1]:9092, kafka://k2:9093"
+    assert Settings(bootstrap_servers=servers).bootstrap_list == ["kafka-1", "[::1]:9092", "k2:9093"]
 
 
 def test_faust_broker_url_lists_every_bootstrap_server() -> None:

@@ -75,10 +75,19 @@ def test_data_dir_that_is_a_file_is_one_line(broker_settings: Settings, tmp_path
     _refused(result, f"STREAMAPP_DATA_DIR='{tmp_path / 'a-file'}': is a file, not a directory")
 
 
+def test_kafka_out_of_reach_is_one_line(broker_settings: Settings, tmp_path: Path) -> None:
+    """Nothing listens at the bootstrap servers: the topics cannot be looked up, and the worker says so."""
+    nobody = f"127.0.0.1:{free_port()}"
+    result = _run_worker(broker_settings.replace(bootstrap_servers=nobody, data_dir=str(tmp_path / "data"),
+                                                 web_port=free_port()))
+    _refused(result, f"cannot reach the Kafka brokers at {nobody}")
+
+
 def test_settings_kafka_would_refuse_are_one_line(broker_settings: Settings) -> None:
     for name, value, line in [
         ("STREAMAPP_BROKER_SESSION_TIMEOUT", "-1", "broker_session_timeout=-1.0: must be above 0 seconds"),
         ("STREAMAPP_REPLICATION_FACTOR", "0", "replication_factor=0: must be at least 1"),
+        ("STREAMAPP_BOOTSTRAP_SERVERS", ":::", "bootstrap_servers=':::': ':::' is not host:port"),
     ]:
         env = {**os.environ, **settings_env(broker_settings), name: value}
         result = subprocess.run([sys.executable, "-m", "faust", "-A", "streamapp", "worker"], env=env,

@@ -22,12 +22,12 @@ import faust
 from faust.web.drivers import aiohttp as aiohttp_driver
 from mode.utils.objects import cached_property
 
-from ..copartition.guard import CopartitionReport, GuardError, run_guard
+from ..copartition.guard import CopartitionReport, run_guard
 from ..errors import StreamappError
 from ..kafka.admin import describe, ensure_topics
 from ..kafka.security import check_access_once, faust_credentials
 from ..partitioners.adapters import client_partitioner
-from ..settings import Settings
+from ..settings import REQUEST_TIMEOUT_S, Settings
 from ..sql.topology import PlanError, Topology, topology, worker_refusal
 from . import faust_internals, health
 from .counters import Counters
@@ -116,6 +116,7 @@ def faust_config(settings: Settings) -> dict[str, Any]:
         # Around every route, Faust's own blueprints included: errors as JSON, read-only, the token.
         "web_application_options": {"middlewares": middlewares(settings.web_token)},
         "broker_session_timeout": settings.broker_session_timeout,
+        "broker_request_timeout": REQUEST_TIMEOUT_S,
         "table_cleanup_interval": 30.0,
         "producer_partitioner": client_partitioner(settings.partitioner),
         # A joined topic's new partition count reaches the rechecks within this (Kafka's default: 5 minutes).
@@ -220,19 +221,19 @@ class StreamappApp(faust.App):
             raise SystemExit(GUARD_EXIT_CODE) from None
         await super().on_first_start()
         loop = asyncio.get_running_loop()
-        created, self.partition_counts = await loop.run_in_executor(None, create_missing_topics, settings,
-                                                                    self.topology)
-        if created:
-            logger.info("Created topics with %d partitions: %s", settings.partitions, ", ".join(created))
-        configured = await loop.run_in_executor(None, configure_window_changelogs, settings.kafka,
-                                                self.join_tables.window_changelogs())
-        if configured:
-            logger.info("Window store changelogs made before their segments set as new ones are: %s",
-                        "; ".join(configured))
-        try:
+        try:  # Kafka out of reach, a topic Kafka refuses: one line, as for the checks above
+            created, self.partition_counts = await loop.run_in_executor(None, create_missing_topics, settings,
+                                                                        self.topology)
+            if created:
+                logger.info("Created topics with %d partitions: %s", settings.partitions, ", ".join(created))
+            configured = await loop.run_in_executor(None, configure_window_changelogs, settings.kafka,
+                                                    self.join_tables.window_changelogs())
+            if configured:
+                logger.info("Window store changelogs made before their segments set as new ones are: %s",
+                            "; ".join(configured))
             self.guard_report = await loop.run_in_executor(None, run_guard, settings,
                                                            self.join_tables.key_serializers())
-        except GuardError as exc:
+        except StreamappError as exc:  # the guard's refusal (GuardError) included
             logger.error("Worker not started: %s", exc)
             raise SystemExit(GUARD_EXIT_CODE) from None
 
