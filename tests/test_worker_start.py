@@ -39,8 +39,8 @@ def test_bad_setting_stops_the_worker_with_one_line(broker_settings: Settings, t
     assert "Traceback" not in result.stderr
 
 
-def _run_worker(settings: Settings, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **settings_env(settings)}
+def _run_worker(settings: Settings, timeout: float = 120, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **settings_env(settings), **extra}
     return subprocess.run([sys.executable, "-m", "faust", "-A", "streamapp", "worker", "-l", "info"], env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -73,6 +73,17 @@ def test_data_dir_that_is_a_file_is_one_line(broker_settings: Settings, tmp_path
     (tmp_path / "a-file").write_text("not a directory")
     result = _run_worker(broker_settings.replace(data_dir=str(tmp_path / "a-file"), web_port=free_port()))
     _refused(result, f"STREAMAPP_DATA_DIR='{tmp_path / 'a-file'}': is a file, not a directory")
+
+
+def test_a_user_partitioner_that_answers_no_partition_is_one_line(broker_settings: Settings, tmp_path: Path) -> None:
+    """Tried on a key before the worker reads a record: it would fail at the first output otherwise."""
+    (tmp_path / "team_partitioner.py").write_text("def place(key, n):\n    return n\n")
+    settings = broker_settings.replace(partitioner="team_partitioner:place", data_dir=str(tmp_path / "data"),
+                                       web_port=free_port())
+    result = _run_worker(settings, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    _refused(result, "STREAMAPP_PARTITIONER='team_partitioner:place': partitioner 'team_partitioner:place' returned "
+                     f"{settings.partitions} for key b'streamapp-preflight': a partition of {settings.partitions} "
+                     f"partitions is an int from 0 to {settings.partitions - 1}")
 
 
 def test_kafka_out_of_reach_is_one_line(broker_settings: Settings, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from aiokafka.errors import KafkaError
 
 from ..errors import StreamappError
 from ..kafka.security import aiokafka_options
+from ..partitioners import PartitionerError, get_partitioner
 from ..settings import Settings, ensure_directory, env_name
 
 
@@ -50,9 +51,19 @@ def check_data_dir(path: Path) -> None:
     ensure_directory(path, f"{env_name('data_dir')}={str(path)!r}", PreflightError)
 
 
+def check_partitioner(settings: Settings) -> None:
+    """The partitioner places a key: a user's that fails or answers no partition stops the worker before it reads
+    a record, not at its first output (one key tried: one that fails on some keys still fails there)."""
+    try:
+        get_partitioner(settings.partitioner)(b"streamapp-preflight", settings.partitions)
+    except PartitionerError as exc:
+        raise PreflightError(f"{env_name('partitioner')}={settings.partitioner!r}: {exc}") from None
+
+
 def check_worker(settings: Settings) -> None:
     check_data_dir(settings.data_path)
     check_web_address(settings.web_host, settings.web_port)
+    check_partitioner(settings)
 
 
 #: Seconds the probe transaction may take; a healthy broker answers in about 0.5 s (docs/research/exactly-once.md).
