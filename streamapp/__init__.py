@@ -16,13 +16,17 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> Any:
     if name != "app":
         raise AttributeError(f"module 'streamapp' has no attribute {name!r}")
+    import sys
+
     from .errors import StreamappError
     from .settings import Settings
     from .worker.app import create_app
+    from .worker.health import GUARD_EXIT_CODE
 
     try:
         app = create_app(Settings.from_env())
-    except StreamappError as exc:  # a bad setting: one line, not a traceback
-        raise SystemExit(f"streamapp worker: {exc}") from None
+    except StreamappError as exc:  # a bad setting or plan: one line, not a traceback; not started, as the checks say
+        print(f"streamapp worker: {exc}", file=sys.stderr)
+        raise SystemExit(GUARD_EXIT_CODE) from None
     globals()["app"] = app  # the process's one app: later lookups do not come here
     return app

@@ -30,6 +30,10 @@ class TopicError(StreamappError):
     """A topic is missing, or exists with a partition count that breaks the join."""
 
 
+class KafkaUnreachable(TopicError):
+    """No broker answered for the topics' metadata: a wait (a restart) may be all it takes."""
+
+
 @dataclass(frozen=True)
 class TopicInfo:
     name: str
@@ -49,7 +53,7 @@ def describe(bootstrap: Kafka, names: Iterable[str] | None = None, timeout: floa
     try:
         metadata = admin_client(bootstrap).list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise TopicError(f"cannot reach the Kafka brokers at {bootstrap}: {exc.args[0].str()}") from None
+        raise KafkaUnreachable(f"cannot reach the Kafka brokers at {bootstrap}: {exc.args[0].str()}") from None
     wanted = None if names is None else set(names)
     return {
         name: TopicInfo(name, len(topic.partitions))

@@ -24,7 +24,7 @@ from mode.utils.objects import cached_property
 
 from ..copartition.guard import CopartitionReport, run_guard
 from ..errors import StreamappError
-from ..kafka.admin import describe, ensure_topics
+from ..kafka.admin import KafkaUnreachable, describe, ensure_topics
 from ..kafka.security import check_access_once, faust_credentials
 from ..partitioners.adapters import client_partitioner
 from ..settings import REQUEST_TIMEOUT_S, Settings
@@ -32,7 +32,7 @@ from ..sql.topology import PlanError, Topology, topology, worker_refusal
 from . import faust_internals, health
 from .counters import Counters
 from .flow_control import FlowControl
-from .health import GUARD_EXIT_CODE
+from .health import GUARD_EXIT_CODE, UNREACHABLE_EXIT_CODE
 from .preflight import check_transactions, check_worker
 from .tables import JoinTables, configure_window_changelogs
 from .transport import BatchHandler, Transport
@@ -235,7 +235,8 @@ class StreamappApp(faust.App):
                                                            self.join_tables.key_serializers())
         except StreamappError as exc:  # the guard's refusal (GuardError) included
             logger.error("Worker not started: %s", exc)
-            raise SystemExit(GUARD_EXIT_CODE) from None
+            # Kafka out of reach: the code of a Kafka gone while running, on which a supervisor restarts the worker
+            raise SystemExit(UNREACHABLE_EXIT_CODE if isinstance(exc, KafkaUnreachable) else GUARD_EXIT_CODE) from None
 
     async def on_stop(self) -> None:
         """Faust's stop commits offsets and flushes the producer: with Kafka unreachable the monitor leaves at once
