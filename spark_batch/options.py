@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
+from streamapp.partitioners import PartitionerError, get_partitioner
 from streamapp.settings import KafkaAccess, Settings, env_name
 from streamapp.sql.topology import topology
 
@@ -185,6 +186,10 @@ def parse(argv: Sequence[str] | None, settings: Settings | None = None,
         raise ReconcileError(f"--partitions={args.partitions}: must be at least 1")
     check_master(args.master)
     check_output(Path(args.output))
+    try:  # before Spark starts: an unknown name failed only where a mismatch was explained
+        get_partitioner(args.partitioner)
+    except PartitionerError as exc:
+        raise ReconcileError(f"--partitioner={args.partitioner!r}: {exc}") from None
     input_dir = Path(args.input_dir) if args.input_dir else None
     if args.source == "files" and (input_dir is None or not input_dir.is_dir()):
         raise ReconcileError(f"--input={args.input_dir!r}: --source files needs an existing directory")

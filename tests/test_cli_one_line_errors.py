@@ -60,3 +60,18 @@ def test_output_into_a_closed_pipe_is_not_a_traceback() -> None:
     proc.stdout.close()
     assert proc.wait(60) in (0, 141)
     assert b"Traceback" not in proc.stderr.read()
+
+
+@pytest.mark.parametrize("sample", ["0", "-5"])
+def test_guard_sample_below_one_is_refused_as_the_doctor_refuses_it(sample: str) -> None:
+    """It passed with exit 0 and 'Co-partitioned' before: a check of no records."""
+    line = one_line(streamapp("guard", "--sample", sample, "--bootstrap-servers", "127.0.0.1:1"))
+    assert line == f"streamapp guard: sample={sample}: must be at least 1"
+
+
+def test_a_user_partitioner_that_fails_is_one_line(tmp_path) -> None:
+    (tmp_path / "team_hash.py").write_text("def place(key, n):\n    return 1 // 0\n")
+    result = subprocess.run([sys.executable, "-m", "streamapp", "partition", "--partitioner", "team_hash:place", "k"],
+                            capture_output=True, timeout=120, cwd=tmp_path)
+    assert one_line(result) == ("streamapp partition: partitioner 'team_hash:place' failed on key b'k': "
+                                "ZeroDivisionError: integer division or modulo by zero")

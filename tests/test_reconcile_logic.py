@@ -91,6 +91,8 @@ def test_options_defaults_come_from_settings_and_the_lookup_is_the_index(monkeyp
     assert (options.offset_lookup, options.kafka_reader) == ("index", "auto")
     with pytest.raises(ReconcileError, match="--source files"):
         parse(["--date", "2026-11-20", "--source", "files"])
+    with pytest.raises(ReconcileError, match=r"^--partitioner='nope': unknown partitioner 'nope'; known: "):
+        parse(["--date", "2026-11-20", "--partitioner", "nope"])  # before Spark: it failed only explaining a miss
 
 
 def test_connector_jars_must_match_pyspark(monkeypatch, tmp_path):

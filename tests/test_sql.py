@@ -146,6 +146,9 @@ def test_a_registry_format_is_refused_only_when_a_query_reads_it() -> None:
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="cannot be read"):
         plan_file("/nonexistent/joins.sql")
+    marked = tmp_path / "marked.sql"  # a byte order mark, as some editors write: not part of the first statement
+    marked.write_bytes(b"\xef\xbb\xbf" + JOIN.format(kind="LEFT").encode())
+    assert [q.name for q in plan_file(marked).queries] == ["ENRICHED"]
     latin = tmp_path / "latin.sql"
     latin.write_bytes("-- café\n".encode("latin-1"))
     with pytest.raises(PlanError, match=r"latin.sql' cannot be read: 'utf-8' codec can't decode byte 0xe9"):

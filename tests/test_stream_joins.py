@@ -220,6 +220,11 @@ def test_within_and_grace_are_planned_in_milliseconds() -> None:
     assert (query.kind, query.within_before, query.within_after, query.grace) == (
         p.STREAM_STREAM_JOIN, 1000, 120_000, 3 * 3_600_000)
     assert plan_of("INNER", "WITHIN 1 DAY").queries[0].grace is None
+    longest = (2**63 - 1) // 86_400_000  # days in a Java long of milliseconds
+    assert plan_of("INNER", f"WITHIN {longest} DAYS").queries[0].within_before == longest * 86_400_000
+    for within in (f"WITHIN {longest + 1} DAYS", "WITHIN 1 SECOND GRACE PERIOD 99999999999999999999 DAYS"):
+        with pytest.raises(PlanError, match="more milliseconds than a Java long holds: Kafka Streams could not run"):
+            plan_of("INNER", within)
 
 
 def test_only_stream_stream_plans_carry_the_new_fields_in_their_json() -> None:

@@ -195,6 +195,7 @@ def test_add_partitions_dry_run_with_given_partitioner_as_json(bootstrap: str, c
          "count=2147483648: more than Kafka's 2147483647 partitions (an int32)"),
         (["create", "other_{t}", "--partitions", "2147483648"],
          "partitions=2147483648: must be from 1 to 2147483647 (Kafka's int32)"),
+        (["create", "other_{t}", "--replication-factor", "40000"], "replication_factor=40000: must be from 1 to 10000"),
         (["create", "{t}"], "topic {t} already exists on {b}"),
         (["create", "other_{t}", "--config", "nonsense"], "--config 'nonsense': expected KEY=VALUE, e.g. cleanup.policy=compact"),
         (["delete", "missing_{t}", "--yes"], "topic missing_{t} does not exist on {b}"),

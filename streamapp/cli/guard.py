@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..copartition.guard import CopartitionReport, check_copartitioning
+from ..copartition.guard import CopartitionReport, GuardError, check_copartitioning
 from ..settings import Settings, add_arguments
 from ..sql.topology import topology
 
@@ -39,6 +39,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.sample < 1:  # as the doctor refuses it: a check of no records would pass
+        raise GuardError(f"sample={args.sample}: must be at least 1")
     serializers = dict.fromkeys((t.topic for t in topology(settings).tables), WORKER_KEY_SERIALIZER)
     report = check_copartitioning(settings, serializers, sample=args.sample)
     if args.json:

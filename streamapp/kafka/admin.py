@@ -26,6 +26,10 @@ from .security import Kafka, check_access_once, librdkafka_config
 ADMIN_TIMEOUT = 15.0
 
 
+#: The largest replication factor the admin client sends (librdkafka's bound; Kafka's field is an int16).
+MAX_REPLICATION_FACTOR = 10_000
+
+
 class TopicError(StreamappError):
     """A topic is missing, or exists with a partition count that breaks the join."""
 
@@ -81,8 +85,18 @@ def wait_listed(bootstrap: Kafka, names: Iterable[str], timeout: float = ADMIN_T
         time.sleep(0.1)
 
 
+def check_counts(partitions: int, replication_factor: int) -> None:
+    """A new topic's counts as Kafka can hold them, checked before the client (which raises on its own bounds)."""
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise TopicError(f"partitions={partitions}: must be from 1 to {MAX_PARTITIONS} (Kafka's int32)")
+    if not 1 <= replication_factor <= MAX_REPLICATION_FACTOR:
+        raise TopicError(f"replication_factor={replication_factor}: must be from 1 to {MAX_REPLICATION_FACTOR}")
+
+
 def ensure_topics(bootstrap: Kafka, wanted: Mapping[str, int], replication_factor: int = 1) -> dict[str, TopicInfo]:
     """Create each topic that does not exist; fail naming every topic whose count differs."""
+    for count in wanted.values():
+        check_counts(count, replication_factor)
     existing = describe(bootstrap, wanted)
     missing = [
         NewTopic(name, num_partitions=count, replication_factor=replication_factor)
@@ -266,8 +280,7 @@ def create_topic(bootstrap: Kafka, topic: str, partitions: int, replication_fact
     A bad config would otherwise surface as the whole CreateTopics error, or a
     name Kafka cannot hold as a client-side exception; both become one line.
     """
-    if not 1 <= partitions <= MAX_PARTITIONS:
-        raise TopicError(f"partitions={partitions}: must be from 1 to {MAX_PARTITIONS} (Kafka's int32)")
+    check_counts(partitions, replication_factor)
     validate_topic_name(topic)
     if topic in describe(bootstrap, [topic]):
         raise TopicError(f"topic {topic} already exists on {bootstrap}")

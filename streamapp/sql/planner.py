@@ -51,7 +51,7 @@ DEFAULT_KEY_FORMAT = "ksql.persistence.default.format.key"
 def plan_file(path: str | Path, properties: Mapping[str, Any] | None = None) -> p.Plan:
     """The plan of a ``.sql`` file; a file that cannot be read is a PlanError naming it."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # an editor's byte order mark is not a statement
     except (OSError, UnicodeDecodeError) as exc:
         raise PlanError(f"statements file {str(path)!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     return plan_text(text, str(path), properties)
@@ -962,6 +962,8 @@ class _Planner:
         return found
 
 
+#: The longest duration ksqlDB and Kafka Streams hold: a Java long of milliseconds.
+_MAX_MILLISECONDS = 2**63 - 1
 #: ksqlDB's time units of a WITHIN or GRACE PERIOD, in milliseconds (singular and plural both accepted).
 _UNITS = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}
 
@@ -975,7 +977,11 @@ def _milliseconds(planner: "_Planner", statement: s.Statement, duration: s.Durat
     if not isinstance(duration.amount, int):
         raise planner._rejected(statement, f"Invalid window size: {duration.amount} {duration.unit}: a whole number "
                                            "is expected")
-    return duration.amount * _UNITS[unit]
+    milliseconds = duration.amount * _UNITS[unit]
+    if milliseconds > _MAX_MILLISECONDS:
+        raise PlanError(f"{statement.label}: {duration.amount} {duration.unit} is more milliseconds than a Java long "
+                        "holds: Kafka Streams could not run it")
+    return milliseconds
 
 
 def _conjunction(expression: s.Expression) -> str:
