@@ -75,3 +75,10 @@ def test_a_user_partitioner_that_fails_is_one_line(tmp_path) -> None:
                             capture_output=True, timeout=120, cwd=tmp_path)
     assert one_line(result) == ("streamapp partition: partitioner 'team_hash:place' failed on key b'k': "
                                 "ZeroDivisionError: integer division or modulo by zero")
+
+
+def test_ksql_equivalent_state_dir_that_is_a_file_is_one_line_before_the_jvm(tmp_path) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    line = one_line(streamapp("ksql-equivalent", "--state-dir", str(tmp_path / "a-file"),
+                              "--bootstrap-servers", "127.0.0.1:1"))
+    assert line == f"streamapp ksql-equivalent: --state-dir='{tmp_path / 'a-file'}': is a file, not a directory"

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..demo.ksql_equivalent import FAILED_MARK, KsqlEquivalent, KsqlEquivalentError, cluster_plan
 from ..kafka.child import run_until, stop_on_signals
-from ..settings import Settings, add_arguments, env_name
+from ..settings import Settings, add_arguments, ensure_directory, env_name
 
 DESCRIPTION = (
     "Runs ksqlDB's join semantics, executed by Kafka Streams (the engine ksqlDB compiles its queries to), "
@@ -44,6 +44,8 @@ def echo(line: str) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.state_dir is not None:  # before the JVM starts: its stack trace would come first
+        ensure_directory(args.state_dir, f"--state-dir={str(args.state_dir)!r}", KsqlEquivalentError)
     stop = stop_on_signals()
     plan = cluster_plan(settings)
     program = KsqlEquivalent(settings, state_dir=args.state_dir, on_line=echo, plan=plan)
