@@ -172,7 +172,8 @@ class Settings:
         "ksqlDB REST endpoint, e.g. http://localhost:8088; empty = none.", default=""
     )
     broker_session_timeout: float = _doc(
-        "Consumer group session timeout in seconds: how long a dead worker keeps its partitions.",
+        "Consumer group session timeout in seconds: how long a dead worker keeps its partitions. At most the "
+        f"worker's request timeout ({REQUEST_TIMEOUT_S:g} s), and at least the brokers' `group.min.session.timeout.ms` (6 s by default).",
         default=60.0,
     )
     broker_heap: str = _doc(
