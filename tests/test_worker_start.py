@@ -7,9 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from streamapp.kafka.admin import broker_configs
 from streamapp.kafka.broker import free_port
 from streamapp.settings import Settings
 from streamapp.worker.app import GEN0_THRESHOLD
+from streamapp.worker.preflight import SESSION_BOUNDS
 from streamapp.worker.process import WorkerProcess, settings_env
 
 
@@ -84,6 +86,17 @@ def test_a_user_partitioner_that_answers_no_partition_is_one_line(broker_setting
     _refused(result, "STREAMAPP_PARTITIONER='team_partitioner:place': partitioner 'team_partitioner:place' returned "
                      f"{settings.partitions} for key b'streamapp-preflight': a partition of {settings.partitions} "
                      f"partitions is an int from 0 to {settings.partitions - 1}")
+
+
+def test_a_session_timeout_the_brokers_refuse_is_one_line(broker_settings: Settings, tmp_path: Path) -> None:
+    """Below the brokers' group.min.session.timeout.ms (6 s, Kafka's default) every join is refused, and the worker
+    asked again for ever; the brokers' own bounds are read."""
+    settings = broker_settings.replace(broker_session_timeout=0.5, data_dir=str(tmp_path / "data"),
+                                       web_port=free_port())
+    assert broker_configs(settings.kafka, SESSION_BOUNDS) == {"group.min.session.timeout.ms": "6000",
+                                                             "group.max.session.timeout.ms": "1800000"}
+    _refused(_run_worker(settings), f"STREAMAPP_BROKER_SESSION_TIMEOUT=0.5: the brokers at {settings.bootstrap_servers} "
+                                    "take 6 to 1800 s (group.min.session.timeout.ms and group.max.session.timeout.ms)")
 
 
 def test_kafka_out_of_reach_is_one_line(broker_settings: Settings, tmp_path: Path) -> None:

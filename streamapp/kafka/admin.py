@@ -196,6 +196,23 @@ def _configs(bootstrap: Kafka, topics: Iterable[str], missing_ok: bool) -> dict[
     return found
 
 
+def broker_configs(bootstrap: Kafka, names: Iterable[str]) -> dict[str, str]:
+    """The effective values (defaults included) of the named configs of one broker of the cluster, its controller
+    when known: the group settings that a consumer must fit are the same on every broker of a sane cluster."""
+    admin = admin_client(bootstrap)
+    try:
+        metadata = admin.list_topics(timeout=ADMIN_TIMEOUT)
+    except KafkaException as exc:
+        raise KafkaUnreachable(f"cannot reach the Kafka brokers at {bootstrap}: {exc.args[0].str()}") from None
+    broker = str(metadata.controller_id if metadata.controller_id >= 0 else min(metadata.brokers))
+    [future] = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, broker)]).values()
+    try:
+        entries = future.result(ADMIN_TIMEOUT)
+    except KafkaException as exc:
+        raise TopicError(f"could not read the configs of broker {broker}: {exc.args[0].str()}") from None
+    return {name: str(entries[name].value) for name in names if name in entries}
+
+
 def _set_on_topic(entries: Mapping[str, ConfigEntry]) -> dict[str, str]:
     return {name: str(e.value) for name, e in sorted(entries.items()) if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
 

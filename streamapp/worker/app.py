@@ -33,7 +33,7 @@ from . import faust_internals, health
 from .counters import Counters
 from .flow_control import FlowControl
 from .health import GUARD_EXIT_CODE, UNREACHABLE_EXIT_CODE
-from .preflight import check_transactions, check_worker
+from .preflight import check_session_timeout, check_transactions, check_worker
 from .tables import JoinTables, configure_window_changelogs
 from .transport import BatchHandler, Transport
 from .web import views
@@ -214,6 +214,7 @@ class StreamappApp(faust.App):
             check_worker(settings)
             # A wrong password, CA or protocol is one line naming the setting, not aiokafka's "Unable to bootstrap".
             await asyncio.get_running_loop().run_in_executor(None, check_access_once, settings.kafka)
+            await asyncio.get_running_loop().run_in_executor(None, check_session_timeout, settings)
             if settings.exactly_once:  # never a quiet fall-back to at-least-once
                 await check_transactions(settings)
         except StreamappError as exc:

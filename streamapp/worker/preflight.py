@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from ..errors import StreamappError
+from ..kafka.admin import broker_configs
 from ..kafka.security import aiokafka_options
 from ..partitioners import PartitionerError, get_partitioner
 from ..settings import Settings, ensure_directory, env_name
@@ -58,6 +59,26 @@ def check_partitioner(settings: Settings) -> None:
         get_partitioner(settings.partitioner)(b"streamapp-preflight", settings.partitions)
     except PartitionerError as exc:
         raise PreflightError(f"{env_name('partitioner')}={settings.partitioner!r}: {exc}") from None
+
+
+#: The brokers' bounds of a consumer group's session timeout, in milliseconds.
+SESSION_BOUNDS = ("group.min.session.timeout.ms", "group.max.session.timeout.ms")
+
+
+def check_session_timeout(settings: Settings) -> None:
+    """The brokers refuse a session timeout outside their bounds (InvalidSessionTimeoutError), and Faust asks again
+    for ever: refused here in one line.  Brokers whose configs cannot be read are not judged."""
+    try:
+        bounds = broker_configs(settings.kafka, SESSION_BOUNDS)
+    except StreamappError:  # not authorized to describe the cluster, or gone: the start-up says what is wrong
+        return
+    if len(bounds) < len(SESSION_BOUNDS):
+        return
+    low, high = (int(bounds[name]) / 1000 for name in SESSION_BOUNDS)
+    if not low <= settings.broker_session_timeout <= high:
+        raise PreflightError(
+            f"{env_name('broker_session_timeout')}={settings.broker_session_timeout:g}: the brokers at "
+            f"{settings.bootstrap_servers} take {low:g} to {high:g} s ({' and '.join(SESSION_BOUNDS)})")
 
 
 def check_worker(settings: Settings) -> None:
