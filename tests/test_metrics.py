@@ -35,8 +35,8 @@ from streamapp.settings import Settings
 from streamapp.model.records import RecordError
 from streamapp.worker.counters import Counters
 from streamapp.worker.tables import MISS_CAUSES, miss_cause
-from streamapp.worker.metrics import (BATCH_BUCKETS, CommitSensor, Instruments, JoinFacts, Scrape, _Handlers, families,
-                                      written)
+from streamapp.worker.metrics import (BATCH_BUCKETS, CommitSensor, Instruments, JoinFacts, Scrape, _Handlers,
+                                      encoder_for, families, written)
 from streamapp.worker.process import WorkerProcess
 from streamapp.worker.transport import Handler
 from streamapp.worker.web.security import is_public
@@ -794,3 +794,12 @@ def prometheus_scenario(broker_settings: Settings, tmp_path: Path) -> None:
 
 
 prometheus_alerts = background_scenario("prometheus_alerts", prometheus_scenario)
+
+
+@pytest.mark.parametrize("accept", ["application/openmetrics-text; version=abc", "application/openmetrics-text; "
+                                    "version=1.x", "text/plain; version=abc"])
+def test_an_accept_header_prometheus_client_cannot_read_gets_the_text_format(accept: str) -> None:
+    """It was a 500: prometheus_client compared the version's text with a number."""
+    encode, content_type = encoder_for(accept)
+    assert content_type.startswith("text/plain") and encode is encoder_for("")[0]
+    assert encoder_for("application/openmetrics-text; version=1.0.0")[1].startswith("application/openmetrics-text")

@@ -19,6 +19,8 @@ from streamapp.worker.web.security import middlewares, quiet_malformed_requests,
 TOKEN = "s3cret-token"
 BIGINT_TABLE = p.Source("C", p.TABLE, "c", (p.Column("ID", "BIGINT"),), (p.Column("V", "STRING"),), "KAFKA", "JSON")
 STRING_TABLE = p.Source("U", p.TABLE, "u", (p.Column("ID", "STRING"),), (p.Column("V", "STRING"),), "KAFKA", "JSON")
+JSON_KEYED = p.Source("J", p.TABLE, "j", (p.Column("ID", "STRING"),), (p.Column("V", "STRING"),), "JSON", "JSON")
+DOUBLE_TABLE = p.Source("D", p.TABLE, "d", (p.Column("ID", "DOUBLE"),), (p.Column("V", "STRING"),), "JSON", "JSON")
 
 
 @pytest.mark.parametrize(
@@ -40,6 +42,9 @@ STRING_TABLE = p.Source("U", p.TABLE, "u", (p.Column("ID", "STRING"),), (p.Colum
         (lambda: params.key("", None), "key", "key is empty"),
         (lambda: params.key("x" * (MAX_KEY_BYTES + 1)), "key", f"at most {MAX_KEY_BYTES}"),
         (lambda: params.required({}, "partition"), "partition", "partition is required"),
+        (lambda: params.table_key("1e309", None, DOUBLE_TABLE), "key", "key='1e309': not a DOUBLE"),
+        (lambda: params.time_bound("from", "9" * 5000), "from", "(5000 digits): must be between"),
+        (lambda: params.time_bound("to", "-" + "1" * 30), "to", "(31 digits): must be between"),
     ],
 )
 def test_bad_input_names_field_and_value(call, field: str, fragment: str) -> None:
@@ -61,6 +66,11 @@ def test_good_input() -> None:
     assert params.table_key("00ff", "hex", BIGINT_TABLE) == b"\x00\xff"
     assert params.key_text((-2).to_bytes(8, "big", signed=True), Codec(BIGINT_TABLE)) == "-2"
     assert params.key_text(b"u1", Codec(STRING_TABLE)) == "u1"
+    # a JSON-format STRING key is stored as its JSON string: looked up, paged after and listed as the text itself
+    assert params.table_key("k 1", None, JSON_KEYED) == b'"k 1"' and params.after("k1", JSON_KEYED) == b'"k1"'
+    assert params.key_text(b'"k 1"', Codec(JSON_KEYED)) == "k 1"
+    assert params.table_key("1.5", None, DOUBLE_TABLE) == b"1.5"
+    assert params.time_bound("from", "1700000000000") == 1_700_000_000_000
 
 
 def test_token_compare() -> None:
@@ -155,3 +165,16 @@ async def test_100kb_url_is_400_and_one_log_line(server: TestServer, caplog: pyt
     assert len(records) == 1
     assert records[0].exc_info is None and "\n" not in records[0].getMessage()
     assert records[0].getMessage().startswith("refused a malformed HTTP request (400 Got more than 8190 bytes")
+
+
+async def test_an_oversized_header_is_logged_without_its_bytes(server: TestServer,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """aiohttp quotes the start of a header it refuses: a bearer token's first bytes, which no log may hold."""
+    quiet_malformed_requests()
+    token = "Bearer " + "t0ken" * 3000
+    with caplog.at_level(logging.DEBUG, logger="aiohttp.server"):
+        status = await _raw(server, b"GET /data HTTP/1.1\r\nHost: x\r\nAuthorization: " + token.encode() + b"\r\n\r\n")
+    assert status.split()[1] == b"400"
+    [record] = [r for r in caplog.records if r.name == "aiohttp.server"]
+    assert record.getMessage().startswith("refused a malformed HTTP request (400 Got more than 8190 bytes")
+    assert "t0ken" not in record.getMessage() and "Bearer" not in record.getMessage()

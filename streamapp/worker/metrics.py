@@ -658,6 +658,15 @@ def registry_for(app: StreamappApp) -> CollectorRegistry:
     return registry
 
 
+def encoder_for(accept: str) -> tuple[Callable[[CollectorRegistry], bytes], str]:
+    """prometheus_client's choice of format for an ``Accept`` header; the text format when it cannot read the
+    header (``version=abc``: it compared a string with a number, a 500 otherwise)."""
+    try:
+        return choose_encoder(accept)
+    except (TypeError, ValueError):
+        return choose_encoder("")
+
+
 class MetricsView(web.View):
     """``GET /metrics``: Prometheus' text format (OpenMetrics when asked), behind the same bearer token as every route.
 
@@ -669,7 +678,7 @@ class MetricsView(web.View):
         self.registry = registry_for(app)
 
     async def get(self, request: web.Request) -> web.Response:
-        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+        encode, content_type = encoder_for(request.headers.get("Accept", ""))
         return self.bytes(encode(self.registry), headers={"Content-Type": content_type})
 
 

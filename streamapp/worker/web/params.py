@@ -4,6 +4,7 @@ Pure functions over plain strings, so every rule is tested without a server.
 """
 from __future__ import annotations
 
+import math
 import struct
 from datetime import datetime, timezone
 from typing import Mapping
@@ -85,6 +86,9 @@ def store(raw: str, names: list[str]) -> str:
 def time_bound(field: str, raw: str) -> int:
     """A time in epoch milliseconds: the integer itself, or an ISO-8601 time (UTC unless it names its offset)."""
     text = raw.strip()
+    if text.lstrip("-").isdigit() and len(text) > _LONGEST_TIME:  # int() refuses 4,300 digits; ISO would read them
+        raise WebInputError(field, f"{field}={raw[:80]!r}… ({len(text)} digits): must be between {MIN_TIME} and "
+                                   f"{MAX_TIME}")
     try:
         value = int(text)
     except ValueError:
@@ -100,6 +104,10 @@ def time_bound(field: str, raw: str) -> int:
     if not MIN_TIME <= value <= MAX_TIME:
         raise WebInputError(field, f"{field}={value}: must be between {MIN_TIME} and {MAX_TIME}")
     return value
+
+
+#: Digits of the longest time a window store holds, its sign included.
+_LONGEST_TIME = max(len(str(MIN_TIME)), len(str(MAX_TIME)))
 
 
 def time_range(query: Mapping[str, str]) -> tuple[int | None, int | None]:
@@ -151,14 +159,19 @@ def table_key(raw: str, encoding: str | None, source: p.Source, field: str = "ke
     """A table's key bytes from a path segment: its key column's value as text, encoded as the table stores it
     (a STRING key's UTF-8, a BIGINT's 8 bytes, ...), or any bytes in hex (``encoding=hex``)."""
     column = source.key_columns[0] if source.key_columns else None
-    if (encoding or "").lower() == "hex" or column is None or column.type in ("STRING", "BYTES"):
+    if (encoding or "").lower() == "hex" or column is None or (
+            column.type in ("STRING", "BYTES") and source.key_format == "KAFKA"):  # the text's own bytes
         return key(raw, encoding, field)
     if encoding is not None and encoding.lower() not in KEY_ENCODINGS:
         key(raw, encoding, field)  # refuses the encoding
     if not raw.strip():
         raise WebInputError(field, f"{field} is empty: give a {column.type}")
+    text = raw if column.type == "STRING" else raw.strip()
     try:
-        data = Codec(source).encode_key(reader(column.type)(raw.strip(), column.name))
+        value = reader(column.type)(text, column.name)
+        if isinstance(value, float) and not math.isfinite(value):  # 1e309: JSON has no infinity, no key holds one
+            raise ValueError(value)
+        data = Codec(source).encode_key(value)
     except (RecordError, ValueError, OverflowError, struct.error):
         raise WebInputError(field, f"{field}={raw[:80]!r}: not a {column.type} ({source.name}'s key "
                                    f"{column.name})") from None
@@ -172,7 +185,9 @@ def key_text(data: bytes, codec: Codec) -> str:
         value = codec.decode_key(data)
     except RecordError:
         return data.hex()
-    return data.decode("utf-8", "replace") if isinstance(value, (str, bytes)) or value is None else str(value)
+    if isinstance(value, str):  # a JSON key's string without its quotes: the text it is looked up by
+        return value
+    return data.decode("utf-8", "replace") if isinstance(value, bytes) or value is None else str(value)
 
 
 def after(raw: str | None, source: p.Source) -> bytes | None:

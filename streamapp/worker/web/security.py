@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 from typing import Awaitable, Callable
 
 from aiohttp import web
@@ -48,6 +49,10 @@ def token_ok(header: str | None, token: str) -> bool:
     return hmac.compare_digest(sent, token.encode("utf-8", "surrogateescape"))
 
 
+#: Where aiohttp's message of a refused request starts quoting the request's own bytes.
+_REQUEST_BYTES = re.compile(r":? (?:bytearray\(|b['\"])")
+
+
 class MalformedRequestFilter(logging.Filter):
     """aiohttp logs a request it cannot parse (a 100 kB URL, a bad header) with a traceback: make it one line.
 
@@ -57,7 +62,8 @@ class MalformedRequestFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, HttpProcessingError):
-            reason = str(exc.message).split(": bytearray(", 1)[0].strip().rstrip(":")
+            # what the request held (a header's bytes: a bearer token's start) stays out of the log
+            reason = _REQUEST_BYTES.split(str(exc.message), maxsplit=1)[0].strip().rstrip(":")
             record.msg, record.args = "refused a malformed HTTP request (%s %s)", (exc.code, reason[:200])
             record.exc_info = record.exc_text = None
         return True
