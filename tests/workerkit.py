@@ -486,24 +486,30 @@ def to_json(value: dict[str, object]) -> bytes:
     return json.dumps(value).encode()
 
 
-def end_offsets(bootstrap: str, topics: Iterable[str], partitions: int) -> dict[tuple[str, int], int]:
-    """Each partition's end offset (its high watermark), by ``(topic, partition)``."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "workerkit-ends"})
+def group_offsets(bootstrap: str, group: str | None, topics: Iterable[str], partitions: int, ends: bool = True
+                  ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """Each partition's end offset (its high watermark; unless not ``ends``), and ``group``'s committed offset
+    (negative: none; none asked when ``group`` is None), by ``(topic, partition)``: one consumer for both."""
+    parts = [TopicPartition(t, p) for t in topics for p in range(partitions)]
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group or "workerkit-ends"})
     try:
-        return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=30)[1]
-                for t in topics for p in range(partitions)}
+        found = {(tp.topic, tp.partition): consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in parts} \
+            if ends else {}
+        done = {} if group is None else {(tp.topic, tp.partition): tp.offset
+                                         for tp in consumer.committed(parts, timeout=30)}
     finally:
         consumer.close()
+    return found, done
+
+
+def end_offsets(bootstrap: str, topics: Iterable[str], partitions: int) -> dict[tuple[str, int], int]:
+    """Each partition's end offset (its high watermark), by ``(topic, partition)``."""
+    return group_offsets(bootstrap, None, topics, partitions)[0]
 
 
 def committed_by(bootstrap: str, group: str, topics: Iterable[str], partitions: int) -> dict[tuple[str, int], int]:
     """``group``'s committed offset of each partition, by ``(topic, partition)`` (negative: none committed)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        parts = consumer.committed([TopicPartition(t, p) for t in topics for p in range(partitions)], timeout=30)
-        return {(tp.topic, tp.partition): tp.offset for tp in parts}
-    finally:
-        consumer.close()
+    return group_offsets(bootstrap, group, topics, partitions, ends=False)[1]
 
 
 def committed_offsets(settings: Settings, topic: str) -> dict[int, int]:
@@ -514,16 +520,13 @@ def committed_offsets(settings: Settings, topic: str) -> dict[int, int]:
 
 def group_progress(bootstrap: str, group: str, topic: str, partitions: int) -> tuple[bool, int]:
     """Whether ``group`` has committed the end of every partition of ``topic``, and how many records it holds."""
-    ends = end_offsets(bootstrap, [topic], partitions)
-    done = committed_by(bootstrap, group, [topic], partitions)
+    ends, done = group_offsets(bootstrap, group, [topic], partitions)
     return all(done[tp] >= end for tp, end in ends.items()), sum(ends.values())
 
 
 def caught_up(bootstrap: str, group: str, topics: Iterable[str], partitions: int) -> bool:
     """Whether ``group`` has committed the end of every partition of ``topics`` that holds records."""
-    topics = list(topics)
-    ends = end_offsets(bootstrap, topics, partitions)
-    done = committed_by(bootstrap, group, topics, partitions)
+    ends, done = group_offsets(bootstrap, group, topics, partitions)
     return all(done[tp] >= end for tp, end in ends.items() if end > 0)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewPartitions,
@@ -52,12 +52,17 @@ def admin_client(bootstrap: Kafka) -> AdminClient:
     return AdminClient({**librdkafka_config(bootstrap), "socket.timeout.ms": 10000, "logger": CLIENT_LOGGER})
 
 
-def describe(bootstrap: Kafka, names: Iterable[str] | None = None, timeout: float = ADMIN_TIMEOUT) -> dict[str, TopicInfo]:
-    """Partition counts of the named topics (all topics when ``names`` is None); missing ones left out."""
+def _cluster_metadata(admin: AdminClient, bootstrap: Kafka, timeout: float = ADMIN_TIMEOUT) -> Any:
+    """The cluster's metadata (brokers, controller, topics), or :class:`KafkaUnreachable` naming the servers."""
     try:
-        metadata = admin_client(bootstrap).list_topics(timeout=timeout)
+        return admin.list_topics(timeout=timeout)
     except KafkaException as exc:
         raise KafkaUnreachable(f"cannot reach the Kafka brokers at {bootstrap}: {exc.args[0].str()}") from None
+
+
+def describe(bootstrap: Kafka, names: Iterable[str] | None = None, timeout: float = ADMIN_TIMEOUT) -> dict[str, TopicInfo]:
+    """Partition counts of the named topics (all topics when ``names`` is None); missing ones left out."""
+    metadata = _cluster_metadata(admin_client(bootstrap), bootstrap, timeout)
     wanted = None if names is None else set(names)
     return {
         name: TopicInfo(name, len(topic.partitions))
@@ -199,11 +204,8 @@ def _configs(bootstrap: Kafka, topics: Iterable[str], missing_ok: bool) -> dict[
 def broker_configs(bootstrap: Kafka, names: Iterable[str]) -> dict[str, str]:
     """The effective values (defaults included) of the named configs of one broker of the cluster, its controller
     when known: the group settings that a consumer must fit are the same on every broker of a sane cluster."""
-    admin = admin_client(bootstrap)
-    try:
-        metadata = admin.list_topics(timeout=ADMIN_TIMEOUT)
-    except KafkaException as exc:
-        raise KafkaUnreachable(f"cannot reach the Kafka brokers at {bootstrap}: {exc.args[0].str()}") from None
+    admin = admin_client(bootstrap)  # held until the answer
+    metadata = _cluster_metadata(admin, bootstrap)
     broker = str(metadata.controller_id if metadata.controller_id >= 0 else min(metadata.brokers))
     [future] = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, broker)]).values()
     try:
