@@ -144,7 +144,9 @@ def test_a_windowed_left_join_runs_as_the_test_runner_predicts_and_as_kafka_stre
                              [worker])
         ours = written(bootstrap, output, n, len(expected))
         assert dropped == 1 and len(ours) == len(expected)
-        assert "too late for the join window" in worker.tail(200)
+        # the log line follows the counter /stats reads: waited for, not read once
+        wait_until(lambda: "too late for the join window" in worker.tail(200), 30, "the late shipment's log line",
+                   [worker])
         wait_until(lambda: caught_up(bootstrap, group, inputs, n), 60, "Kafka Streams to read every round", [worker])
         theirs = written(bootstrap, f"order_shipments_{tag}", n, len(expected))
         assert sorted((r.key, r.value, r.timestamp, r.partition) for r in ours) == \
