@@ -104,16 +104,25 @@ async def server() -> AsyncIterator[TestServer]:
     app.router.add_get("/data", _data)
     app.router.add_get("/bad", _bad)
     app.router.add_get("/bug", _bug)
+    app.router.add_post("/copartition/recheck", _data)
     async with TestServer(app, host="127.0.0.1") as running:
         yield running
 
 
-async def _get(server: TestServer, path: str, token: str | None = TOKEN, method: str = "GET") -> tuple[int, dict]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+async def _get(server: TestServer, path: str, token: str | None = TOKEN, method: str = "GET",
+               headers: dict[str, str] | None = None) -> tuple[int, dict]:
+    status, body, _ = await _request(server, path, token, method, headers)
+    return status, body
+
+
+async def _request(server: TestServer, path: str, token: str | None = TOKEN, method: str = "GET",
+                   headers: dict[str, str] | None = None) -> tuple[int, dict, dict[str, str]]:
+    """(status, JSON body or {}, response headers)."""
+    sent = {**({"Authorization": f"Bearer {token}"} if token else {}), **(headers or {})}
     async with aiohttp.ClientSession() as session:
-        async with session.request(method, server.make_url(path), headers=headers) as response:
+        async with session.request(method, server.make_url(path), headers=sent) as response:
             body = await response.json(content_type=None) if response.content_type == "application/json" else {}
-            return response.status, body
+            return response.status, body, dict(response.headers)
 
 
 async def test_token_required_except_for_the_page(server: TestServer) -> None:
@@ -126,8 +135,14 @@ async def test_token_required_except_for_the_page(server: TestServer) -> None:
 
 async def test_read_only(server: TestServer) -> None:
     for method in ("POST", "PUT", "DELETE", "PATCH"):
-        status, body = await _get(server, "/data", method=method)
+        status, body, headers = await _request(server, "/data", method=method)
         assert status == 405 and "read-only" in body["error"] and method in body["error"]
+        assert headers["Allow"] == "GET, HEAD"  # a 405 says what the resource takes (RFC 9110)
+    # the one action takes POST alone: another method there is told so; GET reaches the router, whose Allow is kept
+    status, body, headers = await _request(server, "/copartition/recheck", method="PUT")
+    assert status == 405 and headers["Allow"] == "POST"
+    status, body, headers = await _request(server, "/copartition/recheck")
+    assert status == 405 and body["status"] == 405 and headers["Allow"] == "POST"
 
 
 async def test_errors_are_json_without_traceback(server: TestServer) -> None:

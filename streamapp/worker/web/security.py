@@ -91,7 +91,10 @@ def middlewares(token: str) -> list[Callable[[web.Request, Handler], Awaitable[w
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            return json_error(exc.status, f"{exc.reason}: {request.method} {request.path}")
+            response = json_error(exc.status, f"{exc.reason}: {request.method} {request.path}")
+            if "Allow" in exc.headers:  # a route's 405 says which methods it takes (RFC 9110)
+                response.headers["Allow"] = exc.headers["Allow"]
+            return response
         except Exception as exc:
             log.exception("web request %s %s failed", request.method, request.path)
             return json_error(500, f"internal error ({type(exc).__name__}); see the worker log")
@@ -100,8 +103,10 @@ def middlewares(token: str) -> list[Callable[[web.Request, Handler], Awaitable[w
     async def read_only(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.method not in READ_METHODS:
             if ACTIONS.get(request.path) != request.method:
-                return json_error(405, f"{request.method} is not allowed: this server is read-only (GET only, "
-                                       f"but POST /copartition/recheck)")
+                response = json_error(405, f"{request.method} is not allowed: this server is read-only (GET only, "
+                                           f"but POST /copartition/recheck)")
+                response.headers["Allow"] = ACTIONS.get(request.path, "GET, HEAD")
+                return response
             if not request.headers.get(REQUEST_HEADER, "").strip():
                 return json_error(403, f"{request.method} {request.path} needs the header {REQUEST_HEADER} "
                                        f"(the page sends it; a form from another site cannot)")
