@@ -14,9 +14,12 @@ before the rounds), the pipe's every record once.  Every ``--sample-seconds`` th
 
 ``--stacks PATH``: the worker's main thread's stack every 5 ms and each thread's CPU seconds while timed, as JSON.
 ``--kafka-streams``: Kafka Streams (``streamapp ksql-equivalent``'s program) runs the same join too, timed alike.
+``--write-alike``: the pipe runs again writing as many records as the round's worker wrote (its rows and changelog
+records), copies of those it reads: the most any engine that writes what the join writes could reach.
 
     .venv/bin/python benchmarks/stream_join.py [--orders 1000000] [--hours 10] [--rounds 3] [--csv PATH]
-                                               [--stacks PATH] [--kafka-streams] [--bootstrap HOST:PORT]
+                                               [--stacks PATH] [--kafka-streams] [--write-alike]
+                                               [--bootstrap HOST:PORT]
     .venv/bin/python benchmarks/stream_join.py pipe ...   (the baseline's child process; used internally)
 """
 from __future__ import annotations
@@ -47,7 +50,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 
 from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan, query_application_id
-from streamapp.kafka.admin import ensure_topics
+from streamapp.kafka.admin import describe, ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.kafka.reader import TopicReader
 from streamapp.settings import Settings
@@ -73,6 +76,8 @@ RETENTION = 2 * WINDOW + GRACE
 CARRIERS = ("dhl", "ups", "fedex", "post")
 #: The third engine's name in the figures (``--kafka-streams``).
 STREAMS = "Kafka Streams"
+#: The pipe writing as many records as the worker writes (its rows and changelog records): ``--write-alike``.
+ALIKE = "the pipe writing as the worker"
 #: Ticks (one a second, each later than every window) that write nothing once every record was read: the worker
 #: has written all it will, and its output is checked as it is.
 STALLED_TICKS = 60
@@ -532,9 +537,9 @@ def committed(probe: Consumer, topics: list[str], partitions: int) -> int:
 
 def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[str, bytes, bytes, int]],
                  expected: Counter[Row], every: float, stacks: Path | None = None
-                 ) -> tuple[Rate, list[Sample], dict[str, Any]]:
-    """The worker's rate on the records, its samples and (``stacks``) its sampled stacks; then, untimed, its output
-    checked against ``expected``."""
+                 ) -> tuple[Rate, list[Sample], dict[str, Any], int]:
+    """The worker's rate on the records, its samples, (``stacks``) its sampled stacks and the records it wrote (rows
+    and changelog records); then, untimed, its output checked against ``expected``."""
     bootstrap, n = settings.bootstrap_servers, settings.partitions
     output = topology(settings).stream_joins[0].output
     worker = sampled_worker(settings, tmp / f"worker-{settings.app_id}.log", stacks).start(timeout=180)
@@ -562,7 +567,7 @@ def bench_worker(settings: Settings, tmp: Path, tag: str, records: list[tuple[st
             sampler.stop()
         worker.stop()
     check_output(expected, bootstrap, output, n, records, Path(worker.log_path))
-    return rate, samples, sampled
+    return rate, samples, sampled, sum(expected.values()) + changelog_records(bootstrap, settings.app_id)
 
 
 def bench_streams(settings: Settings, tmp: Path, tag: str, records: list[tuple[str, bytes, bytes, int]],
@@ -604,13 +609,19 @@ def bench_streams(settings: Settings, tmp: Path, tag: str, records: list[tuple[s
     return rate
 
 
-def bench_pipe(settings: Settings, tag: str, records: list[tuple[str, bytes, bytes, int]]) -> Rate:
-    """The baseline: a raw aiokafka consumer of both topics writing each record to one output, timed alike."""
+def bench_pipe(settings: Settings, tag: str, records: list[tuple[str, bytes, bytes, int]], extra: int = 0) -> Rate:
+    """The baseline: a raw aiokafka consumer of both topics writing each record to one output, timed alike.
+
+    ``extra``: the pipe also writes that many more records (copies of those read, spread evenly over them) to a
+    second topic, so that it writes as many records as the worker (rows and changelog records): what consuming and
+    producing alone cost an engine that writes what the join writes."""
     bootstrap, n = settings.bootstrap_servers, settings.partitions
-    output = f"pipe_{uuid.uuid4().hex[:8]}"
-    ensure_topics(bootstrap, {output: n})
+    output, copies = f"pipe_{uuid.uuid4().hex[:8]}", f"pipe_copies_{uuid.uuid4().hex[:8]}"
+    ensure_topics(bootstrap, {output: n, **({copies: n} if extra else {})})
     child = subprocess.Popen([sys.executable, __file__, "pipe", "--bootstrap", bootstrap,
-                              "--sources", f"orders_{tag},shipments_{tag}", "--output", output], stdout=subprocess.PIPE)
+                              "--sources", f"orders_{tag},shipments_{tag}", "--output", output,
+                              *(["--copies-to", copies, "--copies", str(extra), "--records", str(len(records))]
+                                if extra else [])], stdout=subprocess.PIPE)
     watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
@@ -618,11 +629,14 @@ def bench_pipe(settings: Settings, tag: str, records: list[tuple[str, bytes, byt
         start, cpu_start = time.monotonic(), cpu_seconds(process)
         produce(bootstrap, records)
         deadline = time.monotonic() + 3600
-        while end_offsets(watermarks, output, n) < len(records):
+        while (end_offsets(watermarks, output, n) < len(records)
+               or (extra and end_offsets(watermarks, copies, n) < extra)):
             if time.monotonic() > deadline or child.poll() is not None:
                 raise RuntimeError(f"the pipe: {end_offsets(watermarks, output, n):,} of {len(records):,}")
             time.sleep(0.1)
         rate = Rate(len(records) / (time.monotonic() - start), len(records) / (cpu_seconds(process) - cpu_start))
+        if extra and end_offsets(watermarks, copies, n) != extra:
+            raise RuntimeError(f"the pipe wrote {end_offsets(watermarks, copies, n):,} copies, not {extra:,}")
     finally:
         watermarks.close()
         child.terminate()
@@ -633,12 +647,38 @@ def bench_pipe(settings: Settings, tag: str, records: list[tuple[str, bytes, byt
     return rate
 
 
-async def pipe(bootstrap: str, sources: list[str], output: str) -> None:
-    """The baseline's child: each record of ``sources`` to ``output``, one ``send`` each, nothing else."""
+def changelog_records(bootstrap: str, app_id: str) -> int:
+    """How many records the worker ``app_id`` wrote to its changelogs (Faust names them ``<app id>-…-changelog``)."""
+    topics = [t for t in describe(bootstrap).values() if t.name.startswith(f"{app_id}-")
+              and t.name.endswith("-changelog")]
+    watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
+    try:
+        return sum(end_offsets(watermarks, t.name, t.partitions) for t in topics)
+    finally:
+        watermarks.close()
+
+
+async def pipe(bootstrap: str, sources: list[str], output: str, copies_to: str | None = None, copies: int = 0,
+               records: int = 1) -> None:
+    """The baseline's child: each record of ``sources`` to ``output``, one ``send`` each, nothing else; with
+    ``copies_to``, ``copies`` more sends there spread evenly over the first ``records`` records read."""
+    read = 0
+
     async def forward(producer: Any, _tp: Any, msg: Any) -> None:
+        nonlocal read
         await producer.send(output, msg.value, key=msg.key, timestamp_ms=msg.timestamp)
+        if copies_to is not None and read < records:
+            read += 1
+            for _ in range(read * copies // records - (read - 1) * copies // records):
+                await producer.send(copies_to, msg.value, key=msg.key, timestamp_ms=msg.timestamp)
 
     await pipe_loop(bootstrap, sources, forward)
+
+
+def compared(other: Rate, pipe: Rate, worker: Rate) -> dict[str, Rate]:
+    """Another engine's rate beside the round's: itself, it ÷ the pipe, the worker ÷ it."""
+    return {"rate": other, "÷ pipe": Rate(other.wall / pipe.wall, other.cpu / pipe.cpu),
+            "worker ÷": Rate(worker.wall / other.wall, worker.cpu / other.cpu)}
 
 
 def curve(samples: list[Sample], total: int, rows: int = 12) -> list[Sample]:
@@ -675,6 +715,9 @@ def main(argv: list[str] | None = None) -> None:
     child.add_argument("--bootstrap", required=True)
     child.add_argument("--sources", required=True)
     child.add_argument("--output", required=True)
+    child.add_argument("--copies-to", default=None)
+    child.add_argument("--copies", type=int, default=0)
+    child.add_argument("--records", type=int, default=1)
     parser.add_argument("--orders", type=int, default=1_000_000, help="orders, and as many shipments")
     parser.add_argument("--hours", type=float, default=10.0, help="the event time the records span")
     parser.add_argument("--rounds", type=int, default=3)
@@ -689,10 +732,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="also run the join on Kafka Streams (the ksql-equivalent program) each round, timed alike")
     parser.add_argument("--streams-property", action="append", default=[], metavar="KEY=VALUE",
                         help="with --kafka-streams: a Kafka Streams property over the program's own (repeatable)")
+    parser.add_argument("--write-alike", action="store_true",
+                        help="also time the pipe writing as many records as the worker wrote (rows and changelogs)")
     parser.add_argument("--bootstrap", default=None, help="a running broker to use instead of starting one (tests)")
     args = parser.parse_args(argv)
     if args.mode == "pipe":
-        asyncio.run(pipe(args.bootstrap, args.sources.split(","), args.output))
+        asyncio.run(pipe(args.bootstrap, args.sources.split(","), args.output, args.copies_to, args.copies,
+                         args.records))
         return
     for name in ("orders", "rounds", "partitions"):
         if getattr(args, name) < 1:
@@ -720,6 +766,7 @@ def main(argv: list[str] | None = None) -> None:
     stacks: dict[str, Any] = {"cpu": Counter(), "stacks": Counter(), "interval": 0.005}
     engines = ["pipe", "worker", *([STREAMS] if args.kafka_streams else [])]
     streams: dict[str, list[Rate]] = {"rate": [], "÷ pipe": [], "worker ÷": []}  # Kafka Streams' figures by round
+    alikes: dict[str, list[Rate]] = {"rate": [], "÷ pipe": [], "worker ÷": []}  # the pipe writing as the worker writes
     with (nullcontext(None) if args.bootstrap else EmbeddedBroker()) as broker, \
             tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
@@ -738,7 +785,7 @@ def main(argv: list[str] | None = None) -> None:
                 if engine == "pipe":
                     rates[engine] = bench_pipe(settings, tag, records)
                 elif engine == "worker":
-                    rates[engine], samples, sampled = bench_worker(
+                    rates[engine], samples, sampled, writes = bench_worker(
                         settings_for(base, tmp, own), tmp, own, encoded(events, own), expected, args.sample_seconds,
                         tmp / f"stacks-{own}.json" if args.stacks else None)
                     for part in ("cpu", "stacks"):
@@ -746,6 +793,11 @@ def main(argv: list[str] | None = None) -> None:
                 else:
                     rates[engine] = bench_streams(settings_for(base, tmp, own), tmp, own, encoded(events, own), expected,
                                                   tuned)
+                loads.append(os.getloadavg()[0])
+            if args.write_alike:  # last: it writes as many records as this round's worker did
+                own = new_topics(base)
+                rates[ALIKE] = bench_pipe(settings_for(base, tmp, own), own, encoded(events, own),
+                                          max(writes - len(records), 0))
                 loads.append(os.getloadavg()[0])
             pipe_rate, rate = rates["pipe"], rates["worker"]
             ratios.append(Rate(rate.wall / pipe_rate.wall, rate.cpu / pipe_rate.cpu))
@@ -756,11 +808,17 @@ def main(argv: list[str] | None = None) -> None:
                 f"worker {rate.wall:,.0f}/s ({len(records) / rate.wall:.1f} s, {rate.cpu:,.0f} per CPU-s): "
                 f"{ratios[-1].wall:.2f}× the pipe, {ratios[-1].cpu:.2f}× per CPU-s; load {min(loads):.1f}-"
                 f"{max(loads):.1f}; the worker wrote exactly the expected rows, the pipe every record once")
+            for engine, figures in ((ALIKE, alikes), (STREAMS, streams)):
+                for name, figure in (compared(rates[engine], pipe_rate, rate) if engine in rates else {}).items():
+                    figures[name].append(figure)
+            if ALIKE in rates:
+                console.print(
+                    f"  {ALIKE} ({writes:,} records for {len(records):,} read: {writes / len(records):.2f} a record) "
+                    f"{rates[ALIKE].wall:,.0f}/s, {rates[ALIKE].cpu:,.0f} per CPU-s: {alikes['÷ pipe'][-1].wall:.2f}× "
+                    f"the pipe, {alikes['÷ pipe'][-1].cpu:.2f}× per CPU-s; the worker {alikes['worker ÷'][-1].cpu:.2f}× "
+                    f"it per CPU-s")
             if STREAMS in rates:
                 ks = rates[STREAMS]
-                for name, figure in (("rate", ks), ("÷ pipe", Rate(ks.wall / pipe_rate.wall, ks.cpu / pipe_rate.cpu)),
-                                     ("worker ÷", Rate(rate.wall / ks.wall, rate.cpu / ks.cpu))):
-                    streams[name].append(figure)
                 console.print(
                     f"  {STREAMS} {ks.wall:,.0f}/s ({len(records) / ks.wall:.1f} s, {ks.cpu:,.0f} per CPU-s): "
                     f"{streams['÷ pipe'][-1].wall:.2f}× the pipe, {streams['÷ pipe'][-1].cpu:.2f}× per CPU-s; the "
@@ -785,6 +843,11 @@ def main(argv: list[str] | None = None) -> None:
     console.print(f"Orders × shipments joined ({args.orders:,} orders, {args.rounds} rounds): worker ÷ pipe median "
                   f"{statistics.median(r.wall for r in ratios):.2f}× wall (lowest {min(r.wall for r in ratios):.2f}×), "
                   f"{statistics.median(r.cpu for r in ratios):.2f}× per CPU second; the curve in {args.csv}")
+    if alikes["÷ pipe"]:
+        console.print(f"{ALIKE} ÷ pipe median {statistics.median(r.cpu for r in alikes['÷ pipe']):.2f}× per CPU "
+                      f"second ({statistics.median(r.wall for r in alikes['÷ pipe']):.2f}× wall): the most an engine "
+                      f"that writes what the join writes could reach on this client; the worker ÷ it median "
+                      f"{statistics.median(r.cpu for r in alikes['worker ÷']):.2f}× per CPU second")
     if streams["rate"]:
         median = {name: Rate(statistics.median(r.wall for r in rates_), statistics.median(r.cpu for r in rates_))
                   for name, rates_ in streams.items()}
