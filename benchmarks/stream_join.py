@@ -12,15 +12,10 @@ before the rounds), the pipe's every record once.  Every ``--sample-seconds`` th
 (RocksDB) and records read are sampled: the curve is printed and written to ``--csv``; after the first retention
 (2.5 hours of event time) it should stay flat, as the stores hold only a retention's records.
 
-``--stacks PATH``: the worker's main thread's stack every 5 ms and each thread's CPU seconds while timed, as JSON.
-``--kafka-streams``: Kafka Streams (``streamapp ksql-equivalent``'s program) runs the same join too, timed alike.
-``--write-alike``: the pipe runs again writing as many records as the round's worker wrote (its rows and changelog
-records), copies of those it reads: the most any engine that writes what the join writes could reach.
+Also ``--stacks`` (where the worker's CPU goes), ``--kafka-streams`` (the same join on Kafka Streams) and
+``--write-alike`` (the pipe writing as many records as the worker wrote: any engine's ceiling); see ``--help``.
 
-    .venv/bin/python benchmarks/stream_join.py [--orders 1000000] [--hours 10] [--rounds 3] [--csv PATH]
-                                               [--stacks PATH] [--kafka-streams] [--write-alike]
-                                               [--bootstrap HOST:PORT]
-    .venv/bin/python benchmarks/stream_join.py pipe ...   (the baseline's child process; used internally)
+    .venv/bin/python benchmarks/stream_join.py [--orders 1000000] [--rounds 3] [--write-alike] [--kafka-streams]
 """
 from __future__ import annotations
 
@@ -711,7 +706,7 @@ def flatness(samples: list[Sample], total: int, share: float) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="mode")
-    child = sub.add_parser("pipe")
+    child = sub.add_parser("pipe", help="the baseline's child process (used internally)")
     child.add_argument("--bootstrap", required=True)
     child.add_argument("--sources", required=True)
     child.add_argument("--output", required=True)
