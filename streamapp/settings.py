@@ -30,6 +30,10 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: The worker's Kafka request timeout in seconds (Faust's default, given explicitly): a consumer group's session
 #: timeout may not exceed it.
 REQUEST_TIMEOUT_S = 90.0
+#: The least ``broker_heap`` (MiB) a broker starts with: its log cleaner alone takes 128 MiB
+#: (``log.cleaner.dedupe.buffer.size``); at 128m Kafka 4 exits at start, "Error starting LogManager".
+MIN_BROKER_HEAP_MIB = 160
+_JVM_UNITS = {"": 1 / 2**20, "k": 1 / 2**10, "m": 1, "g": 2**10}
 #: Read from ``STREAMAPP_<FIELD>`` or from the file ``STREAMAPP_<FIELD>_FILE`` names; never a CLI flag, never shown.
 SECRETS = ("sasl_password", "ksqldb_password")
 #: The non-secret Kafka security settings: every command that takes ``--bootstrap-servers`` takes their flags too.
@@ -177,7 +181,8 @@ class Settings:
         default=60.0,
     )
     broker_heap: str = _doc(
-        "Heap of the Apache Kafka JVM that `streamapp broker`, the demo and the tests start (`-Xmx`).",
+        "Heap of the Apache Kafka JVM that `streamapp broker`, the demo and the tests start (`-Xmx`); "
+        f"at least {MIN_BROKER_HEAP_MIB}m, as its log cleaner alone takes 128 MiB.",
         default="512m",
     )
     kafka_unreachable_timeout: float = _doc(
@@ -269,8 +274,12 @@ class Settings:
             )
         if not self.web_host.strip():
             raise SettingsError("web_host is empty: give an address to bind, e.g. 127.0.0.1")
-        if not re.fullmatch(r"[0-9]+(?:[kKmMgG])?", self.broker_heap):
+        heap = re.fullmatch(r"([0-9]+)([kKmMgG]?)", self.broker_heap)
+        if not heap:
             raise SettingsError(f"broker_heap={self.broker_heap!r}: expected a JVM size such as 512m or 1g")
+        if int(heap[1]) * _JVM_UNITS[heap[2].lower()] < MIN_BROKER_HEAP_MIB:
+            raise SettingsError(f"broker_heap={self.broker_heap!r}: below {MIN_BROKER_HEAP_MIB}m, the least a Kafka "
+                                f"broker starts with (its log cleaner alone takes 128 MiB)")
         if not self.kafka_unreachable_timeout > 0:
             raise SettingsError(f"kafka_unreachable_timeout={self.kafka_unreachable_timeout}: must be above 0 seconds")
         if self.kafka_unreachable_exit and not self.kafka_unreachable_exit >= self.kafka_unreachable_timeout:

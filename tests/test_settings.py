@@ -65,11 +65,20 @@ def test_cli_flags_override_environment() -> None:
                                                      "group.min.session.timeout.ms is 6 s by default) and at most the "
                                                      "worker's request timeout, 90 s"),
         ({"STREAMAPP_BROKER_SESSION_TIMEOUT": "inf"}, "broker_session_timeout=inf"),
+        ({"STREAMAPP_BROKER_HEAP": "1k"}, "broker_heap='1k': below 160m, the least a Kafka broker starts with"),
+        ({"STREAMAPP_BROKER_HEAP": "128m"}, "broker_heap='128m': below 160m"),
+        ({"STREAMAPP_BROKER_HEAP": "167772159"}, "broker_heap='167772159': below 160m"),  # bytes
+        ({"STREAMAPP_BROKER_HEAP": "512 m"}, "broker_heap='512 m': expected a JVM size such as 512m or 1g"),
     ],
 )
 def test_bad_values_name_the_setting(env: dict[str, str], fragment: str) -> None:
     with pytest.raises(SettingsError, match=re.escape(fragment)):
         Settings.from_env(env)
+
+
+def test_a_broker_heap_of_160_mib_or_more_in_any_unit_is_taken() -> None:
+    for heap in ("160m", "163840k", "167772160", "1g", "2G", "512M"):
+        assert Settings.from_env({"STREAMAPP_BROKER_HEAP": heap}).broker_heap == heap
 
 
 def test_hosts_without_a_port_and_ipv6_hosts_in_brackets_are_servers() -> None:
