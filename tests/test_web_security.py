@@ -45,6 +45,9 @@ DOUBLE_TABLE = p.Source("D", p.TABLE, "d", (p.Column("ID", "DOUBLE"),), (p.Colum
         (lambda: params.table_key("1e309", None, DOUBLE_TABLE), "key", "key='1e309': not a DOUBLE"),
         (lambda: params.time_bound("from", "9" * 5000), "from", "(5000 digits): must be between"),
         (lambda: params.time_bound("to", "-" + "1" * 30), "to", "(31 digits): must be between"),
+        (lambda: params.query_text("partition=0&after=%ff", "after"), "after",
+         "'after=%ff': its percent escapes are not UTF-8 text; give the key's bytes in hex with encoding=hex"),
+        (lambda: params.after("zz", STRING_TABLE, "hex"), "after", "after='zz': not hex"),
     ],
 )
 def test_bad_input_names_field_and_value(call, field: str, fragment: str) -> None:
@@ -61,6 +64,10 @@ def test_good_input() -> None:
     assert params.key("00ff", "hex") == b"\x00\xff"
     assert params.key("ü") == "ü".encode()
     assert params.after("", STRING_TABLE) is None and params.after("u1", STRING_TABLE) == b"u1"
+    assert params.after("00ff", STRING_TABLE, "hex") == b"\x00\xff"  # next_after_hex: any key's bytes
+    assert params.query_text("partition=0&after=k%201", "after") == "k 1"
+    assert params.query_text("after=a+b", "after") == "a b"  # as aiohttp reads a query
+    assert params.query_text("after=%e2%82%ac", "after") == "€" and params.query_text("partition=0", "after") is None
     assert params.table("demo_user", ["demo_user"]) == "demo_user"
     assert params.table_key("-2", None, BIGINT_TABLE) == (-2).to_bytes(8, "big", signed=True)
     assert params.table_key("00ff", "hex", BIGINT_TABLE) == b"\x00\xff"

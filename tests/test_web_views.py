@@ -7,6 +7,7 @@ broker's delivery reports and from librdkafka's own partitioner functions.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections import Counter
@@ -191,20 +192,25 @@ async def test_users_pages_cover_each_partition_in_key_order(web_worker: Running
     for user_id, (partition, _) in web_worker.users.items():
         p = partition if table == DIRECT else rdkafka_partition("murmur2", user_id.encode(), PARTITIONS)
         expected[p].append(user_id)
-    for partition in range(PARTITIONS):
+    for partition, cursor in itertools.product(range(PARTITIONS), ("next_after", "next_after_hex")):
         seen: list[str] = []
         after = ""
         while True:
-            status, body = await get(f"{web_worker.url()}/tables/{table}?partition={partition}&limit=2&after={after}")
+            status, body = await get(f"{web_worker.url()}/tables/{table}?partition={partition}&limit=2&after={after}"
+                                     + ("&encoding=hex" if cursor == "next_after_hex" else ""))
             assert status == 200, body
             assert len(body["rows"]) <= 2 and body["owner"] == web_worker.url()
             seen += [row["key"] for row in body["rows"]]
             for row in body["rows"]:
                 assert row["row"] == declared(web_worker.users[row["key"]][1])
             if body["next_after"] is None:
+                assert body["next_after_hex"] is None
                 break
-            after = body["next_after"]
-        assert seen == sorted(expected[partition]), partition
+            assert body["next_after_hex"] == body["rows"][-1]["key_hex"]
+            after = body[cursor]
+        assert seen == sorted(expected[partition]), (partition, cursor)
+    status, body = await get(f"{web_worker.url()}/tables/{table}?partition=0&after=%ff")
+    assert status == 400 and body["field"] == "after", body  # not read as U+FFFD, another key
 
 
 async def test_partition_calculator_matches_real_deliveries(web_worker: Running, new_topic: Callable[..., str]) -> None:

@@ -8,7 +8,7 @@ import math
 import struct
 from datetime import datetime, timezone
 from typing import Mapping
-from urllib.parse import unquote_to_bytes
+from urllib.parse import parse_qsl, unquote_to_bytes
 
 from ...errors import StreamappError
 from ...model.records import RecordError
@@ -190,8 +190,20 @@ def key_text(data: bytes, codec: Codec) -> str:
     return data.decode("utf-8", "replace") if isinstance(value, bytes) or value is None else str(value)
 
 
-def after(raw: str | None, source: p.Source) -> bytes | None:
-    """The ``after`` cursor of ``/tables/{table}``: the last key of the previous page."""
+def after(raw: str | None, source: p.Source, encoding: str | None = None) -> bytes | None:
+    """The ``after`` cursor of ``/tables/{table}``: the last key of the previous page (in hex with ``encoding=hex``,
+    as ``next_after_hex`` gives it)."""
     if raw is None or raw == "":
         return None
-    return table_key(raw, None, source, field="after")
+    return table_key(raw, encoding, source, field="after")
+
+
+def query_text(raw_query: str, name: str) -> str | None:
+    """The query parameter ``name`` read from the raw query string, its escapes as UTF-8 or a 400: aiohttp's
+    ``request.query`` turns ``%ff`` into U+FFFD, a different key, where a path segment's escapes are refused."""
+    try:
+        return next((v for k, v in parse_qsl(raw_query, keep_blank_values=True, errors="strict") if k == name), None)
+    except UnicodeDecodeError:
+        shown = next((part for part in raw_query.split("&") if part.startswith(f"{name}=")), raw_query)
+        raise WebInputError(name, f"{shown[:80]!r}: its percent escapes are not UTF-8 text; give the key's bytes in "
+                                  f"hex with encoding=hex") from None

@@ -211,7 +211,8 @@ class TableView(web.View):
         n = await app.topic_counts.get(topics(app)[name])
         partition = params.partition(params.required(request.query, "partition"), n)
         limit = params.limit(request.query.get("limit"))
-        after = params.after(request.query.get("after"), source)
+        after = params.after(params.query_text(request.rel_url.raw_query_string, "after"), source,
+                             request.query.get("encoding"))
         me = routing.self_url(app)
         codec = Codec(source)
 
@@ -230,6 +231,7 @@ class TableView(web.View):
                 "limit": limit,
                 "rows": [{"key": params.key_text(k, codec), "key_hex": k.hex(), "row": v} for k, v in rows],
                 "next_after": params.key_text(rows[-1][0], codec) if more else None,
+                "next_after_hex": rows[-1][0].hex() if more else None,
             })
 
         what = f"partition {partition} of {name}"
