@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from .errors import StreamappError
 
@@ -360,11 +360,13 @@ class Settings:
         return cls(**values)
 
     def with_args(self, args: argparse.Namespace) -> "Settings":
-        """Apply the CLI flags that were given (``None`` means not given)."""
+        """Apply the settings flags :func:`add_arguments` gave the command and that were given (``None``: not
+        given); a command's own option that shares a setting's name (``demo --partitioner``) is its own."""
+        flags = set(getattr(args, FLAGS_DEFAULT, None) or ())
         changes = {
             f.name: getattr(args, f.name)
             for f in fields(self)
-            if f.name not in SECRETS and getattr(args, f.name, None) is not None
+            if f.name in flags and f.name not in SECRETS and getattr(args, f.name, None) is not None
         }
         return self.replace(**changes)
 
@@ -433,21 +435,6 @@ def add_arguments(parser: argparse.ArgumentParser, only: tuple[str, ...] | None 
             kwargs["type"] = {"int": int, "float": float}.get(type_name, str)
             kwargs["metavar"] = f.name.upper()
         group.add_argument(flag, **kwargs)
-
-
-def documentation_table(commands: Mapping[str, Sequence[str]]) -> str:
-    """The README's settings table, generated so it cannot drift from the code.
-
-    ``commands`` maps a setting to the ``streamapp`` commands that take its flag
-    (:func:`streamapp.cli.settings_commands`); a setting no command takes is environment only.
-    """
-    rows = ["| Setting | Environment variable | CLI flag | Default | Meaning |", "|---|---|---|---|---|"]
-    for f in fields(Settings):
-        takers = commands.get(f.name, ())
-        flag = f"`--{f.name.replace('_', '-')}` ({', '.join(takers)})" if takers else "environment only"
-        variable = f"`{env_name(f.name)}` or `{env_name(f.name)}{FILE_SUFFIX}`" if f.name in SECRETS else f"`{env_name(f.name)}`"
-        rows.append(f"| {f.name} | {variable} | {flag} | `{f.default}` | {f.metadata['doc']} |")
-    return "\n".join(rows)
 
 
 def ensure_directory(path: Path, named: str, error: type[StreamappError]) -> None:

@@ -10,7 +10,7 @@ from typing import Any, NoReturn, Sequence
 
 from ..errors import StreamappError
 from ..kafka import CLIENT_LOGGER
-from ..settings import FLAGS_DEFAULT, Settings, documentation_table
+from ..settings import FLAGS_DEFAULT, Settings
 
 #: Sub-command modules; each defines ``add_parser(subparsers)`` that sets ``func(args, settings) -> int``.
 COMMANDS = (
@@ -75,17 +75,12 @@ def build_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
 
 
 def settings_commands() -> dict[str, list[str]]:
-    """Setting -> the sub-commands that take its ``--flag`` (for the README's settings table)."""
+    """Setting -> the sub-commands that take its ``--flag`` (for the docs' settings page, docs/gen_reference.py)."""
     taken: dict[str, list[str]] = {}
     for command, sub in build_commands()[1].items():
         for name in sub.get_default(FLAGS_DEFAULT) or ():
             taken.setdefault(name, []).append(command)
     return taken
-
-
-def settings_table() -> str:
-    """The README's settings table: ``python -c 'from streamapp.cli import settings_table; print(settings_table())'``."""
-    return documentation_table(settings_commands())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

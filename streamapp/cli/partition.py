@@ -109,6 +109,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     keys = parse_keys(args.keys, args.hex) + ([KeyArg(None, None)] if args.null_key else [])
     if not keys:
         raise PartitionCliError("no KEY given: pass one or more keys (or --null-key, or --list)")
+    if args.partitions is not None:  # its own option, defaulting to the setting (checked as the setting is)
+        settings = settings.replace(partitions=args.partitions)
     specs = list(dict.fromkeys(args.partitioner_specs or default_specs()))
     for spec in specs:
         get_partitioner(spec)

@@ -50,7 +50,8 @@ def add_parser(sub: Any) -> None:
 
 
 def settings_for(args: argparse.Namespace, settings: Settings) -> Settings:
-    """Apply the demo's underscored flags; ``--topic foo`` means orders in ``foo_orders`` too."""
+    """Apply the demo's underscored flags (its own, not the settings flags); ``--topic foo`` means orders in
+    ``foo_orders`` too."""
     changes: dict[str, Any] = {}
     if args.bootstrap_server is not None:  # given: an empty value is a mistake, never the default in disguise
         if not args.bootstrap_server.strip(" ,"):
@@ -58,6 +59,8 @@ def settings_for(args: argparse.Namespace, settings: Settings) -> Settings:
         changes["bootstrap_servers"] = args.bootstrap_server
     if args.users_topic:
         changes.update(users_topic=args.users_topic, orders_topic=f"{args.users_topic}_orders")
+    changes.update({name: getattr(args, name) for name in ("partitions", "ksqldb_endpoint")
+                    if getattr(args, name) is not None})
     return settings.replace(**changes)
 
 
