@@ -73,6 +73,8 @@ CARRIERS = ("dhl", "ups", "fedex", "post")
 STREAMS = "Kafka Streams"
 #: The pipe writing as many records as the worker writes (its rows and changelog records): ``--write-alike``.
 ALIKE = "the pipe writing as the worker"
+#: The clients ``--write-alike`` writes the copies with: the worker's own, then librdkafka's C producer.
+WRITERS = ("aiokafka", "librdkafka")
 #: Ticks (one a second, each later than every window) that write nothing once every record was read: the worker
 #: has written all it will, and its output is checked as it is.
 STALLED_TICKS = 60
@@ -604,19 +606,21 @@ def bench_streams(settings: Settings, tmp: Path, tag: str, records: list[tuple[s
     return rate
 
 
-def bench_pipe(settings: Settings, tag: str, records: list[tuple[str, bytes, bytes, int]], extra: int = 0) -> Rate:
+def bench_pipe(settings: Settings, tag: str, records: list[tuple[str, bytes, bytes, int]], extra: int = 0,
+               writer: str = "aiokafka") -> Rate:
     """The baseline: a raw aiokafka consumer of both topics writing each record to one output, timed alike.
 
     ``extra``: the pipe also writes that many more records (copies of those read, spread evenly over them) to a
     second topic, so that it writes as many records as the worker (rows and changelog records): what consuming and
-    producing alone cost an engine that writes what the join writes."""
+    producing alone cost an engine that writes what the join writes; ``writer``: the client writing the copies,
+    aiokafka (the worker's) or librdkafka (confluent-kafka's C producer, batching in its own thread)."""
     bootstrap, n = settings.bootstrap_servers, settings.partitions
     output, copies = f"pipe_{uuid.uuid4().hex[:8]}", f"pipe_copies_{uuid.uuid4().hex[:8]}"
     ensure_topics(bootstrap, {output: n, **({copies: n} if extra else {})})
     child = subprocess.Popen([sys.executable, __file__, "pipe", "--bootstrap", bootstrap,
                               "--sources", f"orders_{tag},shipments_{tag}", "--output", output,
-                              *(["--copies-to", copies, "--copies", str(extra), "--records", str(len(records))]
-                                if extra else [])], stdout=subprocess.PIPE)
+                              *(["--copies-to", copies, "--copies", str(extra), "--records", str(len(records)),
+                                 "--copies-via", writer] if extra else [])], stdout=subprocess.PIPE)
     watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
@@ -654,18 +658,28 @@ def changelog_records(bootstrap: str, app_id: str) -> int:
 
 
 async def pipe(bootstrap: str, sources: list[str], output: str, copies_to: str | None = None, copies: int = 0,
-               records: int = 1) -> None:
+               records: int = 1, via: str = "aiokafka") -> None:
     """The baseline's child: each record of ``sources`` to ``output``, one ``send`` each, nothing else; with
-    ``copies_to``, ``copies`` more sends there spread evenly over the first ``records`` records read."""
+    ``copies_to``, ``copies`` more sends there spread evenly over the first ``records`` records read, by ``via``."""
     read = 0
+    fast = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 2_000_000}
+                    ) if via == "librdkafka" else None
 
     async def forward(producer: Any, _tp: Any, msg: Any) -> None:
         nonlocal read
         await producer.send(output, msg.value, key=msg.key, timestamp_ms=msg.timestamp)
-        if copies_to is not None and read < records:
-            read += 1
-            for _ in range(read * copies // records - (read - 1) * copies // records):
+        if copies_to is None or read >= records:
+            return
+        read += 1
+        for _ in range(read * copies // records - (read - 1) * copies // records):
+            if fast is None:
                 await producer.send(copies_to, msg.value, key=msg.key, timestamp_ms=msg.timestamp)
+            else:
+                fast.produce(copies_to, msg.value, key=msg.key, timestamp=msg.timestamp)
+        if fast is not None and (read % 1000 == 0 or read == records):
+            fast.poll(0)  # delivery reports
+            if read == records:
+                fast.flush()
 
     await pipe_loop(bootstrap, sources, forward)
 
@@ -713,6 +727,7 @@ def main(argv: list[str] | None = None) -> None:
     child.add_argument("--copies-to", default=None)
     child.add_argument("--copies", type=int, default=0)
     child.add_argument("--records", type=int, default=1)
+    child.add_argument("--copies-via", choices=WRITERS, default=WRITERS[0])
     parser.add_argument("--orders", type=int, default=1_000_000, help="orders, and as many shipments")
     parser.add_argument("--hours", type=float, default=10.0, help="the event time the records span")
     parser.add_argument("--rounds", type=int, default=3)
@@ -727,13 +742,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="also run the join on Kafka Streams (the ksql-equivalent program) each round, timed alike")
     parser.add_argument("--streams-property", action="append", default=[], metavar="KEY=VALUE",
                         help="with --kafka-streams: a Kafka Streams property over the program's own (repeatable)")
-    parser.add_argument("--write-alike", action="store_true",
-                        help="also time the pipe writing as many records as the worker wrote (rows and changelogs)")
+    parser.add_argument("--write-alike", nargs="?", const=WRITERS[0], default=None, choices=WRITERS,
+                        help="also time the pipe writing as many records as the worker wrote (rows and changelogs), "
+                             "the copies by aiokafka (the worker's client, the default) or librdkafka")
     parser.add_argument("--bootstrap", default=None, help="a running broker to use instead of starting one (tests)")
     args = parser.parse_args(argv)
     if args.mode == "pipe":
         asyncio.run(pipe(args.bootstrap, args.sources.split(","), args.output, args.copies_to, args.copies,
-                         args.records))
+                         args.records, args.copies_via))
         return
     for name in ("orders", "rounds", "partitions"):
         if getattr(args, name) < 1:
@@ -792,7 +808,7 @@ def main(argv: list[str] | None = None) -> None:
             if args.write_alike:  # last: it writes as many records as this round's worker did
                 own = new_topics(base)
                 rates[ALIKE] = bench_pipe(settings_for(base, tmp, own), own, encoded(events, own),
-                                          max(writes - len(records), 0))
+                                          max(writes - len(records), 0), args.write_alike)
                 loads.append(os.getloadavg()[0])
             pipe_rate, rate = rates["pipe"], rates["worker"]
             ratios.append(Rate(rate.wall / pipe_rate.wall, rate.cpu / pipe_rate.cpu))
@@ -808,7 +824,7 @@ def main(argv: list[str] | None = None) -> None:
                     figures[name].append(figure)
             if ALIKE in rates:
                 console.print(
-                    f"  {ALIKE} ({writes:,} records for {len(records):,} read: {writes / len(records):.2f} a record) "
+                    f"  {ALIKE} by {args.write_alike} ({writes:,} records for {len(records):,} read: {writes / len(records):.2f} a record) "
                     f"{rates[ALIKE].wall:,.0f}/s, {rates[ALIKE].cpu:,.0f} per CPU-s: {alikes['÷ pipe'][-1].wall:.2f}× "
                     f"the pipe, {alikes['÷ pipe'][-1].cpu:.2f}× per CPU-s; the worker {alikes['worker ÷'][-1].cpu:.2f}× "
                     f"it per CPU-s")
@@ -839,9 +855,10 @@ def main(argv: list[str] | None = None) -> None:
                   f"{statistics.median(r.wall for r in ratios):.2f}× wall (lowest {min(r.wall for r in ratios):.2f}×), "
                   f"{statistics.median(r.cpu for r in ratios):.2f}× per CPU second; the curve in {args.csv}")
     if alikes["÷ pipe"]:
-        console.print(f"{ALIKE} ÷ pipe median {statistics.median(r.cpu for r in alikes['÷ pipe']):.2f}× per CPU "
-                      f"second ({statistics.median(r.wall for r in alikes['÷ pipe']):.2f}× wall): the most an engine "
-                      f"that writes what the join writes could reach on this client; the worker ÷ it median "
+        console.print(f"{ALIKE} by {args.write_alike} ÷ pipe median "
+                      f"{statistics.median(r.cpu for r in alikes['÷ pipe']):.2f}× per CPU second "
+                      f"({statistics.median(r.wall for r in alikes['÷ pipe']):.2f}× wall): the most an engine that "
+                      f"writes what the join writes with {args.write_alike} could reach; the worker ÷ it median "
                       f"{statistics.median(r.cpu for r in alikes['worker ÷']):.2f}× per CPU second")
     if streams["rate"]:
         median = {name: Rate(statistics.median(r.wall for r in rates_), statistics.median(r.cpu for r in rates_))
