@@ -21,12 +21,12 @@ def __getattr__(name: str) -> Any:
     from .errors import StreamappError
     from .settings import Settings
     from .worker.app import create_app
-    from .worker.health import GUARD_EXIT_CODE
+    from .worker.health import REFUSED_EXIT_CODE
 
     try:
         app = create_app(Settings.from_env())
     except StreamappError as exc:  # a bad setting or plan: one line, not a traceback; not started, as the checks say
         print(f"streamapp worker: {exc}", file=sys.stderr)
-        raise SystemExit(GUARD_EXIT_CODE) from None
+        raise SystemExit(REFUSED_EXIT_CODE) from None
     globals()["app"] = app  # the process's one app: later lookups do not come here
     return app

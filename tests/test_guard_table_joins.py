@@ -21,7 +21,7 @@ from streamapp.copartition.guard import GuardError, TopicFacts, evaluate, joined
 from streamapp.partitioners.hashes import murmur2
 from streamapp.settings import Settings
 from streamapp.sql.topology import topology
-from streamapp.worker.app import GUARD_EXIT_CODE
+from streamapp.worker.app import REFUSED_EXIT_CODE
 from streamapp.worker.process import WorkerError, WorkerProcess
 
 from workerkit import isolated, produce
@@ -121,7 +121,7 @@ def test_the_worker_under_fail_does_not_start_on_two_tables_of_different_partiti
     settings = isolated(broker_settings, guard_policy="fail").replace(
         statements=plan(tmp_path, left, right).statements)
     worker = WorkerProcess(settings, tmp_path / "worker.log")
-    with pytest.raises(WorkerError, match=f"exited with code {GUARD_EXIT_CODE}"):
+    with pytest.raises(WorkerError, match=f"exited with code {REFUSED_EXIT_CODE}"):
         worker.start(timeout=90)
     log = worker.log()
     assert (f"Worker not started: guard_policy=fail: 1 co-partitioning problem(s): Can't join {left} with {right} "

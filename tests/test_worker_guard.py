@@ -7,7 +7,7 @@ import pytest
 
 from streamapp.kafka.admin import ensure_topics
 from streamapp.settings import Settings
-from streamapp.worker.app import GUARD_EXIT_CODE
+from streamapp.worker.app import REFUSED_EXIT_CODE
 from streamapp.worker.process import WorkerError, WorkerProcess
 
 from workerkit import isolated, make_users, produce, to_json
@@ -35,7 +35,7 @@ def test_fail_policy_stops_the_worker_with_one_line(broker_settings: Settings, t
     settings = isolated(broker_settings, guard_policy="fail")
     ensure_topics(settings.bootstrap_servers, {settings.users_topic: settings.partitions - 2})
     worker = WorkerProcess(settings, tmp_path / "worker.log")
-    with pytest.raises(WorkerError, match=f"exited with code {GUARD_EXIT_CODE}"):
+    with pytest.raises(WorkerError, match=f"exited with code {REFUSED_EXIT_CODE}"):
         worker.start(timeout=90)
     log = worker.log()
     assert (

@@ -32,7 +32,7 @@ from ..sql.topology import PlanError, Topology, topology, worker_refusal
 from . import faust_internals, health
 from .counters import Counters
 from .flow_control import FlowControl
-from .health import GUARD_EXIT_CODE, UNREACHABLE_EXIT_CODE
+from .health import REFUSED_EXIT_CODE, UNREACHABLE_EXIT_CODE
 from .preflight import check_session_timeout, check_transactions, check_worker
 from .tables import JoinTables, configure_window_changelogs
 from .transport import BatchHandler, Transport
@@ -219,7 +219,7 @@ class StreamappApp(faust.App):
                 await check_transactions(settings)
         except StreamappError as exc:
             logger.error("Worker not started: %s", exc)
-            raise SystemExit(GUARD_EXIT_CODE) from None
+            raise SystemExit(REFUSED_EXIT_CODE) from None
         await super().on_first_start()
         loop = asyncio.get_running_loop()
         try:  # Kafka out of reach, a topic Kafka refuses: one line, as for the checks above
@@ -237,7 +237,7 @@ class StreamappApp(faust.App):
         except StreamappError as exc:  # the guard's refusal (GuardError) included
             logger.error("Worker not started: %s", exc)
             # Kafka out of reach: the code of a Kafka gone while running, on which a supervisor restarts the worker
-            raise SystemExit(UNREACHABLE_EXIT_CODE if isinstance(exc, KafkaUnreachable) else GUARD_EXIT_CODE) from None
+            raise SystemExit(UNREACHABLE_EXIT_CODE if isinstance(exc, KafkaUnreachable) else REFUSED_EXIT_CODE) from None
 
     async def on_stop(self) -> None:
         """Faust's stop commits offsets and flushes the producer: with Kafka unreachable the monitor leaves at once

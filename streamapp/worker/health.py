@@ -32,9 +32,10 @@ from . import batch_sender
 
 logger = logging.getLogger(__name__)
 
-#: Exit status of a worker stopped by the co-partitioning guard (``guard_policy=fail``) or refused at its start
-#: (a bad setting), like the CLI's errors; 1 is a crash.
-GUARD_EXIT_CODE = 2
+#: Exit status of a worker refused: at its start (a bad setting, statements it cannot run, topics Kafka refuses,
+#: the co-partitioning guard under ``guard_policy=fail``) or by a re-check while it runs; like the CLI's errors.
+#: 1 is a crash.
+REFUSED_EXIT_CODE = 2
 #: Exit status of a worker that gave up on Kafka.
 UNREACHABLE_EXIT_CODE = 3
 #: Exit status of a worker that could not write a topic for ``output_failure_exit``, or was stopped meanwhile.

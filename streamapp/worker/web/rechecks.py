@@ -28,7 +28,7 @@ from ...copartition.doctor_pairs import diagnose_worker
 from ...errors import StreamappError
 from ...settings import Settings
 from .. import faust_internals
-from ..health import GUARD_EXIT_CODE
+from ..health import REFUSED_EXIT_CODE
 
 if TYPE_CHECKING:
     from ..app import StreamappApp
@@ -315,12 +315,12 @@ async def stop_and_exit(app: StreamappApp) -> None:
     try:
         await asyncio.wait_for(app.stop(), STOP_SECONDS)
     except Exception as exc:  # noqa: BLE001 - leaving anyway: the offsets not committed are read again
-        logger.error("The stop did not finish (%r); exiting with status %d", exc, GUARD_EXIT_CODE)
+        logger.error("The stop did not finish (%r); exiting with status %d", exc, REFUSED_EXIT_CODE)
     finally:
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(GUARD_EXIT_CODE)
+        os._exit(REFUSED_EXIT_CODE)
 
 
 def install(app: StreamappApp) -> Rechecks:
