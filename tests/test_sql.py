@@ -164,6 +164,19 @@ def test_the_seed_is_the_demos_five_statements() -> None:
         "NAME", "AGE", "PRODUCT_ID", "QTY", "UNIT_PRICE", "CHANNEL", "TS"]
 
 
+
+def test_a_seed_output_topic_setting_names_the_whole_topic_whatever_the_output_prefix() -> None:
+    """``merged_topic=foo`` with ``output_prefix=x_`` had been ignored: the worker wrote x_DEMO_USER_ORDERS_MERGED."""
+    from streamapp.settings import Settings
+    from streamapp.sql.topology import topology
+
+    merged = "DEMO_USER_ORDERS_MERGED"
+    assert topology(Settings()).topics[merged] == f"{Settings.output_prefix}{merged}"
+    assert topology(Settings(output_prefix="x_")).topics[merged] == f"x_{merged}"
+    renamed = topology(Settings(output_prefix="x_", merged_topic="foo"))
+    assert renamed.topics[merged] == "foo" and renamed.topics[f"{merged}_REPARTITION"] == f"x_{merged}_REPARTITION"
+    assert topology(Settings(merged_topic="foo")).topics[merged] == "foo"
+
 # ---- formats ----------------------------------------------------------------------------------------------------------
 
 def source(key_type: str, key_format: str = "KAFKA", value_format: str = "JSON", wrap: bool | None = None,

@@ -48,7 +48,8 @@ def load_plan(settings: Settings) -> p.Plan:
 
 
 def seed_renames(settings: Settings) -> dict[str, str]:
-    """Seed topic -> the topic a seed topic setting names instead (only without a ``statements`` file)."""
+    """Seed topic -> the topic a seed topic setting names instead (only without a ``statements`` file).  An output
+    setting's default is the default ``output_prefix`` and the seed's topic: a name given replaces both."""
     if settings.statements:
         return {}
     defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
@@ -365,7 +366,7 @@ class Topology:
         #: app's internal topic (as it is) for a table it re-keys.
         self.topics = {
             s.name: s.topic if s.name not in declared else
-            renames.get(settings.output_prefix + s.topic, settings.output_prefix + s.topic)
+            renames.get(Settings.output_prefix + s.topic, settings.output_prefix + s.topic)
             if s.name in written else self.ksqldb_topics[s.name]
             for s in plan.sources}
         tables: dict[str, Table] = {}
