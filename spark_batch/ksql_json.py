@@ -53,7 +53,7 @@ def _string_key(source: p.Source) -> bool:
 
 def sql_key(source: p.Source, key: Column) -> tuple[Column, Column] | None:
     """(the key's value, whether SQL reads it as the codec does) for a key format and type SQL reads, else None:
-    every type of a KAFKA key (``streamapp.sql.planner.KAFKA_KEY_TYPES``); a BYTES key as its base64 text."""
+    every type of a KAFKA key (``streamapp.sql.declarations.KAFKA_KEY_TYPES``); a BYTES key as its base64 text."""
     if not source.key_columns or source.key_format != "KAFKA":
         return None
     kind = source.key_columns[0].type

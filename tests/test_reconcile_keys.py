@@ -31,7 +31,8 @@ from streamapp.model.records import RecordError
 from streamapp.settings import Settings
 from streamapp.sql.formats import Codec
 from streamapp.sql import plan as sql_plan
-from streamapp.sql.planner import KAFKA_KEY_TYPES, plan_file
+from streamapp.sql.declarations import KAFKA_KEY_TYPES
+from streamapp.sql.planner import plan_file
 from streamapp.sql.topology import topology
 
 from test_reconcile_declared import PARTITIONS, export

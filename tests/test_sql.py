@@ -177,6 +177,16 @@ def test_a_seed_output_topic_setting_names_the_whole_topic_whatever_the_output_p
     assert renamed.topics[merged] == "foo" and renamed.topics[f"{merged}_REPARTITION"] == f"x_{merged}_REPARTITION"
     assert topology(Settings(merged_topic="foo")).topics[merged] == "foo"
 
+
+def test_a_join_on_expressions_of_a_stream_without_a_key_column_is_keyed_by_what_on_joins() -> None:
+    """The synthetic ROWKEY took the left stream's key type, and a stream without one was an IndexError traceback."""
+    plan = plan_text("""
+        CREATE STREAM L (A INT, B INT) WITH (kafka_topic='l', value_format='JSON');
+        CREATE STREAM R (A INT KEY, B INT) WITH (kafka_topic='r', value_format='JSON');
+        CREATE STREAM OUT AS SELECT ROWKEY AS K, L.B, R.B AS RB FROM L JOIN R WITHIN 10 SECONDS ON ABS(L.A) = ABS(R.A);
+    """)
+    assert plan.source("OUT").key_columns == (p.Column("K", "INT"),)
+
 # ---- formats ----------------------------------------------------------------------------------------------------------
 
 def source(key_type: str, key_format: str = "KAFKA", value_format: str = "JSON", wrap: bool | None = None,
