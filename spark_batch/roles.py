@@ -23,7 +23,7 @@ from functools import cached_property
 
 from streamapp.settings import Settings
 from streamapp.sql import plan as p
-from streamapp.sql.topology import Join, Output, Topology, stream_join_key, topology
+from streamapp.sql.topology import Output, StreamTableJoin, Topology, stream_join_key, topology
 
 __all__ = ["DIRECT", "REPARTITION", "Field", "Group", "Pair", "PlanShapeError", "Roles", "SIDES", "SPARK_TYPES",
            "TwoSidedPair", "pair_names", "spark_type"]
@@ -90,7 +90,7 @@ class _Declared:
 class Pair(_Declared):
     """One stream-table join query: its outputs' topics, its stream and table, and the fields of its rows."""
 
-    join: Join
+    join: StreamTableJoin
     stream: p.Source
     table: p.Source
     #: The declared source the table's rows come from (the table itself, or what a CTAS copies).
@@ -278,12 +278,12 @@ class PlanShapeError(ValueError):
     """A join whose output the reconciliation cannot identify rows of; one line naming the query."""
 
 
-def _declared(plan: p.Plan, join: Join) -> p.Query:
+def _declared(plan: p.Plan, join: StreamTableJoin) -> p.Query:
     """The declared query the worker's join runs (the worker may join a re-keyed copy of its table)."""
     return next(q for q in plan.queries if q.name == join.query.name)
 
 
-def _pair(plan: p.Plan, join: Join, name: str) -> Pair:
+def _pair(plan: p.Plan, join: StreamTableJoin, name: str) -> Pair:
     query = _declared(plan, join)
     assert query.right is not None
     stream, table = plan.source(query.left), plan.source(query.right)
@@ -311,7 +311,7 @@ def _pair(plan: p.Plan, join: Join, name: str) -> Pair:
                 tuple(identity), tuple(joined), join_key, time)
 
 
-def pair_names(plan: p.Plan, joins: tuple[Join, ...]) -> dict[str, str]:
+def pair_names(plan: p.Plan, joins: tuple[StreamTableJoin, ...]) -> dict[str, str]:
     """Query name -> pair name (see the module)."""
     declared = [_declared(plan, j) for j in joins]
     placed = {q.name: REPARTITION if _table_input(plan, q.right or "")[1] or q.repartition_right else DIRECT

@@ -87,7 +87,7 @@ class Output:
 
 
 @dataclass(frozen=True)
-class Join(Output):
+class StreamTableJoin(Output):
     """A stream-table join: its stream's topic, and the table it looks rows up in."""
 
     table: Table
@@ -399,15 +399,15 @@ class Topology:
                     rekeyed = rekeyed_source(name, plan.source(query.left), table.source.key_columns[0],
                                              f"{settings.app_id}-{name}", table.source.key_format)
                     rekey = Rekey(query, p.LEFT_SIDE, left, rekeyed, plan.source(query.left))
-                    joins.append(Join(query, rekey.topic, output, ksqldb, table, rekey))
+                    joins.append(StreamTableJoin(query, rekey.topic, output, ksqldb, table, rekey))
                     rekeys.append(rekey)
                 else:
-                    joins.append(Join(query, left, output, ksqldb, table))
+                    joins.append(StreamTableJoin(query, left, output, ksqldb, table))
             else:
                 copies.append(Output(query, left, output, ksqldb))
         #: The tables, one per source a join looks up, in the order the joins name them.
         self.tables: tuple[Table, ...] = tuple(tables.values())
-        self.joins: tuple[Join, ...] = tuple(joins)
+        self.joins: tuple[StreamTableJoin, ...] = tuple(joins)
         #: The table-table joins, each of two of :attr:`tables` (both timestamped).
         self.table_joins: tuple[TableTableJoin, ...] = tuple(table_joins)
         #: The queries that copy a source to another topic (``CREATE TABLE ... AS SELECT``).
@@ -466,6 +466,6 @@ def topology(settings: Settings) -> Topology:
     return Topology(load_plan(settings), settings)
 
 
-__all__ = ["PlanError", "Topology", "Join", "TableTableJoin", "StreamStreamJoin", "Table", "Output", "Rekey", "Rekeyer",
-           "topology", "load_plan", "seed_renames", "rekey_tables", "rekey_streams", "join_repartition", "seed_text",
+__all__ = ["PlanError", "Topology", "StreamTableJoin", "TableTableJoin", "StreamStreamJoin", "Table", "Output", "Rekey",
+           "Rekeyer", "topology", "load_plan", "seed_renames", "rekey_tables", "rekey_streams", "join_repartition", "seed_text",
            "worker_refusal"]
