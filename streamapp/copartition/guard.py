@@ -1,14 +1,14 @@
-"""The co-partitioning guard: will the worker's joins find the users they should?
+"""The co-partitioning guard: will the worker's joins find the rows they should?
 
-A stream-table join looks a key up only in the order's partition, so it is
-correct only when (1) both topics have the same partition count, (2) the table
-keys are the same bytes as the stream keys, and (3) both topics were written
-with the same partitioner.  ksqlDB and Kafka Streams check (1) only; this guard
-checks all three, at worker start and on demand (:func:`check_copartitioning`).
+A join looks a key up only in its record's partition, so each joined pair of topics (a stream-table join's
+stream and table, a table-table or stream-stream join's two sides) is correct only when (1) both have the same
+partition count, (2) their keys are the same bytes, and (3) both were written with the same partitioner.
+ksqlDB and Kafka Streams check (1) only; this guard checks all three for the worker's own joins, at worker start
+and on demand (:func:`check_copartitioning`).  Its key check sees JSON-quoted keys only; the doctor reads every
+key encoding for a whole cluster (docs/explanation/doctor.md, "The guard beside it").
 
-The checks are pure functions of facts (partition counts, key serializers,
-fingerprints), so they are tested without a broker; :func:`gather` is the thin
-part that reads the facts from Kafka.
+The checks are pure functions of facts (partition counts, key serializers, fingerprints), so they are tested
+without a broker; :func:`gather` is the thin part that reads the facts from Kafka.
 """
 from __future__ import annotations
 
