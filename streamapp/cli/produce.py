@@ -20,7 +20,6 @@ from ..settings import KAFKA_SECURITY_FLAGS, Settings, add_arguments, env_name
 #: From this many messages on, a progress bar shows (small runs print instantly).
 PROGRESS_FROM = 1000
 DEFAULTS = Settings()
-#: librdkafka's seven partitioners, in the original demo's order.
 #: librdkafka's partitioners, by its names (the demo's producer is confluent-kafka's).
 PARTITIONER_CHOICES = LIBRDKAFKA_NAMES
 

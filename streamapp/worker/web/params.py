@@ -16,7 +16,7 @@ from ...sql import plan as p
 from ...sql.formats import Codec, reader
 from ..window_stores import MAX_TIME, MIN_TIME
 
-#: Largest page ``/users`` returns; a bigger ``limit`` is refused, not silently clipped.
+#: Largest page ``/tables/{table}`` returns; a bigger ``limit`` is refused, not silently clipped.
 MAX_LIMIT = 500
 DEFAULT_LIMIT = 50
 #: Largest partition count the calculator accepts (Kafka's practical ceiling per topic).
