@@ -44,7 +44,7 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 
-from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan, query_application_id
+from streamapp.kafka.ksql_equivalent import KsqlEquivalent, cluster_plan, query_application_id
 from streamapp.kafka.admin import describe, ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.kafka.reader import TopicReader

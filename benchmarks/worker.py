@@ -330,7 +330,7 @@ def bench_streams(base: Settings, tmp: Path, users: list[tuple[bytes, bytes]],
                   orders: list[tuple[bytes, bytes]]) -> Rate:
     """Kafka Streams running the seed's plan as ksqlDB runs it (``streamapp ksql-equivalent --statements``: one
     application per query), timed like the worker: loaded first, then the clock over its two join outputs."""
-    from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan
+    from streamapp.kafka.ksql_equivalent import KsqlEquivalent, cluster_plan
 
     settings = isolated(base, app_id=f"ks-{uuid.uuid4().hex[:8]}")
     ensure_topics(settings.bootstrap_servers, {settings.users_topic: settings.partitions,

@@ -219,7 +219,7 @@ def produce_with_ksql_equivalent(bootstrap: str, topics: dict[str, str], scenari
     late ones, written once the program has joined every order.  The program's
     records must be the ksqlDB records the scenario predicts (key, JSON value, partition, timestamp).
     """
-    from streamapp.demo.ksql_equivalent import KsqlEquivalent
+    from streamapp.kafka.ksql_equivalent import KsqlEquivalent
 
     n = scenario.partitions
     users = scenario.records["users"]

@@ -189,7 +189,7 @@ def test_the_worker_and_kafka_streams_agree_record_for_record_on_the_declared_jo
     """customers × payments declared only in SQL, run by both engines on the broker: the worker writes
     streamapp_<topic>, Kafka Streams (PlanStreams, one application per query) ksqlDB's own topics; the same
     records, the direct join's misses included."""
-    from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan
+    from streamapp.kafka.ksql_equivalent import KsqlEquivalent, cluster_plan
 
     declared = declare(broker_settings, tmp_path, STATEMENTS, "both")
     tag, settings = declared.tag, declared.settings

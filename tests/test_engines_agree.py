@@ -26,7 +26,7 @@ from typing import Any, Iterable
 import pytest
 from confluent_kafka import Producer
 
-from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan, query_application_id
+from streamapp.kafka.ksql_equivalent import KsqlEquivalent, cluster_plan, query_application_id
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.reader import TopicReader
 from streamapp.model.dead_letters import from_record

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable
 import pytest
 from confluent_kafka import Producer
 
-from streamapp.demo.ksql_equivalent import KsqlEquivalent, KsqlEquivalentError, cluster_plan
+from streamapp.kafka.ksql_equivalent import KsqlEquivalent, KsqlEquivalentError, cluster_plan
 from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.kafka.reader import TopicReader
 from streamapp.partitioners.hashes import murmur2

@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from streamapp.demo.ksql_equivalent import KsqlEquivalent
+from streamapp.kafka.ksql_equivalent import KsqlEquivalent
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess
 from workerkit import DAY_START_MS, make_users, produce

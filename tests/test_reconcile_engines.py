@@ -24,7 +24,7 @@ import pytest
 
 from spark_batch.reconcile import main
 from spark_batch.options import SEED_FLAGS
-from streamapp.demo.ksql_equivalent import KsqlEquivalent
+from streamapp.kafka.ksql_equivalent import KsqlEquivalent
 from streamapp.kafka.admin import ensure_topics
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess

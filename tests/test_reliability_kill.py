@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from spark_batch.reconcile import main as reconcile_main
-from streamapp.demo.ksql_equivalent import KsqlEquivalent
+from streamapp.kafka.ksql_equivalent import KsqlEquivalent
 from streamapp.kafka.admin import ensure_topics
 from streamapp.settings import Settings
 from streamapp.worker.process import WorkerProcess

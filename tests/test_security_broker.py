@@ -27,7 +27,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from streamapp.demo.ksql_equivalent import KsqlEquivalent
+from streamapp.kafka.ksql_equivalent import KsqlEquivalent
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, free_port
 from streamapp.kafka.reader import TopicReader

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from javatools import compile_java
 
-from streamapp.demo.ksql_equivalent import properties_text
+from streamapp.kafka.ksql_equivalent import properties_text
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker
 from streamapp.kafka.reader import key_partitions, read_topic

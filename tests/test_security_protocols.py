@@ -21,7 +21,7 @@ import pytest
 from javatools import compile_java
 
 from streamapp.cli import main
-from streamapp.demo.ksql_equivalent import properties_text
+from streamapp.kafka.ksql_equivalent import properties_text
 from streamapp.kafka.admin import ensure_topics
 from streamapp.kafka.broker import EmbeddedBroker, make_secrets
 from streamapp.kafka.reader import key_partitions, read_topic

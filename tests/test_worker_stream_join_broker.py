@@ -97,7 +97,7 @@ def predicted(plan: Plan, tag: str, n: int, upto: int) -> list[tuple[Any, ...]]:
 def test_a_windowed_left_join_runs_as_the_test_runner_predicts_and_as_kafka_streams_does_and_reconciles(
         broker_settings: Settings, spark: Any, tmp_path: Path) -> None:
     from spark_batch.reconcile import main
-    from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan, query_application_id
+    from streamapp.kafka.ksql_equivalent import KsqlEquivalent, cluster_plan, query_application_id
     from streamapp.sql.formats import Codec
 
     declared = declare(broker_settings, tmp_path, STATEMENTS, "ss", data_dir=str(tmp_path / "data-1"))

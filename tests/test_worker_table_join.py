@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from streamapp.cli import main
-from streamapp.demo.ksql_equivalent import cluster_plan
+from streamapp.kafka.ksql_equivalent import cluster_plan
 from streamapp.settings import Settings
 from streamapp.sql import plan as p
 from streamapp.sql.topology import topology, worker_refusal

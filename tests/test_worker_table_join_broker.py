@@ -168,7 +168,7 @@ def verdicts(final: dict[Any, list[tuple[Any, ...]]], n: int) -> dict[int, tuple
 
 def test_a_table_table_join_runs_as_the_test_runner_predicts_and_as_kafka_streams_does_across_a_restart(
         broker_settings: Settings, spark: Any, tmp_path: Path) -> None:
-    from streamapp.demo.ksql_equivalent import KsqlEquivalent, cluster_plan
+    from streamapp.kafka.ksql_equivalent import KsqlEquivalent, cluster_plan
 
     tag = uuid.uuid4().hex[:8]
     statements = tmp_path / "tables.sql"

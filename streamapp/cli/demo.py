@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator
 from rich.console import Console
 from rich.table import Table
 
-from ..demo.ksql_equivalent import KsqlEquivalent
+from ..kafka.ksql_equivalent import KsqlEquivalent
 from ..demo.producer import ProduceError
 from ..demo.report import FAUST, KAFKA_STREAMS, join_title
 from ..demo.run import ProduceOptions, ProduceRun

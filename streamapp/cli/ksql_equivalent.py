@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..demo.ksql_equivalent import FAILED_MARK, KsqlEquivalent, KsqlEquivalentError, cluster_plan
+from ..kafka.ksql_equivalent import FAILED_MARK, KsqlEquivalent, KsqlEquivalentError, cluster_plan
 from ..kafka.child import run_until, stop_on_signals
 from ..settings import Settings, add_arguments, ensure_directory, env_name
 

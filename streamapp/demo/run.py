@@ -19,7 +19,7 @@ from ..settings import Settings
 from ..sql.formats import Codec
 from .data import Row, encode, key_text, make_stream, make_table
 from .endpoints import Endpoint, check_http, check_kafka, validate_http_url
-from .ksql_equivalent import query_application_id
+from ..kafka.ksql_equivalent import query_application_id
 from .ksqldb import KsqlDBClient, ksqldb_names, ksqldb_statements
 from .producer import Progress, ProduceError, insert_rows, produce_stream, produce_table
 from .report import (FAUST, KAFKA_STREAMS, KSQLDB, Columns, JoinResults, MatchReport, join_results,

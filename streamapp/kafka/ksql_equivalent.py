@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import StreamappError
-from ..kafka.admin import TopicError, describe, ensure_topics
-from ..kafka.child import ChildProcess
-from ..kafka.jvm import JvmError, classpath, java
-from ..kafka.security import java_properties
-from ..kafka.streams_runner import MODULE
 from ..settings import Settings
 from ..sql.plan import Plan
 from ..sql.topology import load_plan, seed_renames
+from .admin import TopicError, describe, ensure_topics
+from .child import ChildProcess
+from .jvm import JvmError, classpath, java
+from .security import java_properties
+from .streams_runner import MODULE
 
 #: The program that runs a declared plan's queries, one Kafka Streams application each.
 PLAN_MAIN_CLASS = "io.streamapp.ksql.PlanStreams"
