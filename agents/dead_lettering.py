@@ -32,7 +32,7 @@ from streamapp.worker.batch_sender import NOT_THE_TOPIC, BatchSender, OnFailure,
 from streamapp.worker.faust_internals import ack_all, aiokafka_producer
 from streamapp.worker.health import quiet_repeats
 from streamapp.worker.tables import RowWrites
-from streamapp.worker.transport import Record
+from streamapp.worker.transport import ConsumerRecord
 
 logger = logging.getLogger(__name__)
 #: Each dead letter written: a burst of bad records is one WARNING per reason a minute, noting how many more were
@@ -155,8 +155,8 @@ class DeadLettering:
                     self._limits = limits
         return self._limits
 
-    async def handle(self, batches: Mapping[TP, Sequence[Record]], check: Callable[[int, Record], P],
-                     write: Callable[[int, Record, P], None], sender: BatchSender[Record],
+    async def handle(self, batches: Mapping[TP, Sequence[ConsumerRecord]], check: Callable[[int, ConsumerRecord], P],
+                     write: Callable[[int, ConsumerRecord, P], None], sender: BatchSender[ConsumerRecord],
                      rows: Sequence[RowWrites] = (), producer: Any = None,
                      before_send: Callable[[], None] | None = None) -> None:
         """A fetch's batch: ``check(partition, msg)`` every message in the net (its failure is its dead letter),
@@ -185,7 +185,7 @@ class DeadLettering:
             ack_all(consumer, tp, messages)
 
     def sender(self, on_sent: OnSent | None = None, producer: Any = None,
-               on_failure: OnFailure | None = None) -> BatchSender[Record]:
+               on_failure: OnFailure | None = None) -> BatchSender[ConsumerRecord]:
         """A fetch's batch sender on Faust's producer (or ``producer``), whose refused batches' records become
         dead letters (by default at once, through Faust's producer)."""
         app = self.app
@@ -193,7 +193,7 @@ class DeadLettering:
                            app.partition_counts, on_failure=on_failure or self.refused, on_sent=on_sent,
                            deliveries=app.kafka_monitor.deliveries)
 
-    async def send(self, msg: Record, error: BaseException, producer: Any = None) -> None:
+    async def send(self, msg: ConsumerRecord, error: BaseException, producer: Any = None) -> None:
         """The record, byte for byte where it fits, to the dead-letter topic with the reason; counted and logged.
 
         Too large for the dead-letter topic, it is cut down (:meth:`DeadLetter.fitted`);
@@ -235,7 +235,7 @@ class DeadLettering:
             return
         _log_lost(letter, "the producer refused it even without payload")
 
-    def refused(self, topic: str, partition: int, sources: list[Record], error: BaseException) -> None:
+    def refused(self, topic: str, partition: int, sources: list[ConsumerRecord], error: BaseException) -> None:
         """BatchSender's ``on_failure``: the orders of a batch the broker refused become dead letters, unless its
         commits are held for it (:func:`letters_for_refusal`)."""
         if not letters_for_refusal(error, self.app.settings.processing_guarantee):
@@ -247,7 +247,7 @@ class DeadLettering:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def refused_in(self, producer: Any, topic: str, partition: int, sources: list[Record],
+    async def refused_in(self, producer: Any, topic: str, partition: int, sources: list[ConsumerRecord],
                          error: BaseException) -> None:
         """exactly_once: the orders of a refused batch become dead letters in the transaction of ``producer``;
         a batch refused for the cluster's reason (not its records') raises it: the transaction is redone."""
@@ -255,7 +255,7 @@ class DeadLettering:
             raise error
         await self._send_all(sources, _refused_error(topic, partition, error), producer)
 
-    async def _send_all(self, sources: list[Record], error: RecordError, producer: Any = None) -> None:
+    async def _send_all(self, sources: list[ConsumerRecord], error: RecordError, producer: Any = None) -> None:
         for msg in sources:
             try:
                 await self.send(msg, error, producer)
@@ -263,7 +263,7 @@ class DeadLettering:
                 _log_lost(letter_of(msg, error.reason, "value"), f"sending failed ({exc!r})")
 
 
-def letter_of(msg: Record, reason: str, field: str | None) -> DeadLetter:
+def letter_of(msg: ConsumerRecord, reason: str, field: str | None) -> DeadLetter:
     """The whole record as a dead letter: key, value, headers and timestamp (-1 when it had none)."""
     return DeadLetter(msg.topic, msg.partition, msg.offset, msg.key, msg.value, reason, field,
                       original_headers=tuple(msg.headers or ()),

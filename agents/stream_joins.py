@@ -21,7 +21,7 @@ from faust.types import TP
 
 from streamapp.partitioners.sticky import NullKeyPartitions
 from streamapp.sql import plan as p
-from streamapp.sql.engine import Record as EngineRecord
+from streamapp.sql.engine import Record
 from streamapp.sql.stream_join import JoinState, StreamJoin
 from streamapp.sql.topology import StreamStreamJoin
 from streamapp.worker.app import StreamappApp
@@ -29,7 +29,7 @@ from streamapp.worker.faust_internals import partition_db
 from streamapp.worker.batch_sender import BatchSender
 from streamapp.worker.transactions import OpenTransaction, Transactions, in_transactions
 from streamapp.worker.transactions import install as transactions_install
-from streamapp.worker.transport import Handler, InOrder, Record
+from streamapp.worker.transport import ConsumerRecord, Handler, InOrder
 from streamapp.worker.window_stores import (META, Change, RocksOuter, RocksWindow, Writes, key_bytes_of,
                                             read_stream_times, stream_times_value)
 
@@ -177,7 +177,7 @@ class StreamJoinRun:
         #: A partition whose stores could not be put back: not trusted at its next open (a wipe, a restore).
         self._distrust = app.join_tables.clean_stops.distrust
 
-    def process(self, topic: str, partition: int, msg: Record) -> Written:
+    def process(self, topic: str, partition: int, msg: ConsumerRecord) -> Written:
         """What a record of ``topic`` writes (RecordError when the engine cannot read it); the stores are updated."""
         state = self._states.get(partition)
         if state is None:
@@ -185,7 +185,7 @@ class StreamJoinRun:
                                                          self._changes_of(partition), self._record).open()
             state.min_time, state.next_emit = self._looks.get(partition, (state.min_time, state.next_emit))
         self.engine.state = state
-        outputs = self.engine.process(EngineRecord(self.engine_topic[topic], msg.key, msg.value, msg.timestamp,
+        outputs = self.engine.process(Record(self.engine_topic[topic], msg.key, msg.value, msg.timestamp,
                                                    partition, msg.offset))
         return [(self.output, o.record.key, o.record.value, o.record.timestamp) for o in outputs]
 
@@ -293,7 +293,7 @@ def install_group(app: StreamappApp, dead_letters: DeadLettering, topics: Sequen
     group = [run for run in runs if set(run.engine_topic) & set(topics)]
     changelogs = {id(t): t.changelog_topic.get_topic_name() for run in group for t in run.tables}
 
-    async def handle(batches: Mapping[TP, Sequence[Record]] | InOrder, sender: BatchSender[Record],
+    async def handle(batches: Mapping[TP, Sequence[ConsumerRecord]] | InOrder, sender: BatchSender[ConsumerRecord],
                      producer: Any = None) -> None:
         """The records of ``batches`` joined, their outputs and the stores' changes sent through ``sender``."""
         checks = OutputChecks(await dead_letters.size_limits(), [run.output for run in group],
@@ -303,7 +303,7 @@ def install_group(app: StreamappApp, dead_letters: DeadLettering, topics: Sequen
         written_to: Counter[tuple[str, int]] = Counter()  # outputs by (output, source partition)
         flushed = False  # the stores' changes added to the send (before_send)
 
-        def check(partition: int, msg: Record) -> tuple[Written, int]:
+        def check(partition: int, msg: ConsumerRecord) -> tuple[Written, int]:
             theirs = mine[msg.topic]
             marks = [run.mark(partition) for run in theirs]
             written: Written = []
@@ -327,7 +327,7 @@ def install_group(app: StreamappApp, dead_letters: DeadLettering, topics: Sequen
                 run.keep(partition)
             return written, late
 
-        def write(partition: int, msg: Record, checked: tuple[Written, int]) -> None:
+        def write(partition: int, msg: ConsumerRecord, checked: tuple[Written, int]) -> None:
             written, late = checked
             if late:
                 counters.record_late(msg.topic, partition, late)
@@ -368,18 +368,18 @@ def install_group(app: StreamappApp, dead_letters: DeadLettering, topics: Sequen
                     changelog(left, handed)
                     await left.send()
 
-    def changelog(sender: BatchSender[Record], handed: list[tuple[faust.Table, int, list[Change]]]) -> None:
+    def changelog(sender: BatchSender[ConsumerRecord], handed: list[tuple[faust.Table, int, list[Change]]]) -> None:
         """The stores' changes (:meth:`StreamJoinRun.changelogs`) to their changelogs, a changelog partition's at once."""
         now = int(time.time() * 1000)  # the changelog records' time: the call's (a few milliseconds)
         for table, partition, changes in handed:
             sender.add_all(changelogs[id(table)], partition, ((key, value) for _, _, key, value in changes), now)
 
-    async def handle_fetch(batches: Mapping[TP, Sequence[Record]] | InOrder) -> None:
+    async def handle_fetch(batches: Mapping[TP, Sequence[ConsumerRecord]] | InOrder) -> None:
         if transactions is None:
             await handle(batches, dead_letters.sender())
             return
 
-        async def in_transaction(tp: TP, messages: Sequence[Record], txn: OpenTransaction) -> None:
+        async def in_transaction(tp: TP, messages: Sequence[ConsumerRecord], txn: OpenTransaction) -> None:
             """The outputs, dead letters and the stores' changelogs in the transaction of the partition (both
             sides'), which commits the offsets; Faust's recovery of such a changelog:
             :func:`~streamapp.worker.faust_internals.past_markers`."""
@@ -409,7 +409,7 @@ def transaction_groups(runs: Sequence[StreamJoinRun]) -> list[tuple[str, ...]]:
     return [tuple(sorted(group)) for group in groups]
 
 
-def _event_time(runs: Sequence[StreamJoinRun]) -> Callable[[Record], int]:
+def _event_time(runs: Sequence[StreamJoinRun]) -> Callable[[ConsumerRecord], int]:
     """A record's event time, by the side its topic is of (a topic's first join's reader): its value is decoded
     for it only where the stream takes its time from a column (``TIMESTAMP=``), else it is the record's."""
     readers: dict[str, Any] = {}
@@ -418,7 +418,7 @@ def _event_time(runs: Sequence[StreamJoinRun]) -> Callable[[Record], int]:
         readers.setdefault(run.join.right_topic, run.engine.right)
     timed = {topic for topic, reader in readers.items() if reader.source.timestamp is not None}
 
-    def event_time(msg: Record) -> int:
+    def event_time(msg: ConsumerRecord) -> int:
         if msg.topic not in timed:
             return msg.timestamp
         try:

@@ -23,7 +23,7 @@ from streamapp.worker.app import StreamappApp
 from streamapp.worker.tables import RowLookup
 from streamapp.worker.transactions import OpenTransaction, in_transactions
 from streamapp.worker.transactions import install as transactions_install
-from streamapp.worker.transport import Handler, Record
+from streamapp.worker.transport import ConsumerRecord, Handler
 
 from .dead_lettering import DeadLettering, OutputChecks
 
@@ -51,7 +51,7 @@ class StreamReader:
         self.reader, self.rekeyed = Reader(source), rekeyed
         self.time_field = source.timestamp or "timestamp"
 
-    def row(self, msg: Record) -> Row:
+    def row(self, msg: ConsumerRecord) -> Row:
         """The record's row; RecordError when it cannot be read, or has no value (ksqlDB ignores it)."""
         _, row = self.reader.read(msg.key, msg.value, msg.timestamp)
         if row is None:
@@ -66,7 +66,7 @@ class StreamReader:
             raise RecordError(f"field {ROWTIME!r} is missing: not a record this worker re-keyed", ROWTIME)
         return columns, timestamp
 
-    def event_time(self, msg: Record) -> int:
+    def event_time(self, msg: ConsumerRecord) -> int:
         """A record's event time, for the transport's order; the record timestamp for one that does not decode."""
         try:
             return self.row(msg)[1]
@@ -104,12 +104,12 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
     #: A miss's cause costs lookups in the table's other partitions: measured for the metrics only.
     classify = app.settings.metrics
 
-    async def join_records(batches: Mapping[TP, Sequence[Record]]) -> None:
+    async def join_records(batches: Mapping[TP, Sequence[ConsumerRecord]]) -> None:
         checks = OutputChecks(await dead_letters.size_limits(),
                               [output for output, _, _ in joins] + [rekey.topic for rekey, _ in rekeys],
                               int(time.time() * 1000))
 
-        def join(partition: int, msg: Record) -> Joined:
+        def join(partition: int, msg: ConsumerRecord) -> Joined:
             if msg.value is None and ignores_null:  # on to the join, where it moves stream time (Rekeyer.null_value)
                 try:
                     return msg.timestamp, [(rekey.topic, rekey.null_value(msg.key), None, None)
@@ -136,7 +136,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                 joined.append((output, out_key, value, result))
             return row[1], joined
 
-        def write(partition: int, msg: Record, checked: Joined) -> None:
+        def write(partition: int, msg: ConsumerRecord, checked: Joined) -> None:
             timestamp, joined = checked
             counters.record_read(topic, partition)
             for output, key, value, result in joined:
@@ -158,7 +158,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
             await dead_letters.handle(batches, join, write, sender)
             return
 
-        async def in_transaction(tp: TP, messages: Sequence[Record], txn: OpenTransaction) -> None:
+        async def in_transaction(tp: TP, messages: Sequence[ConsumerRecord], txn: OpenTransaction) -> None:
             nonlocal sender  # each partition's outputs, dead letters and offset in its transaction
             sender = dead_letters.sender(producer=txn.producer, on_failure=txn.on_failure)
             await dead_letters.handle({tp: messages}, join, write, sender, producer=txn.producer)

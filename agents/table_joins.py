@@ -13,15 +13,14 @@ from typing import Any, Callable, Sequence
 import faust
 
 from streamapp.sql import plan as p
-from streamapp.sql.engine import Record as EngineRecord
-from streamapp.sql.engine import Row
+from streamapp.sql.engine import Record, Row
 from streamapp.sql.formats import Codec
 from streamapp.sql.table_join import TableJoin
 from streamapp.sql.topology import TableTableJoin
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.faust_internals import partition_db
 from streamapp.worker.tables import RowLookup, RowWrites
-from streamapp.worker.transport import Record
+from streamapp.worker.transport import ConsumerRecord
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ class JoinSide:
         #: This fetch's rows of this side by (partition, key bytes), not in RocksDB yet (None: deleted).
         self._pending: dict[tuple[int, bytes], Row | None] = {}
 
-    def update(self, partition: int, msg: Record, key: Any) -> tuple[Written, bytes | None]:
+    def update(self, partition: int, msg: ConsumerRecord, key: Any) -> tuple[Written, bytes | None]:
         """What an update (``msg``, whose decoded key is ``key``) writes, and the other side's key bytes when it
         has no row there (a miss), else None; RecordError when the engine cannot write it."""
         held = (partition, msg.key)  # type: ignore[index]
@@ -55,7 +54,7 @@ class JoinSide:
         other = self.other.get(partition, other_key)
         self.engine.tables = {self.side: {} if old is None else {key: old},
                               self._other_side: {} if other is None else {key: other}}
-        outputs = self.engine.process(EngineRecord(self._topic, msg.key, msg.value, msg.timestamp, partition,
+        outputs = self.engine.process(Record(self._topic, msg.key, msg.value, msg.timestamp, partition,
                                                    msg.offset))
         written = [(self.output, o.record.key, o.record.value, o.record.timestamp) for o in outputs]
         return written, other_key if other is None else None

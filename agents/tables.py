@@ -14,14 +14,13 @@ from typing import Mapping, Sequence
 from faust.types import TP
 
 from streamapp.sql import plan as p
-from streamapp.sql.engine import Query, Reader, null_table_key
-from streamapp.sql.engine import Record as EngineRecord
+from streamapp.sql.engine import Query, Reader, Record, null_table_key
 from streamapp.sql.topology import Output
 from streamapp.worker.app import StreamappApp
 from streamapp.worker.tables import RowWrites, table_row
 from streamapp.worker.transactions import OpenTransaction, in_transactions
 from streamapp.worker.transactions import install as transactions_install
-from streamapp.worker.transport import Handler, Record
+from streamapp.worker.transport import ConsumerRecord, Handler
 
 from .dead_lettering import DeadLettering, OutputChecks
 from .table_joins import UndoLog, sides_of
@@ -70,7 +69,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
         transactions.on_ended = undo.ended
     classify = app.settings.metrics
 
-    async def load(batches: Mapping[TP, Sequence[Record]]) -> None:
+    async def load(batches: Mapping[TP, Sequence[ConsumerRecord]]) -> None:
         rows = [RowWrites(table) for table in loaded]
         changelogs = [r.changelog for r in rows]
         checks = OutputChecks(await dead_letters.size_limits(), (*changelogs, *(c.output for c, _ in copies),
@@ -84,7 +83,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
 
         sender = changelog_sender = dead_letters.sender(on_sent=on_sent)
 
-        def check(partition: int, msg: Record) -> Checked:
+        def check(partition: int, msg: ConsumerRecord) -> Checked:
             value = written.take(msg.key, msg.value) if written_here else None
             row = None
             if value is not None:  # this worker wrote it: its row's bytes are known
@@ -113,7 +112,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                     copied = [(out_key, out_value)]
                 else:
                     copied = [(o.record.key, o.record.value) for o in query.process(
-                        EngineRecord(source.topic, msg.key, msg.value, msg.timestamp))]
+                        Record(source.topic, msg.key, msg.value, msg.timestamp))]
                 for out_key, out_value in copied:
                     checks.check_size(copy.output, out_key, out_value,
                                       "copied row" if out_value is not None else "copied tombstone")
@@ -125,7 +124,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                 side.wrote(partition, msg.key, row)
             return timestamp, value, outputs, misses
 
-        def write(partition: int, msg: Record, checked: Checked) -> None:
+        def write(partition: int, msg: ConsumerRecord, checked: Checked) -> None:
             timestamp, value, outputs, misses = checked
             if undo is not None and msg.key is not None:
                 undo.touch(partition, msg.key)
@@ -146,7 +145,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
                     counters.record_miss(side.output, partition, side.other.miss_cause(partition, missed)
                                          if classify else "unclassified")
 
-        async def in_transaction(tp: TP, messages: Sequence[Record], txn: OpenTransaction) -> None:
+        async def in_transaction(tp: TP, messages: Sequence[ConsumerRecord], txn: OpenTransaction) -> None:
             """The outputs, dead letters and the tables' changelog records in the transaction, which commits the
             offset: a dropped one's rows are never restored (read_committed; Faust's recovery of a changelog ending
             in a commit marker: :func:`~streamapp.worker.faust_internals.past_markers`)."""
@@ -166,7 +165,7 @@ def install_topic(app: StreamappApp, dead_letters: DeadLettering, topic: str) ->
 
     written_here = any(copy.output == topic for copy in topology.copies) and not sides  # a side needs the row
 
-    def event_time(msg: Record) -> int:
+    def event_time(msg: ConsumerRecord) -> int:
         """A record's event time: its ``TIMESTAMP`` column, else the record timestamp (for the transport's order)."""
         if source.timestamp is None:
             return msg.timestamp

@@ -19,7 +19,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-from aiokafka.structs import ConsumerRecord
+from aiokafka.structs import ConsumerRecord  # a fetched record as aiokafka returns it (timestamp in ms)
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 
@@ -28,10 +28,8 @@ from . import faust_internals
 
 logger = logging.getLogger(__name__)
 
-#: A batch topic's fetched record as aiokafka returns it (``timestamp`` in ms): no Faust message is built for it.
-Record = ConsumerRecord
 #: Handles one fetch's records of a topic, by partition in offset order; acks them once it is done with them.
-BatchHandler = Callable[[Mapping[TP, Sequence[Record]]], Awaitable[None]]
+BatchHandler = Callable[[Mapping[TP, Sequence[ConsumerRecord]]], Awaitable[None]]
 T = TypeVar("T")
 K = TypeVar("K")
 #: Most messages handed to a handler in one call: between calls the event loop runs (the web views, heartbeats),
@@ -49,7 +47,7 @@ MAX_HELD = 20_000
 HELD_RECHECK_S = 0.05
 
 
-def record_time(record: Record) -> int:
+def record_time(record: ConsumerRecord) -> int:
     """A record's timestamp in milliseconds, as the broker stored it."""
     return record.timestamp
 
@@ -67,7 +65,7 @@ class Handler:
 
     handle: BatchHandler
     table: bool = False
-    event_time: Callable[[Record], int] = record_time
+    event_time: Callable[[ConsumerRecord], int] = record_time
     #: Handlers of several stream topics sharing a ``joint`` name take a fetch's records of them all in one call
     #: (to the handler of the topic met first), each partition's merged in event-time order (an :class:`InOrder`):
     #: a windowed join's two sides interleaved in time would otherwise be calls of one or two records, each waiting
@@ -76,7 +74,7 @@ class Handler:
     #: Most records a call takes (:data:`CALL_SIZE` unless the handler's records cost much more than a lookup).
     call_size: int = CALL_SIZE
 
-    async def __call__(self, batches: Mapping[TP, Sequence[Record]]) -> None:
+    async def __call__(self, batches: Mapping[TP, Sequence[ConsumerRecord]]) -> None:
         await self.handle(batches)
 
 
@@ -84,13 +82,13 @@ class InOrder:
     """A joint handler's call (:attr:`Handler.joint`): (partition, records of it) runs in processing order, where a
     partition comes again for each run; read as a batch is (:meth:`items`, :meth:`values`)."""
 
-    def __init__(self, runs: list[tuple[TP, Sequence[Record]]]) -> None:
+    def __init__(self, runs: list[tuple[TP, Sequence[ConsumerRecord]]]) -> None:
         self.runs = runs
 
-    def items(self) -> list[tuple[TP, Sequence[Record]]]:
+    def items(self) -> list[tuple[TP, Sequence[ConsumerRecord]]]:
         return self.runs
 
-    def values(self) -> list[Sequence[Record]]:
+    def values(self) -> list[Sequence[ConsumerRecord]]:
         return [records for _, records in self.runs]
 
     def __len__(self) -> int:
@@ -176,7 +174,7 @@ class HeldBack:
     """
 
     def __init__(self) -> None:
-        self.records: dict[TP, list[Record]] = {}
+        self.records: dict[TP, list[ConsumerRecord]] = {}
         #: (joint, partition) -> when its records began waiting for a partner with none at hand (monotonic seconds).
         self.waiting: dict[tuple[str, int], float] = {}
         #: The groups whose wait :meth:`_waited_out` gave up, warned of once until their partner shows up.
@@ -186,13 +184,13 @@ class HeldBack:
         #: When the consumer's end of each partition was last told as its records came: a 0 lag told no later is stale.
         self.brought: dict[TP, float] = {}
 
-    def take(self, fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchHandler],
-             lag: Callable[[TP], tuple[int | None, float]], now: float | None = None) -> dict[TP, Sequence[Record]]:
+    def take(self, fetched: Mapping[TP, Sequence[ConsumerRecord]], handlers: Mapping[str, BatchHandler],
+             lag: Callable[[TP], tuple[int | None, float]], now: float | None = None) -> dict[TP, Sequence[ConsumerRecord]]:
         """``fetched`` with the records held before it, less those held now; ``lag(tp)``: how many offsets of
         ``tp`` a fetch can still bring (0: at its end or not assigned here; None: not known yet) and when that was
         told (comparable with itself only)."""
         now = time.monotonic() if now is None else now
-        merged: dict[TP, Sequence[Record]] = {  # a fetch's records copied only where some were held before them
+        merged: dict[TP, Sequence[ConsumerRecord]] = {  # a fetch's records copied only where some were held before them
             tp: [*self.records.pop(tp), *fetched.get(tp, ())] if tp in self.records else fetched[tp]
             for tp in dict.fromkeys([*self.records, *fetched])}
         topics: dict[str, list[str]] = {}
@@ -273,8 +271,8 @@ class HeldBack:
         return firsts, paused
 
 
-def rounds(fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchHandler]
-           ) -> list[list[tuple[str, dict[TP, Sequence[Record]] | InOrder]]]:
+def rounds(fetched: Mapping[TP, Sequence[ConsumerRecord]], handlers: Mapping[str, BatchHandler]
+           ) -> list[list[tuple[str, dict[TP, Sequence[ConsumerRecord]] | InOrder]]]:
     """A fetch's batch messages as handler calls: rounds of (topic, messages by partition), in processing order.
 
     Round i holds the i-th run (:func:`event_time_runs`) of every partition number;
@@ -285,18 +283,18 @@ def rounds(fetched: Mapping[TP, Sequence[Record]], handlers: Mapping[str, BatchH
     record is among them to be ordered against.  A joint handler's topics (:attr:`Handler.joint`)
     make one call of the first round: each partition's runs of them, in order (an :class:`InOrder`).
     """
-    by_partition: dict[int, list[tuple[TP, Sequence[Record]]]] = {}
+    by_partition: dict[int, list[tuple[TP, Sequence[ConsumerRecord]]]] = {}
     for tp, messages in fetched.items():
         by_partition.setdefault(tp.partition, []).append((tp, messages))
 
     def is_table(tp: TP) -> bool:
         return bool(getattr(handlers[tp.topic], "table", False))
 
-    def time_of(tp: TP, record: Record) -> int:
+    def time_of(tp: TP, record: ConsumerRecord) -> int:
         return getattr(handlers[tp.topic], "event_time", record_time)(record)
 
-    result: list[dict[str, dict[TP, Sequence[Record]] | InOrder]] = []
-    joint: dict[str, tuple[str, list[tuple[TP, Sequence[Record]]]]] = {}
+    result: list[dict[str, dict[TP, Sequence[ConsumerRecord]] | InOrder]] = []
+    joint: dict[str, tuple[str, list[tuple[TP, Sequence[ConsumerRecord]]]]] = {}
 
     def joint_of(tp: TP) -> str | None:
         return getattr(handlers[tp.topic], "joint", None)
@@ -365,7 +363,7 @@ class Consumer(faust_aiokafka.Consumer):
     _dropped: Mapping[TP, int] = {}
     #: The batch topics' records of the fetch under way, by partition, and the generation they were fetched in:
     #: kept aside by :meth:`_wait_next_records`, handled by :meth:`getmany`.
-    _batch_fetch: tuple[dict[TP, Sequence[Record]], int] | None = None
+    _batch_fetch: tuple[dict[TP, Sequence[ConsumerRecord]], int] | None = None
     #: Revokes whose commit left acked offsets uncommitted (their next owner reads them again): the metrics count them.
     revoke_commits_failed = 0
     #: A joint handler's records fetched but not handled yet, to keep its partitions' topics in event-time order
@@ -505,7 +503,7 @@ class Consumer(faust_aiokafka.Consumer):
             logger.warning("Subscribing anyway: %s", exc)
         await super().subscribe(names)
 
-    async def _wait_next_records(self, timeout: float) -> tuple[Mapping[TP, Sequence[Record]] | None, set[TP] | None]:
+    async def _wait_next_records(self, timeout: float) -> tuple[Mapping[TP, Sequence[ConsumerRecord]] | None, set[TP] | None]:
         """Faust's fetch, less the batch topics' records: Faust delivers the rest, :meth:`getmany` hands these over.
 
         Faust's ``getmany`` turns each fetched record into a message, tracks its
@@ -556,7 +554,7 @@ class Consumer(faust_aiokafka.Consumer):
         def rebalancing() -> bool:
             return not self.flow_active or self.app.consumer_generation_id != generation
 
-        async def overtaken(batch: Mapping[TP, Sequence[Record]]) -> bool:
+        async def overtaken(batch: Mapping[TP, Sequence[ConsumerRecord]]) -> bool:
             """Whether a rebalance or a seek (one runs, or one ran since this fetch began) overtook ``batch``: then
             it is dropped unhandled, and after a seek its partitions are sought again (the held records were
             dropped when the seek began)."""
@@ -570,7 +568,7 @@ class Consumer(faust_aiokafka.Consumer):
 
         if not (received or self.held.records) or await overtaken(received):
             return
-        fetched: dict[TP, Sequence[Record]] = {}
+        fetched: dict[TP, Sequence[ConsumerRecord]] = {}
         for tp, records in received.items():
             self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
             accepted = await faust_internals.accept_all(self, tp, records)
