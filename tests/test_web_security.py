@@ -28,6 +28,9 @@ DOUBLE_TABLE = p.Source("D", p.TABLE, "d", (p.Column("ID", "DOUBLE"),), (p.Colum
     [
         (lambda: params.partitions(None), "partitions", "partitions is required"),
         (lambda: params.partitions("six"), "partitions", "partitions='six': expected an integer"),
+        (lambda: params.partitions("１２"), "partitions", "partitions='１２': expected an integer"),  # full-width
+        (lambda: params.limit("1_0"), "limit", "limit='1_0': expected an integer"),
+        (lambda: params.time_bound("from", "１７００"), "from", "expected milliseconds since the epoch"),
         (lambda: params.partitions("0"), "partitions", "partitions=0: must be between 1"),
         (lambda: params.partition("6", 6), "partition", "partition=6: must be between 0 and 5"),
         (lambda: params.partition("-1", 6), "partition", "partition=-1"),

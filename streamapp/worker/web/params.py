@@ -5,6 +5,7 @@ Pure functions over plain strings, so every rule is tested without a server.
 from __future__ import annotations
 
 import math
+import re
 import struct
 from datetime import datetime, timezone
 from typing import Mapping
@@ -36,11 +37,14 @@ class WebInputError(StreamappError):
         self.field = field
 
 
+#: An integer as a URL writes one: ASCII digits (Python's int() also reads '１２' and '1_000').
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 def _int(field: str, raw: str, low: int, high: int) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise WebInputError(field, f"{field}={raw!r}: expected an integer") from None
+    if not _INTEGER.fullmatch(raw.strip()):
+        raise WebInputError(field, f"{field}={raw!r}: expected an integer")
+    value = int(raw.strip())
     if not low <= value <= high:
         raise WebInputError(field, f"{field}={value}: must be between {low} and {high}")
     return value
@@ -90,6 +94,8 @@ def time_bound(field: str, raw: str) -> int:
         raise WebInputError(field, f"{field}={raw[:80]!r}… ({len(text)} digits): must be between {MIN_TIME} and "
                                    f"{MAX_TIME}")
     try:
+        if not _INTEGER.fullmatch(text):
+            raise ValueError(text)
         value = int(text)
     except ValueError:
         try:
