@@ -11,7 +11,11 @@ from . import syntax as s
 
 
 class PlanError(StreamappError, s.SqlError):
-    """A statement ksqlDB rejects, or one streamapp cannot run yet: one line naming it."""
+    """A statement ksqlDB rejects, or one streamapp cannot run yet: one line naming it, even where it quotes a
+    name or a string that runs over lines."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.splitlines()))
 
 
 def rejected(statement: s.Statement, message: str) -> PlanError:

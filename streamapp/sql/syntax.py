@@ -472,6 +472,9 @@ def _syntax_message(text: str, exc: UnexpectedInput) -> str:
         near = text[exc.pos_in_stream:exc.pos_in_stream + 1]
     else:
         near = str(exc.token)
+    if len(near) > 40 or "\n" in near or "\r" in near:  # a quoted string can run over lines: the error is one line
+        near = " ".join(near.split())
+        near = near if len(near) <= 40 else near[:37] + "..."
     start = text.rfind(";", 0, exc.pos_in_stream) + 1
     statement = " ".join(text[start:exc.pos_in_stream].split())
     context = f" after '{statement[-40:]}'" if statement else ""
