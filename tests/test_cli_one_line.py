@@ -70,6 +70,13 @@ def test_produce_refuses_an_empty_bootstrap_server(value: str) -> None:
     assert line == f"streamapp produce: --bootstrap_server={value!r} is empty: give host:port[,host:port]"
 
 
+@pytest.mark.parametrize("value", ["", " "])
+def test_produce_refuses_an_empty_topic(value: str) -> None:
+    """Not the default in disguise: ``--topic ''`` had produced to demo_user."""
+    line = one_line(streamapp("produce", "--topic", value))
+    assert line == f"streamapp produce: --topic={value!r} is empty: give a topic name"
+
+
 def test_fingerprint_against_no_broker_is_one_line() -> None:
     line = one_line(streamapp("fingerprint", "--topic", "anything", "--bootstrap-servers", OFFLINE))
     assert line.startswith(f"streamapp fingerprint: cannot reach the Kafka brokers at {OFFLINE}: ")

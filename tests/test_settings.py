@@ -58,6 +58,9 @@ def test_only_the_settings_flags_a_command_took_are_applied() -> None:
     s = Settings().with_args(parser.parse_args(["--partitioner", "consistent_random", "--partitions", "3"]))
     assert (s.partitioner, s.partitions) == (Settings().partitioner, 3)
     assert Settings().with_args(argparse.Namespace(partitions=5)) == Settings()  # no settings flags: none applied
+    for argv in (["demo", "--partitioner", "consistent_random"],
+                 ["topics", "add-partitions", "t", "--count", "9", "--partitioner", "fnv1a"]):
+        assert Settings().with_args(build_parser().parse_args(argv)).partitioner == Settings().partitioner, argv
 
 
 @pytest.mark.parametrize(
@@ -127,9 +130,9 @@ def test_every_setting_has_a_description() -> None:
     assert [f.name for f in fields(Settings) if not str(f.metadata.get("doc", "")).strip()] == []
 
 
-def test_the_settings_page_names_the_commands_that_take_each_flag() -> None:
-    """`streamapp guard --guard-policy` was listed but refused: the page (docs/gen_reference.py) says who takes
-    what, from :func:`settings_commands`."""
+def test_settings_commands_names_the_commands_that_take_each_flag() -> None:
+    """`streamapp guard --guard-policy` was listed but refused: :func:`settings_commands`, which the settings page
+    (docs/gen_reference.py) lists, names only commands whose parser takes the flag."""
     commands, parsers = settings_commands(), build_commands()[1]
     assert "guard_policy" not in commands  # the worker's setting: environment only
     assert "guard" in commands["bootstrap_servers"]

@@ -176,6 +176,8 @@ def test_a_seed_output_topic_setting_names_the_whole_topic_whatever_the_output_p
     renamed = topology(Settings(output_prefix="x_", merged_topic="foo"))
     assert renamed.topics[merged] == "foo" and renamed.topics[f"{merged}_REPARTITION"] == f"x_{merged}_REPARTITION"
     assert topology(Settings(merged_topic="foo")).topics[merged] == "foo"
+    # with no prefix the worker replaces ksqlDB: it writes the topic ksqlDB's setting names
+    assert topology(Settings(output_prefix="", ksqldb_merged_topic="k")).topics[merged] == "k"
 
 
 def test_a_join_on_expressions_of_a_stream_without_a_key_column_is_keyed_by_what_on_joins() -> None:

@@ -51,6 +51,8 @@ DOUBLE_TABLE = p.Source("D", p.TABLE, "d", (p.Column("ID", "DOUBLE"),), (p.Colum
         (lambda: params.query_text("partition=0&after=%ff", "after"), "after",
          "'after=%ff': its percent escapes are not UTF-8 text; give the key's bytes in hex with encoding=hex"),
         (lambda: params.after("zz", STRING_TABLE, "hex"), "after", "after='zz': not hex"),
+        (lambda: params.partitions("9" * 5000), "partitions", "expected an integer"),  # past int()'s digit limit
+        (lambda: params.query_text("utm=%e9&after=%ff", "after"), "after", "'after=%ff': its percent escapes"),
     ],
 )
 def test_bad_input_names_field_and_value(call, field: str, fragment: str) -> None:
@@ -71,6 +73,7 @@ def test_good_input() -> None:
     assert params.query_text("partition=0&after=k%201", "after") == "k 1"
     assert params.query_text("after=a+b", "after") == "a b"  # as aiohttp reads a query
     assert params.query_text("after=%e2%82%ac", "after") == "€" and params.query_text("partition=0", "after") is None
+    assert params.query_text("utm=%e9&after=u1", "after") == "u1"  # another parameter's bad escape is not after's
     assert params.table("demo_user", ["demo_user"]) == "demo_user"
     assert params.table_key("-2", None, BIGINT_TABLE) == (-2).to_bytes(8, "big", signed=True)
     assert params.table_key("00ff", "hex", BIGINT_TABLE) == b"\x00\xff"

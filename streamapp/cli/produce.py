@@ -56,7 +56,9 @@ def settings_for(args: argparse.Namespace, settings: Settings) -> Settings:
         if not args.bootstrap_server.strip(" ,"):
             raise ProduceError(f"--bootstrap_server={args.bootstrap_server!r} is empty: give host:port[,host:port]")
         changes["bootstrap_servers"] = args.bootstrap_server
-    if args.users_topic:
+    if args.users_topic is not None:
+        if not args.users_topic.strip():
+            raise ProduceError(f"--topic={args.users_topic!r} is empty: give a topic name")
         changes.update(users_topic=args.users_topic, orders_topic=f"{args.users_topic}_orders")
     changes.update({name: getattr(args, name) for name in ("partitions", "ksqldb_endpoint")
                     if getattr(args, name) is not None})

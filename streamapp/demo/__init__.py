@@ -1,1 +1,1 @@
-"""The demo: its records, the producer, the ksqlDB client, ksqlDB's joins on Kafka Streams (not ksqlDB), and the reports."""
+"""The demo: its records, the producer, the ksqlDB client, and the reports."""

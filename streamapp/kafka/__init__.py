@@ -1,4 +1,5 @@
-"""Kafka itself: topic administration, the one topic reader, record limits, and the JVMs streamapp starts (the broker).
+"""Kafka itself: topic administration, the one topic reader, record limits, and the JVMs streamapp starts (the
+broker, and ksqlDB's joins on Kafka Streams).
 
 Everything here talks to a cluster or starts a process; what it knows about records
 and keys comes from :mod:`streamapp.model` and :mod:`streamapp.partitioners`.

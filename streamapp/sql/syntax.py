@@ -26,7 +26,7 @@ from .types import SqlType
 class SqlError(Exception):
     """A statement streamapp cannot use: ``str()`` is one line naming where and why.
 
-    Subclassed by :class:`streamapp.sql.planner.PlanError`; both are StreamappErrors there
+    Subclassed by :class:`streamapp.sql.refusals.PlanError`; both are StreamappErrors there
     (this module stays free of the rest of streamapp so the grammar can be tried alone).
     """
 

@@ -366,7 +366,8 @@ class Topology:
         #: app's internal topic (as it is) for a table it re-keys.
         self.topics = {
             s.name: s.topic if s.name not in declared else
-            renames.get(Settings.output_prefix + s.topic, settings.output_prefix + s.topic)
+            renames.get(Settings.output_prefix + s.topic,  # a worker topic setting names it whole
+                        renames.get(settings.output_prefix + s.topic, settings.output_prefix + s.topic))
             if s.name in written else self.ksqldb_topics[s.name]
             for s in plan.sources}
         tables: dict[str, Table] = {}

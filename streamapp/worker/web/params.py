@@ -9,7 +9,7 @@ import re
 import struct
 from datetime import datetime, timezone
 from typing import Mapping
-from urllib.parse import parse_qsl, unquote_to_bytes
+from urllib.parse import unquote_to_bytes
 
 from ...errors import StreamappError
 from ...model.records import RecordError
@@ -42,9 +42,12 @@ _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def _int(field: str, raw: str, low: int, high: int) -> int:
-    if not _INTEGER.fullmatch(raw.strip()):
-        raise WebInputError(field, f"{field}={raw!r}: expected an integer")
-    value = int(raw.strip())
+    try:
+        if not _INTEGER.fullmatch(raw.strip()):
+            raise ValueError(raw)
+        value = int(raw.strip())  # ValueError past Python's 4,300 digits too
+    except ValueError:
+        raise WebInputError(field, f"{field}={raw[:80]!r}: expected an integer") from None
     if not low <= value <= high:
         raise WebInputError(field, f"{field}={value}: must be between {low} and {high}")
     return value
@@ -206,10 +209,15 @@ def after(raw: str | None, source: p.Source, encoding: str | None = None) -> byt
 
 def query_text(raw_query: str, name: str) -> str | None:
     """The query parameter ``name`` read from the raw query string, its escapes as UTF-8 or a 400: aiohttp's
-    ``request.query`` turns ``%ff`` into U+FFFD, a different key, where a path segment's escapes are refused."""
-    try:
-        return next((v for k, v in parse_qsl(raw_query, keep_blank_values=True, errors="strict") if k == name), None)
-    except UnicodeDecodeError:
-        shown = next((part for part in raw_query.split("&") if part.startswith(f"{name}=")), raw_query)
-        raise WebInputError(name, f"{shown[:80]!r}: its percent escapes are not UTF-8 text; give the key's bytes in "
-                                  f"hex with encoding=hex") from None
+    ``request.query`` turns ``%ff`` into U+FFFD, a different key, where a path segment's escapes are refused.
+    Only ``name``'s value is judged: a bad escape in another parameter is not its fault."""
+    for part in raw_query.split("&"):
+        key, _, value = part.partition("=")
+        if unquote_to_bytes(key.replace("+", " ")).decode("utf-8", "replace") != name:
+            continue
+        try:
+            return unquote_to_bytes(value.replace("+", " ")).decode("utf-8")
+        except UnicodeDecodeError:
+            raise WebInputError(name, f"{part[:80]!r}: its percent escapes are not UTF-8 text; give the key's "
+                                      f"bytes in hex with encoding=hex") from None
+    return None

@@ -14,7 +14,7 @@ import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from aiohttp import web as aioweb
 import faust
@@ -253,14 +253,16 @@ class UsersView(web.View):
 
     async def get(self, request: web.Request) -> web.Response:
         app: StreamappApp = self.app  # type: ignore[assignment]
-        query = dict(request.query)
-        name = query.pop("table", None) or app.topology.tables[0].name
-        raise aioweb.HTTPTemporaryRedirect(_moved(request, f"/tables/{quote(name, safe='')}", query))
+        name = request.query.get("table") or app.topology.tables[0].name
+        raise aioweb.HTTPTemporaryRedirect(_moved(request, f"/tables/{quote(name, safe='')}", drop="table"))
 
 
-def _moved(request: aioweb.Request, path: str, query: dict[str, str] | None = None) -> str:
-    query = dict(request.query) if query is None else query
-    return path + ("?" + urlencode(query) if query else "")
+def _moved(request: aioweb.Request, path: str, drop: str | None = None) -> str:
+    """``path`` with the request's query as it was sent (its escapes kept: ``after=%ff`` stays a 400 there),
+    less the parameter ``drop``."""
+    parts = [part for part in request.rel_url.raw_query_string.split("&")
+             if part and (drop is None or part.partition("=")[0] != drop)]
+    return path + ("?" + "&".join(parts) if parts else "")
 
 
 class PartitionView(web.View):
