@@ -89,7 +89,7 @@ def settings_page() -> str:
                 flag = "none: a secret is never a flag"
             else:
                 variable = f"`{env_name(f.name)}`"
-                flag = (f"`--{f.name.replace('_', '-')}` on " + ", ".join(f"[{c}](cli.md#{c})" for c in takers)
+                flag = (f"`--{f.name.replace('_', '-')}` on " + ", ".join(f"[{c}](cli.md#{c.replace(' ', '-')})" for c in takers)
                         if takers else "none: environment only")
             type_name = getattr(f.type, "__name__", f.type)
             out += [

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from streamapp.cli import build_commands, build_parser, settings_commands
+from streamapp.cli import build_parser, command_parsers, settings_commands
 from streamapp.settings import Settings, SettingsError, add_arguments
 from streamapp.worker.app import faust_config
 
@@ -133,9 +133,10 @@ def test_every_setting_has_a_description() -> None:
 def test_settings_commands_names_the_commands_that_take_each_flag() -> None:
     """`streamapp guard --guard-policy` was listed but refused: :func:`settings_commands`, which the settings page
     (docs/gen_reference.py) lists, names only commands whose parser takes the flag."""
-    commands, parsers = settings_commands(), build_commands()[1]
+    commands, parsers = settings_commands(), command_parsers()
     assert "guard_policy" not in commands  # the worker's setting: environment only
     assert "guard" in commands["bootstrap_servers"]
+    assert "topics create" in commands["partitions"] and "topics list" in commands["bootstrap_servers"]  # nested
     for setting, takers in commands.items():
         for command in takers:
             flag = "--" + setting.replace("_", "-")

@@ -74,10 +74,26 @@ def build_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
     return parser, dict(sub.choices)
 
 
+def command_parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every command's parser by its full name, sub-commands' too (``topics create``)."""
+    found: dict[str, argparse.ArgumentParser] = {}
+
+    def walk(prefix: str, parser: argparse.ArgumentParser) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found[f"{prefix}{name}"] = sub
+                    walk(f"{prefix}{name} ", sub)
+
+    walk("", build_commands()[0])
+    return found
+
+
 def settings_commands() -> dict[str, list[str]]:
-    """Setting -> the sub-commands that take its ``--flag`` (for the docs' settings page, docs/gen_reference.py)."""
+    """Setting -> the commands that take its ``--flag``, sub-commands by their full name (for the docs' settings
+    page, docs/gen_reference.py)."""
     taken: dict[str, list[str]] = {}
-    for command, sub in build_commands()[1].items():
+    for command, sub in command_parsers().items():
         for name in sub.get_default(FLAGS_DEFAULT) or ():
             taken.setdefault(name, []).append(command)
     return taken
