@@ -12,7 +12,7 @@ from dataclasses import Field, fields
 from typing import Iterator
 
 from spark_batch.options import build_parser as reconcile_parser
-from streamapp.cli import build_commands, settings_commands
+from streamapp.cli import build_commands, command_parsers, settings_commands
 from streamapp.settings import FILE_SUFFIX, SECRETS, Settings, env_name
 
 SETTINGS_PAGE = "reference/settings.md"
@@ -198,12 +198,9 @@ def reconcile() -> argparse.ArgumentParser:
 
 
 def all_parsers() -> Iterator[tuple[str, argparse.ArgumentParser]]:
-    def walk(prefix: str, parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
-        yield prefix, parser
-        for name, _, sub in subcommands(parser):
-            yield from walk(f"{prefix} {name}", sub)
-
-    yield from walk("streamapp", build_commands()[0])
+    yield "streamapp", build_commands()[0]
+    for name, parser in command_parsers().items():
+        yield f"streamapp {name}", parser
     yield RECONCILE, reconcile()
 
 

@@ -136,11 +136,16 @@ def path_key(raw_path: str, field: str = "key") -> str:
     its text, so ``%ff`` and ``%25ff`` would look up the same key; invalid escapes are a 400 here.
     """
     segment = raw_path.split("?", 1)[0].rsplit("/", 1)[-1]
+    return _unescaped(field, segment, f"{field}={segment[:80]!r}")
+
+
+def _unescaped(field: str, escaped: str, shown: str) -> str:
+    """``escaped``'s percent escapes undone as UTF-8 text, or a 400 naming ``field`` that starts with ``shown``."""
     try:
-        return unquote_to_bytes(segment).decode("utf-8")
+        return unquote_to_bytes(escaped).decode("utf-8")
     except UnicodeDecodeError:
-        raise WebInputError(field, f"{field}={segment[:80]!r}: its percent escapes are not UTF-8 text; give the "
-                                   f"key's bytes in hex with encoding=hex") from None
+        raise WebInputError(field, f"{shown}: its percent escapes are not UTF-8 text; give the key's bytes "
+                                   f"in hex with encoding=hex") from None
 
 
 def key(raw: str, encoding: str | None = None, field: str = "key") -> bytes:
@@ -207,17 +212,17 @@ def after(raw: str | None, source: p.Source, encoding: str | None = None) -> byt
     return table_key(raw, encoding, source, field="after")
 
 
+def query_parts(raw_query: str) -> list[tuple[str, str]]:
+    """(name, ``name=value`` as sent) of each parameter of a raw query string, the name's escapes undone."""
+    return [(unquote_to_bytes(part.partition("=")[0].replace("+", " ")).decode("utf-8", "replace"), part)
+            for part in raw_query.split("&") if part]
+
+
 def query_text(raw_query: str, name: str) -> str | None:
     """The query parameter ``name`` read from the raw query string, its escapes as UTF-8 or a 400: aiohttp's
     ``request.query`` turns ``%ff`` into U+FFFD, a different key, where a path segment's escapes are refused.
     Only ``name``'s value is judged: a bad escape in another parameter is not its fault."""
-    for part in raw_query.split("&"):
-        key, _, value = part.partition("=")
-        if unquote_to_bytes(key.replace("+", " ")).decode("utf-8", "replace") != name:
-            continue
-        try:
-            return unquote_to_bytes(value.replace("+", " ")).decode("utf-8")
-        except UnicodeDecodeError:
-            raise WebInputError(name, f"{part[:80]!r}: its percent escapes are not UTF-8 text; give the key's "
-                                      f"bytes in hex with encoding=hex") from None
+    for found, part in query_parts(raw_query):
+        if found == name:
+            return _unescaped(name, part.partition("=")[2].replace("+", " "), repr(part[:80]))
     return None

@@ -260,8 +260,7 @@ class UsersView(web.View):
 def _moved(request: aioweb.Request, path: str, drop: str | None = None) -> str:
     """``path`` with the request's query as it was sent (its escapes kept: ``after=%ff`` stays a 400 there),
     less the parameter ``drop``."""
-    parts = [part for part in request.rel_url.raw_query_string.split("&")
-             if part and (drop is None or part.partition("=")[0] != drop)]
+    parts = [part for name, part in params.query_parts(request.rel_url.raw_query_string) if name != drop]
     return path + ("?" + "&".join(parts) if parts else "")
 
 
